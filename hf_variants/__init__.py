@@ -1,0 +1,21 @@
+"""hf-variants: research Transformer encoders as first-class HuggingFace models.
+
+``import hf_variants`` registers every variant with the transformers Auto classes.
+"""
+
+from . import macaron_bert
+from .core import VARIANTS, EncoderConfig, register_variant
+from .macaron_bert import MacaronBertConfig, MacaronBertForMaskedLM, MacaronBertModel
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "VARIANTS",
+    "EncoderConfig",
+    "MacaronBertConfig",
+    "MacaronBertForMaskedLM",
+    "MacaronBertModel",
+    "__version__",
+    "macaron_bert",
+    "register_variant",
+]

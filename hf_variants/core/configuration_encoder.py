@@ -1,0 +1,158 @@
+"""The configuration every hf-variants encoder shares: BERT's sizes, plus validation.
+
+A variant subclasses :class:`EncoderConfig`, adds its own fields in ``__init__`` and extends
+:meth:`EncoderConfig.validate` for them. Bad values raise ``ValueError`` naming the field, at
+construction time and again when a saved config is loaded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from transformers import PretrainedConfig
+from transformers.activations import ACT2FN
+
+
+class EncoderConfig(PretrainedConfig):
+    r"""Sizes and regularisation of a BERT-style encoder.
+
+    Args:
+        vocab_size: Number of tokens in the vocabulary.
+        hidden_size: Width of the residual stream (``d_model``).
+        num_hidden_layers: Number of encoder layers.
+        num_attention_heads: Number of attention heads.
+        head_dim: Width of one head. ``None`` means ``hidden_size // num_attention_heads``, which then
+            must divide exactly. Setting it decouples attention width (``heads * head_dim``) from
+            ``hidden_size``.
+        intermediate_size: Inner width of the feed-forward network (BERT: ``4 * hidden_size``).
+        hidden_act: Activation of the feed-forward network, a key of ``transformers.activations.ACT2FN``.
+        hidden_dropout_prob: Dropout on embeddings and sub-layer outputs.
+        attention_probs_dropout_prob: Dropout on attention probabilities.
+        max_position_embeddings: Length of the learned position table; longer inputs raise.
+        type_vocab_size: Number of token types (segments).
+        initializer_range: Standard deviation of the normal initialisation of weights.
+        layer_norm_eps: Epsilon of every LayerNorm.
+        layer_norm_position: ``"post"`` (BERT: ``LN(x + f(x))``) or ``"pre"`` (``x + f(LN(x))``, with a
+            final LayerNorm after the last layer).
+        pad_token_id: Id of the padding token (its embedding row starts at zero).
+        classifier_dropout: Dropout before classification heads; ``None`` uses ``hidden_dropout_prob``.
+        tie_word_embeddings: Tie the masked-LM decoder to the input word embeddings (transformers 5
+            no longer declares this on the base config, so every encoder config must).
+    """
+
+    # Subclasses set ``model_type``; the base class is never registered.
+    model_type = "hf_variants_encoder"
+
+    def __init__(
+        self,
+        vocab_size: int = 30522,
+        hidden_size: int = 768,
+        num_hidden_layers: int = 12,
+        num_attention_heads: int = 12,
+        head_dim: int | None = None,
+        intermediate_size: int = 3072,
+        hidden_act: str = "gelu",
+        hidden_dropout_prob: float = 0.1,
+        attention_probs_dropout_prob: float = 0.1,
+        max_position_embeddings: int = 512,
+        type_vocab_size: int = 2,
+        initializer_range: float = 0.02,
+        layer_norm_eps: float = 1e-12,
+        layer_norm_position: str = "post",
+        pad_token_id: int | None = 0,
+        classifier_dropout: float | None = None,
+        tie_word_embeddings: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.num_hidden_layers = num_hidden_layers
+        self.num_attention_heads = num_attention_heads
+        self.head_dim = head_dim
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.hidden_dropout_prob = hidden_dropout_prob
+        self.attention_probs_dropout_prob = attention_probs_dropout_prob
+        self.max_position_embeddings = max_position_embeddings
+        self.type_vocab_size = type_vocab_size
+        self.initializer_range = initializer_range
+        self.layer_norm_eps = layer_norm_eps
+        self.layer_norm_position = layer_norm_position
+        self.pad_token_id = pad_token_id
+        self.classifier_dropout = classifier_dropout
+        self.tie_word_embeddings = tie_word_embeddings
+        super().__init__(**kwargs)
+        self.validate()
+
+    # ----------------------------------------------------------------------------------------
+    @property
+    def attention_head_size(self) -> int:
+        """Width of one attention head (``head_dim`` or ``hidden_size // num_attention_heads``)."""
+        return self.head_dim if self.head_dim is not None else self.hidden_size // self.num_attention_heads
+
+    @property
+    def attention_width(self) -> int:
+        """Width of the concatenated heads, the input of the attention output projection."""
+        return self.num_attention_heads * self.attention_head_size
+
+    @property
+    def uses_final_layer_norm(self) -> bool:
+        """Pre-LN stacks end with a LayerNorm so that the output is normalised like a post-LN one."""
+        return self.layer_norm_position == "pre"
+
+    # ----------------------------------------------------------------------------------------
+    def validate(self) -> None:
+        """Raise ``ValueError`` naming the first field whose value cannot build a model."""
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+            "type_vocab_size",
+        ):
+            require_positive_int(self, name)
+        if self.head_dim is None:
+            if self.hidden_size % self.num_attention_heads != 0:
+                raise ValueError(
+                    f"hidden_size ({self.hidden_size}) is not divisible by num_attention_heads "
+                    f"({self.num_attention_heads}); change one of them or set head_dim explicitly."
+                )
+        else:
+            require_positive_int(self, "head_dim")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            require_probability(self, name)
+        if self.classifier_dropout is not None:
+            require_probability(self, "classifier_dropout")
+        require_choice(self, "hidden_act", ACT2FN.keys())
+        require_choice(self, "layer_norm_position", ("pre", "post"))
+        for name in ("initializer_range", "layer_norm_eps"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or value <= 0:
+                raise ValueError(f"{name} must be a positive number, got {value!r}.")
+        if self.pad_token_id is not None and not 0 <= self.pad_token_id < self.vocab_size:
+            raise ValueError(
+                f"pad_token_id ({self.pad_token_id}) must be a token id in [0, vocab_size={self.vocab_size})."
+            )
+
+
+def require_positive_int(config: PretrainedConfig, name: str) -> None:
+    value = getattr(config, name)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+
+
+def require_probability(config: PretrainedConfig, name: str) -> None:
+    value = getattr(config, name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+        raise ValueError(f"{name} must be a probability in [0, 1), got {value!r}.")
+
+
+def require_choice(config: PretrainedConfig, name: str, choices: Iterable[Any]) -> None:
+    choices = list(choices)
+    value = getattr(config, name)
+    if value not in choices:
+        shown = ", ".join(repr(c) for c in choices[:12]) + (", ..." if len(choices) > 12 else "")
+        raise ValueError(f"{name} must be one of {shown}; got {value!r}.")

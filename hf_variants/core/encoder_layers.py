@@ -1,0 +1,186 @@
+"""Building blocks shared by the variants: embeddings, softmax self-attention, feed-forward,
+residual connections, pooler and the masked-LM prediction head.
+
+Naming follows BERT where it helps a reader (``word_embeddings``, ``LayerNorm``, ``query``/``key``/
+``value``); variants import these blocks instead of re-writing them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from transformers.activations import ACT2FN
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.models.bert.modeling_bert import eager_attention_forward
+
+from .configuration_encoder import EncoderConfig
+from .inputs import additive_attention_bias, check_ids_below, check_input_ids, sdpa_attention_mask
+
+
+class EncoderEmbeddings(nn.Module):
+    """BERT embeddings: word + learned absolute position + token type, then LayerNorm and dropout.
+
+    Position and token-type ids default to ``arange(seq_len)`` and zeros, built on the fly (no
+    buffers that could come back stale after ``from_pretrained``). Token ids outside the vocabulary
+    and sequences longer than ``max_position_embeddings`` raise ``ValueError``.
+    """
+
+    def __init__(self, config: EncoderConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        shape = check_input_ids(input_ids, inputs_embeds, self.word_embeddings.num_embeddings)
+        seq_len = shape[1]
+        max_len = self.position_embeddings.num_embeddings
+        if position_ids is None:
+            if seq_len > max_len:
+                raise ValueError(
+                    f"Sequence length {seq_len} exceeds max_position_embeddings={max_len}; "
+                    "truncate the input (e.g. tokenizer(..., truncation=True, max_length=...))."
+                )
+            device = (input_ids if input_ids is not None else inputs_embeds).device
+            position_ids = torch.arange(seq_len, device=device)[None, :]
+        else:
+            check_ids_below("position_ids", position_ids, max_len, shape)
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(position_ids)
+        else:
+            check_ids_below("token_type_ids", token_type_ids, self.token_type_embeddings.num_embeddings, shape)
+        if inputs_embeds is None:
+            inputs_embeds = self.word_embeddings(input_ids)
+        embeddings = inputs_embeds + self.token_type_embeddings(token_type_ids) + self.position_embeddings(position_ids)
+        return self.dropout(self.LayerNorm(embeddings))
+
+
+class MultiHeadSelfAttention(nn.Module):
+    """Scaled dot-product multi-head self-attention with eager and SDPA implementations.
+
+    ``softmax(Q Kᵀ / √D) V`` per head (Vaswani et al. 2017, eq. 1), followed by the output projection
+    from ``heads * head_dim`` to ``hidden_size``. The implementation comes from
+    ``config._attn_implementation`` through ``ALL_ATTENTION_FUNCTIONS``; attention probabilities are
+    only materialised by the eager path, which is therefore used whenever ``output_attentions=True``.
+    """
+
+    def __init__(self, config: EncoderConfig, layer_idx: int | None = None) -> None:
+        super().__init__()
+        self.config = config
+        self.layer_idx = layer_idx
+        self.num_heads = config.num_attention_heads
+        self.head_dim = config.attention_head_size
+        self.scaling = self.head_dim**-0.5
+        self.is_causal = False  # the sdpa integration assumes causal unless told otherwise
+        width = config.attention_width
+        self.query = nn.Linear(config.hidden_size, width)
+        self.key = nn.Linear(config.hidden_size, width)
+        self.value = nn.Linear(config.hidden_size, width)
+        self.output = nn.Linear(width, config.hidden_size)
+        self.attention_dropout = config.attention_probs_dropout_prob
+
+    def split_heads(self, projected: torch.Tensor) -> torch.Tensor:
+        """``(batch, seq, heads * head_dim)`` → ``(batch, heads, seq, head_dim)``."""
+        batch, seq_len, _ = projected.shape
+        return projected.view(batch, seq_len, -1, self.head_dim).transpose(1, 2)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        padding_mask: torch.Tensor | None = None,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        query = self.split_heads(self.query(hidden_states))
+        key = self.split_heads(self.key(hidden_states))
+        value = self.split_heads(self.value(hidden_states))
+        implementation = self.config._attn_implementation or "eager"
+        if output_attentions or implementation == "eager":
+            attention: Callable = eager_attention_forward
+            mask = additive_attention_bias(padding_mask, query.dtype)
+        else:
+            attention = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
+            mask = sdpa_attention_mask(padding_mask)
+        context, weights = attention(
+            self,
+            query,
+            key,
+            value,
+            mask,
+            scaling=self.scaling,
+            dropout=self.attention_dropout if self.training else 0.0,
+        )
+        context = context.reshape(*hidden_states.shape[:-1], -1)
+        return self.output(context), weights
+
+
+class FeedForward(nn.Module):
+    """Position-wise feed-forward network ``act(x W1 + b1) W2 + b2``."""
+
+    def __init__(self, hidden_size: int, inner_size: int, activation: str) -> None:
+        super().__init__()
+        self.fc_in = nn.Linear(hidden_size, inner_size)
+        self.activation = ACT2FN[activation]
+        self.fc_out = nn.Linear(inner_size, hidden_size)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.fc_out(self.activation(self.fc_in(hidden_states)))
+
+
+class SublayerConnection(nn.Module):
+    """Residual connection around one sub-layer, with its LayerNorm placed before or after.
+
+    * ``"post"`` (BERT): ``LN(x + scale · dropout(f(x)))``
+    * ``"pre"``: ``x + scale · dropout(f(LN(x)))``
+
+    ``scale`` is the step size of the residual update (½ for Macaron's half-step FFNs).
+    """
+
+    def __init__(self, config: EncoderConfig, layer_norm_position: str) -> None:
+        super().__init__()
+        self.pre_norm = layer_norm_position == "pre"
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(
+        self, hidden_states: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor], scale: float = 1.0
+    ) -> torch.Tensor:
+        if self.pre_norm:
+            return hidden_states + scale * self.dropout(sublayer(self.LayerNorm(hidden_states)))
+        return self.LayerNorm(hidden_states + scale * self.dropout(sublayer(hidden_states)))
+
+
+class Pooler(nn.Module):
+    """BERT pooler: ``tanh(W h_[CLS] + b)`` on the first token."""
+
+    def __init__(self, config: EncoderConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = nn.Tanh()
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.activation(self.dense(hidden_states[:, 0]))
+
+
+class MaskedLMHead(nn.Module):
+    """BERT's MLM head: dense → activation → LayerNorm → decoder (tied to the word embeddings)."""
+
+    def __init__(self, config: EncoderConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = ACT2FN[config.hidden_act]
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.decoder(self.LayerNorm(self.activation(self.dense(hidden_states))))

@@ -1,0 +1,98 @@
+"""Input checks and attention masks, shared by every variant.
+
+Every encoder turns the user's ``attention_mask`` (1 = real token, 0 = padding) into one boolean
+*key padding mask* of shape ``(batch, seq_len)`` (``True`` = real token), or ``None`` when nothing is
+padded. Each attention kind derives what it needs from it: an additive bias for eager softmax, a
+boolean mask for ``scaled_dot_product_attention``, zeroed keys for linear attention.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def _checks_enabled() -> bool:
+    # Data-dependent checks would break graph capture; compiled/traced code skips them.
+    return not (torch.jit.is_tracing() or torch.compiler.is_compiling())
+
+
+def check_input_ids(
+    input_ids: torch.Tensor | None,
+    inputs_embeds: torch.Tensor | None,
+    vocab_size: int,
+) -> tuple[int, int]:
+    """Check that exactly one input is given, that it is batched, and that ids lie in the vocabulary.
+
+    Returns ``(batch_size, seq_len)``.
+    """
+    if (input_ids is None) == (inputs_embeds is None):
+        raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
+    if input_ids is not None:
+        if input_ids.dim() != 2:
+            raise ValueError(f"input_ids must have shape (batch_size, seq_len); got shape {tuple(input_ids.shape)}.")
+        if input_ids.is_floating_point():
+            raise ValueError(f"input_ids must be integer token ids, got dtype {input_ids.dtype}.")
+        if _checks_enabled() and input_ids.numel() > 0:
+            low, high = int(input_ids.min()), int(input_ids.max())
+            if low < 0 or high >= vocab_size:
+                bad = low if low < 0 else high
+                raise ValueError(
+                    f"input_ids contain token id {bad}, outside the vocabulary [0, {vocab_size}). "
+                    "Check that the tokenizer matches the model (or call resize_token_embeddings)."
+                )
+        return tuple(input_ids.shape)
+    if inputs_embeds.dim() != 3:
+        raise ValueError(
+            f"inputs_embeds must have shape (batch_size, seq_len, hidden_size); got shape {tuple(inputs_embeds.shape)}."
+        )
+    return tuple(inputs_embeds.shape[:2])
+
+
+def check_ids_below(name: str, ids: torch.Tensor, limit: int, shape: tuple[int, int]) -> None:
+    """Check an auxiliary id tensor (token types, positions): its shape and range ``[0, limit)``."""
+    if ids.dim() != 2 or (ids.shape[0] not in (1, shape[0])) or ids.shape[1] != shape[1]:
+        raise ValueError(f"{name} must have shape {shape} (or (1, {shape[1]})); got {tuple(ids.shape)}.")
+    if _checks_enabled() and ids.numel() > 0:
+        low, high = int(ids.min()), int(ids.max())
+        if low < 0 or high >= limit:
+            raise ValueError(f"{name} contain value {high if high >= limit else low}, outside [0, {limit}).")
+
+
+def key_padding_mask(attention_mask: torch.Tensor | None, shape: tuple[int, int]) -> torch.Tensor | None:
+    """Boolean ``(batch, seq_len)`` mask, ``True`` at real tokens; ``None`` when nothing is padded.
+
+    Raises ``ValueError`` for a wrong shape, values other than 0/1, or a sequence with no real token
+    (its attention would be undefined).
+    """
+    if attention_mask is None:
+        return None
+    if tuple(attention_mask.shape) != tuple(shape):
+        raise ValueError(
+            f"attention_mask must have shape (batch_size, seq_len) = {tuple(shape)}; got {tuple(attention_mask.shape)}."
+        )
+    mask = attention_mask.bool() if attention_mask.dtype == torch.bool else attention_mask != 0
+    if _checks_enabled():
+        if attention_mask.dtype != torch.bool and not bool(((attention_mask == 0) | (attention_mask == 1)).all()):
+            raise ValueError("attention_mask must contain only 0 (padding) and 1 (real token).")
+        if not bool(mask.any(dim=-1).all()):
+            raise ValueError("attention_mask has a sequence with no real token (all zeros).")
+        if bool(mask.all()):
+            return None
+    return mask
+
+
+def additive_attention_bias(padding_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+    """``(batch, 1, 1, seq_len)`` bias: 0 at real keys, the dtype's most negative value at padding.
+
+    Adding it to logits before softmax gives padded keys a weight of exactly zero.
+    """
+    if padding_mask is None:
+        return None
+    bias = torch.zeros(padding_mask.shape, dtype=dtype, device=padding_mask.device)
+    bias.masked_fill_(~padding_mask, torch.finfo(dtype).min)
+    return bias[:, None, None, :]
+
+
+def sdpa_attention_mask(padding_mask: torch.Tensor | None) -> torch.Tensor | None:
+    """``(batch, 1, 1, seq_len)`` boolean mask (``True`` = may attend) for ``scaled_dot_product_attention``."""
+    return None if padding_mask is None else padding_mask[:, None, None, :]

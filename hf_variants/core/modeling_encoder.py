@@ -1,0 +1,520 @@
+"""The encoder skeleton and task heads shared by every variant.
+
+A variant provides a config (subclass of :class:`EncoderConfig`) and a layer class, then declares
+its models as one-line subclasses::
+
+    class MyPreTrainedModel(EncoderPreTrainedModel):
+        config_class = MyConfig
+        base_model_prefix = "my_variant"
+        layer_class = MyLayer
+
+    class MyModel(MyPreTrainedModel, EncoderModel): ...
+    class MyForMaskedLM(MyPreTrainedModel, EncoderForMaskedLM): ...
+    class MyForSequenceClassification(MyPreTrainedModel, EncoderForSequenceClassification): ...
+    ...
+
+Defining ``MyModel`` makes it the backbone that every ``My*`` head builds under the attribute
+``base_model_prefix``, so checkpoints load across heads the way BERT's do.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+from transformers import PreTrainedModel
+from transformers.loss.loss_utils import (
+    ForMaskedLMLoss,
+    ForQuestionAnsweringLoss,
+    ForSequenceClassificationLoss,
+    ForTokenClassification,
+)
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import (
+    BaseModelOutputWithPooling,
+    MaskedLMOutput,
+    MultipleChoiceModelOutput,
+    QuestionAnsweringModelOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+)
+
+from .configuration_encoder import EncoderConfig
+from .encoder_layers import (
+    EncoderEmbeddings,
+    FeedForward,
+    MaskedLMHead,
+    MultiHeadSelfAttention,
+    Pooler,
+    SublayerConnection,
+)
+from .inputs import key_padding_mask
+
+
+class TransformerLayer(GradientCheckpointingLayer):
+    """BERT's layer: ``x̃ = x + MHSA(x)``, ``x' = x̃ + FFN(x̃)``.
+
+    This is the Lie–Trotter splitting step of Lu et al. (2019), eq. (12)–(13), with LayerNorm placed
+    as ``config.layer_norm_position`` says. Variants that only change the attention subclass it and
+    set ``attention_class``.
+    """
+
+    attention_class: ClassVar[type[nn.Module]] = MultiHeadSelfAttention
+
+    def __init__(self, config: EncoderConfig, layer_idx: int | None = None) -> None:
+        super().__init__()
+        self.attention = self.attention_class(config, layer_idx=layer_idx)
+        self.attention_residual = SublayerConnection(config, config.layer_norm_position)
+        self.feed_forward = FeedForward(config.hidden_size, config.intermediate_size, config.hidden_act)
+        self.feed_forward_residual = SublayerConnection(config, config.layer_norm_position)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        padding_mask: torch.Tensor | None = None,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        attend = AttentionCall(self.attention, padding_mask, output_attentions)
+        hidden_states = self.attention_residual(hidden_states, attend)
+        hidden_states = self.feed_forward_residual(hidden_states, self.feed_forward)
+        return hidden_states, attend.weights
+
+
+class AttentionCall:
+    """Adapts an attention module to the ``x -> f(x)`` form of :class:`SublayerConnection`,
+    keeping the attention probabilities it returned."""
+
+    def __init__(self, attention: nn.Module, padding_mask: torch.Tensor | None, output_attentions: bool) -> None:
+        self.attention = attention
+        self.padding_mask = padding_mask
+        self.output_attentions = output_attentions
+        self.weights: torch.Tensor | None = None
+
+    def __call__(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        output, self.weights = self.attention(hidden_states, self.padding_mask, self.output_attentions)
+        return output
+
+
+class EncoderStack(nn.Module):
+    """``num_hidden_layers`` layers of one class, then a final LayerNorm for pre-LN stacks."""
+
+    def __init__(self, config: EncoderConfig, layer_class: type[nn.Module]) -> None:
+        super().__init__()
+        self.layer = nn.ModuleList(layer_class(config, layer_idx=i) for i in range(config.num_hidden_layers))
+        self.final_layer_norm = (
+            nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.uses_final_layer_norm else None
+        )
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        padding_mask: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> BaseModelOutputWithPooling:
+        all_hidden_states: list[torch.Tensor] = [hidden_states]
+        all_attentions: list[torch.Tensor | None] = []
+        for layer in self.layer:
+            hidden_states, attention = layer(hidden_states, padding_mask, output_attentions)
+            all_hidden_states.append(hidden_states)
+            all_attentions.append(attention)
+        if self.final_layer_norm is not None:
+            hidden_states = self.final_layer_norm(hidden_states)
+            all_hidden_states[-1] = hidden_states
+        return BaseModelOutputWithPooling(
+            last_hidden_state=hidden_states,
+            hidden_states=tuple(all_hidden_states) if output_hidden_states else None,
+            attentions=tuple(all_attentions) if output_attentions else None,
+        )
+
+
+class EncoderPreTrainedModel(PreTrainedModel):
+    """Base of every hf-variants model: init, embeddings access and the class-level wiring.
+
+    Class attributes a variant sets: ``config_class``, ``base_model_prefix``, ``layer_class`` and,
+    when it replaces BERT's, ``embeddings_class``. Softmax-attention variants keep
+    ``_supports_sdpa = True``.
+    """
+
+    config_class = EncoderConfig
+    base_model_prefix = "encoder_model"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+    # Losses are means over the batch; the Trainer must scale them for gradient accumulation.
+    accepts_loss_kwargs = False
+    layer_class: ClassVar[type[nn.Module]] = TransformerLayer
+    embeddings_class: ClassVar[type[nn.Module]] = EncoderEmbeddings
+    # Set when the variant's ``EncoderModel`` subclass is defined (see ``EncoderModel.__init_subclass__``).
+    base_model_class: ClassVar[type[PreTrainedModel] | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._no_split_modules = [cls.embeddings_class.__name__, cls.layer_class.__name__]
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        """Normal(0, initializer_range) for Linear/Embedding weights, zeros for biases and the padding
+        row, ones/zeros for LayerNorm (``PreTrainedModel._init_weights``, which only touches tensors
+        that were not loaded). Variants with extra parameters extend this with
+        ``transformers.initialization``."""
+        super()._init_weights(module)
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.base_model.embeddings.word_embeddings
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.base_model.embeddings.word_embeddings = value
+
+    def _build_base_model(self, config: EncoderConfig, add_pooling_layer: bool) -> None:
+        if self.base_model_class is None:
+            raise TypeError(
+                f"{type(self).__name__} has no backbone: define `class ...Model(<Variant>PreTrainedModel, "
+                "EncoderModel)` before its heads."
+            )
+        setattr(self, self.base_model_prefix, self.base_model_class(config, add_pooling_layer=add_pooling_layer))
+
+    def _backbone(
+        self,
+        input_ids: torch.Tensor | None,
+        attention_mask: torch.Tensor | None,
+        token_type_ids: torch.Tensor | None,
+        position_ids: torch.Tensor | None,
+        inputs_embeds: torch.Tensor | None,
+        output_attentions: bool | None,
+        output_hidden_states: bool | None,
+    ) -> BaseModelOutputWithPooling:
+        """Run the backbone of a head with the standard inputs; always returns the output object."""
+        return self.base_model(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
+        )
+
+
+class EncoderModel(EncoderPreTrainedModel):
+    """The bare encoder: embeddings → layers → (pooler). Outputs ``BaseModelOutputWithPooling``."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in cls.__mro__[1:]:
+            if issubclass(base, EncoderPreTrainedModel) and not issubclass(base, EncoderModel):
+                if base is not EncoderPreTrainedModel:
+                    base.base_model_class = cls
+                break
+
+    def __init__(self, config: EncoderConfig, add_pooling_layer: bool = True) -> None:
+        super().__init__(config)
+        self.embeddings = self.embeddings_class(config)
+        self.encoder = EncoderStack(config, self.layer_class)
+        self.pooler = Pooler(config) if add_pooling_layer else None
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> BaseModelOutputWithPooling | tuple[torch.Tensor, ...]:
+        output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
+        if output_hidden_states is None:
+            output_hidden_states = self.config.output_hidden_states
+        return_dict = self.config.return_dict if return_dict is None else return_dict
+
+        embeddings = self.embeddings(
+            input_ids=input_ids, token_type_ids=token_type_ids, position_ids=position_ids, inputs_embeds=inputs_embeds
+        )
+        padding_mask = key_padding_mask(attention_mask, embeddings.shape[:2])
+        outputs = self.encoder(embeddings, padding_mask, output_attentions, output_hidden_states)
+        if self.pooler is not None:
+            outputs.pooler_output = self.pooler(outputs.last_hidden_state)
+        return outputs if return_dict else outputs.to_tuple()
+
+
+# ------------------------------------------------------------------------------------------------
+# Task heads. Each builds the variant's backbone under ``base_model_prefix`` and computes its loss
+# with transformers' own loss functions (``transformers.loss.loss_utils``).
+# ------------------------------------------------------------------------------------------------
+
+
+class EncoderForMaskedLM(EncoderPreTrainedModel):
+    """Masked language modelling head; the decoder is tied to the word embeddings when
+    ``config.tie_word_embeddings`` (the default)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._tied_weights_keys = {
+            "lm_head.decoder.weight": f"{cls.base_model_prefix}.embeddings.word_embeddings.weight"
+        }
+
+    def __init__(self, config: EncoderConfig) -> None:
+        super().__init__(config)
+        self._build_base_model(config, add_pooling_layer=False)
+        self.lm_head = MaskedLMHead(config)
+        self.post_init()
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head.decoder
+
+    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
+        self.lm_head.decoder = new_embeddings
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> MaskedLMOutput | tuple[torch.Tensor, ...]:
+        r"""``labels``: ``(batch, seq_len)`` token ids, ``-100`` where no prediction is scored."""
+        return_dict = self.config.return_dict if return_dict is None else return_dict
+        outputs = self._backbone(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+        )
+        logits = self.lm_head(outputs.last_hidden_state)
+        loss = None
+        if labels is not None:
+            loss = ForMaskedLMLoss(logits, labels, vocab_size=logits.shape[-1])
+        result = MaskedLMOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+        return result if return_dict else result.to_tuple()
+
+
+class _ClassifierHeadMixin:
+    """Dropout (``classifier_dropout`` or ``hidden_dropout_prob``) followed by a linear classifier."""
+
+    def _build_classifier(self, config: EncoderConfig, num_outputs: int) -> None:
+        rate = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.dropout = nn.Dropout(rate)
+        self.classifier = nn.Linear(config.hidden_size, num_outputs)
+
+
+class EncoderForSequenceClassification(_ClassifierHeadMixin, EncoderPreTrainedModel):
+    """Pooled ``[CLS]`` → classifier. ``num_labels == 1`` is regression (MSE); integer labels give
+    single-label cross-entropy; float multi-hot labels give multi-label BCE — as BERT does, and as
+    ``config.problem_type`` pins once set."""
+
+    def __init__(self, config: EncoderConfig) -> None:
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self._build_base_model(config, add_pooling_layer=True)
+        self._build_classifier(config, config.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> SequenceClassifierOutput | tuple[torch.Tensor, ...]:
+        r"""``labels``: ``(batch,)`` class ids, floats for regression, or ``(batch, num_labels)`` multi-hot."""
+        return_dict = self.config.return_dict if return_dict is None else return_dict
+        outputs = self._backbone(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+        )
+        logits = self.classifier(self.dropout(outputs.pooler_output))
+        loss = None
+        if labels is not None:
+            _check_class_labels(labels, self.num_labels, self.config.problem_type)
+            loss = ForSequenceClassificationLoss(labels, logits, self.config)
+        result = SequenceClassifierOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+        return result if return_dict else result.to_tuple()
+
+
+class EncoderForTokenClassification(_ClassifierHeadMixin, EncoderPreTrainedModel):
+    """A classifier on every token's final hidden state (NER, POS tagging)."""
+
+    def __init__(self, config: EncoderConfig) -> None:
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self._build_base_model(config, add_pooling_layer=False)
+        self._build_classifier(config, config.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> TokenClassifierOutput | tuple[torch.Tensor, ...]:
+        r"""``labels``: ``(batch, seq_len)`` class ids in ``[0, num_labels)``, ``-100`` to ignore."""
+        return_dict = self.config.return_dict if return_dict is None else return_dict
+        outputs = self._backbone(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+        )
+        logits = self.classifier(self.dropout(outputs.last_hidden_state))
+        loss = None
+        if labels is not None:
+            _check_class_labels(labels, self.num_labels, "single_label_classification", ignore_index=-100)
+            loss = ForTokenClassification(logits, labels, self.config)
+        result = TokenClassifierOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+        return result if return_dict else result.to_tuple()
+
+
+class EncoderForQuestionAnswering(EncoderPreTrainedModel):
+    """Extractive QA: a linear layer gives span start and end logits for every token."""
+
+    def __init__(self, config: EncoderConfig) -> None:
+        super().__init__(config)
+        self._build_base_model(config, add_pooling_layer=False)
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        start_positions: torch.Tensor | None = None,
+        end_positions: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> QuestionAnsweringModelOutput | tuple[torch.Tensor, ...]:
+        r"""``start_positions``/``end_positions``: ``(batch,)`` token indices of the answer span
+        (positions outside the sequence are ignored, as in BERT)."""
+        return_dict = self.config.return_dict if return_dict is None else return_dict
+        outputs = self._backbone(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+        )
+        start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).split(1, dim=-1)
+        start_logits = start_logits.squeeze(-1).contiguous()
+        end_logits = end_logits.squeeze(-1).contiguous()
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            loss = ForQuestionAnsweringLoss(start_logits, end_logits, start_positions, end_positions)
+        result = QuestionAnsweringModelOutput(
+            loss=loss,
+            start_logits=start_logits,
+            end_logits=end_logits,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+        )
+        return result if return_dict else result.to_tuple()
+
+
+class EncoderForMultipleChoice(_ClassifierHeadMixin, EncoderPreTrainedModel):
+    """Multiple choice (SWAG-style): inputs are ``(batch, num_choices, seq_len)``; each choice's pooled
+    output gets one score and the choices compete in a softmax."""
+
+    def __init__(self, config: EncoderConfig) -> None:
+        super().__init__(config)
+        self._build_base_model(config, add_pooling_layer=True)
+        self._build_classifier(config, 1)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> MultipleChoiceModelOutput | tuple[torch.Tensor, ...]:
+        r"""``labels``: ``(batch,)`` index of the correct choice in ``[0, num_choices)``."""
+        return_dict = self.config.return_dict if return_dict is None else return_dict
+        reference = input_ids if input_ids is not None else inputs_embeds
+        if reference is None or reference.dim() < 3:
+            raise ValueError("Multiple-choice inputs must have shape (batch_size, num_choices, seq_len).")
+        num_choices = reference.shape[1]
+
+        def flat(tensor: torch.Tensor | None) -> torch.Tensor | None:
+            return None if tensor is None else tensor.reshape(-1, *tensor.shape[2:])
+
+        outputs = self._backbone(
+            flat(input_ids),
+            flat(attention_mask),
+            flat(token_type_ids),
+            flat(position_ids),
+            flat(inputs_embeds),
+            output_attentions,
+            output_hidden_states,
+        )
+        logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)
+        loss = None
+        if labels is not None:
+            _check_class_labels(labels, num_choices, "single_label_classification")
+            loss = nn.functional.cross_entropy(logits.float(), labels.view(-1))
+        result = MultipleChoiceModelOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+        return result if return_dict else result.to_tuple()
+
+
+def _check_class_labels(
+    labels: torch.Tensor, num_classes: int, problem_type: str | None, ignore_index: int | None = None
+) -> None:
+    """Class-id labels must lie in ``[0, num_classes)`` (cross-entropy would fail obscurely, or on
+    CUDA with a device-side assert)."""
+    is_class_ids = not labels.is_floating_point() and (problem_type in (None, "single_label_classification"))
+    if not is_class_ids or num_classes == 1 or labels.numel() == 0:
+        return
+    valid = labels[labels != ignore_index] if ignore_index is not None else labels
+    if valid.numel() and (int(valid.min()) < 0 or int(valid.max()) >= num_classes):
+        raise ValueError(
+            f"labels contain class {int(valid.max()) if int(valid.max()) >= num_classes else int(valid.min())}, "
+            f"outside [0, {num_classes}); check num_labels in the config."
+        )

@@ -1,0 +1,436 @@
+"""The common test suite every variant plugs into (in the spirit of transformers' ModelTesterMixin).
+
+A variant's test module subclasses :class:`CommonEncoderTests` with::
+
+    class TestMyVariant(CommonEncoderTests):
+        variant = my_variant.VARIANT
+        config_kwargs = {...}          # a small config
+        softmax_attention = True       # eager vs sdpa comparison applies
+
+and pytest runs every ``test_*`` method below for it.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+import torch
+import transformers
+from transformers import AutoConfig, PreTrainedModel, Trainer, TrainingArguments
+
+from hf_variants.core.registration import Variant
+from hf_variants.hub import export_for_hub
+
+from .helpers import run_python
+
+HEADS = (
+    "AutoModel",
+    "AutoModelForMaskedLM",
+    "AutoModelForSequenceClassification",
+    "AutoModelForTokenClassification",
+    "AutoModelForQuestionAnswering",
+    "AutoModelForMultipleChoice",
+)
+
+#: Code run in a fresh interpreter that cannot import hf_variants: it loads every head from an
+#: exported folder with trust_remote_code and compares with the outputs saved by the test.
+REMOTE_LOAD_SCRIPT = textwrap.dedent(
+    """
+    import importlib.abc, json, sys
+    class BlockHfVariants(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] == "hf_variants":
+                raise ModuleNotFoundError("hf_variants is blocked in this test")
+    sys.meta_path.insert(0, BlockHfVariants())
+    try:
+        import hf_variants  # noqa: F401
+        raise SystemExit("hf_variants is importable: the test would prove nothing")
+    except ModuleNotFoundError:
+        pass
+    import torch, transformers
+    folder, reference_file = sys.argv[1], sys.argv[2]
+    reference = torch.load(reference_file)
+    report = {}
+    for head in reference["heads"]:
+        inputs = reference["inputs_mc"] if head == "AutoModelForMultipleChoice" else reference["inputs"]
+        model = getattr(transformers, head).from_pretrained(folder, trust_remote_code=True).eval()
+        if type(model).__module__.startswith("hf_variants"):
+            raise SystemExit("loaded the installed package instead of the remote code")
+        with torch.no_grad():
+            got = model(**inputs, return_dict=False)[0]
+        expected = reference["outputs"].get(head)
+        difference = float((got - expected).abs().max()) if expected is not None else None
+        report[head] = [type(model).__name__, bool(torch.isfinite(got).all()), difference]
+    print(json.dumps(report))
+    """
+)
+
+
+def make_inputs(config: Any, batch: int = 3, seq_len: int = 9, seed: int = 0) -> dict[str, torch.Tensor]:
+    """Random ids (never the pad id) with right padding of different lengths per row."""
+    generator = torch.Generator().manual_seed(seed)
+    input_ids = torch.randint(1, config.vocab_size, (batch, seq_len), generator=generator)
+    lengths = [seq_len - (i % 3) * 2 for i in range(batch)]
+    attention_mask = torch.zeros(batch, seq_len, dtype=torch.long)
+    for row, length in enumerate(lengths):
+        attention_mask[row, :length] = 1
+    token_type_ids = torch.zeros_like(input_ids)
+    token_type_ids[:, seq_len // 2 :] = 1
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+
+
+def make_multiple_choice_inputs(
+    config: Any, batch: int = 3, seq_len: int = 9, num_choices: int = 2, seed: int = 0
+) -> dict[str, torch.Tensor]:
+    """``(batch, num_choices, seq_len)`` inputs with a different sequence for every choice."""
+    flat = make_inputs(config, batch * num_choices, seq_len, seed)
+    return {k: v.view(batch, num_choices, seq_len) for k, v in flat.items()}
+
+
+def perturb_parameters(model: torch.nn.Module, seed: int = 1) -> None:
+    """Move every parameter away from its initial value, so a re-initialisation after loading shows."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(0.05 * torch.randn(parameter.shape, generator=generator))
+
+
+def first_output(model: PreTrainedModel, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    return model(**inputs, return_dict=False)[0]
+
+
+class CommonEncoderTests:
+    variant: ClassVar[Variant]
+    config_kwargs: ClassVar[dict[str, Any]]
+    softmax_attention: ClassVar[bool] = True
+    #: Tolerance for comparisons that differ only by float re-association (batching, checkpointing).
+    atol: ClassVar[float] = 1e-5
+
+    # ------------------------------------------------------------------ helpers
+    def config(self, **overrides: Any) -> Any:
+        kwargs = {
+            "vocab_size": 99,
+            "hidden_size": 32,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "intermediate_size": 64,
+            "max_position_embeddings": 64,
+            "hidden_dropout_prob": 0.0,
+            "attention_probs_dropout_prob": 0.0,
+            **self.config_kwargs,
+            **overrides,
+        }
+        return self.variant.config_class(**kwargs)
+
+    def model(self, head: str = "AutoModel", seed: int = 0, **overrides: Any) -> PreTrainedModel:
+        torch.manual_seed(seed)
+        return self.variant.models[head](self.config(**overrides)).eval()
+
+    def head_inputs(self, head: str, config: Any, **kwargs: Any) -> dict[str, torch.Tensor]:
+        if head == "AutoModelForMultipleChoice":
+            return make_multiple_choice_inputs(config, **kwargs)
+        return make_inputs(config, **kwargs)
+
+    # ------------------------------------------------------------------ registration and shapes
+    def test_auto_classes_build_the_variant(self) -> None:
+        config = AutoConfig.for_model(self.variant.model_type, **{**self.config_kwargs, "vocab_size": 50})
+        assert isinstance(config, self.variant.config_class)
+        for head in HEADS:
+            model = getattr(transformers, head).from_config(config)
+            assert type(model) is self.variant.models[head]
+
+    def test_output_shapes_of_every_head(self) -> None:
+        config = self.config(num_labels=3)
+        batch, seq_len, hidden = 3, 9, config.hidden_size
+        inputs = make_inputs(config, batch, seq_len)
+        with torch.no_grad():
+            base = self.variant.models["AutoModel"](config).eval()(**inputs)
+            assert base.last_hidden_state.shape == (batch, seq_len, hidden)
+            assert base.pooler_output.shape == (batch, hidden)
+            mlm = self.variant.models["AutoModelForMaskedLM"](config).eval()(**inputs)
+            assert mlm.logits.shape == (batch, seq_len, config.vocab_size)
+            seq = self.variant.models["AutoModelForSequenceClassification"](config).eval()(**inputs)
+            assert seq.logits.shape == (batch, 3)
+            tok = self.variant.models["AutoModelForTokenClassification"](config).eval()(**inputs)
+            assert tok.logits.shape == (batch, seq_len, 3)
+            qa = self.variant.models["AutoModelForQuestionAnswering"](config).eval()(**inputs)
+            assert qa.start_logits.shape == qa.end_logits.shape == (batch, seq_len)
+            mc_inputs = make_multiple_choice_inputs(config, batch, seq_len, num_choices=4)
+            mc = self.variant.models["AutoModelForMultipleChoice"](config).eval()(**mc_inputs)
+            assert mc.logits.shape == (batch, 4)
+        for output in (base.last_hidden_state, mlm.logits, seq.logits, tok.logits, qa.start_logits, mc.logits):
+            assert torch.isfinite(output).all()
+
+    def test_hidden_states_and_attentions_are_returned(self) -> None:
+        config = self.config()
+        model = self.variant.models["AutoModel"](config).eval()
+        inputs = make_inputs(config)
+        with torch.no_grad():
+            out = model(**inputs, output_hidden_states=True, output_attentions=True)
+        assert len(out.hidden_states) == config.num_hidden_layers + 1
+        assert torch.equal(out.hidden_states[-1], out.last_hidden_state)
+        assert len(out.attentions) == config.num_hidden_layers
+        if self.softmax_attention:
+            padded_keys = inputs["attention_mask"] == 0
+            for weights in out.attentions:
+                assert weights.shape == (3, config.num_attention_heads, 9, 9)
+                torch.testing.assert_close(weights.sum(-1), torch.ones_like(weights.sum(-1)))
+                assert (weights.masked_select(padded_keys[:, None, None, :]) == 0).all()
+
+    # ------------------------------------------------------------------ save / load
+    @pytest.mark.parametrize("head", HEADS)
+    def test_save_load_round_trip_is_bit_identical(self, head: str, tmp_path: Path) -> None:
+        model = self.model(head, num_labels=3)
+        perturb_parameters(model)
+        inputs = self.head_inputs(head, model.config)
+        model.save_pretrained(tmp_path)
+        loaded = getattr(transformers, head).from_pretrained(tmp_path).eval()
+        assert type(loaded) is type(model)
+        with torch.no_grad():
+            assert torch.equal(first_output(model, inputs), first_output(loaded, inputs))
+
+    @pytest.mark.parametrize("head", HEADS)
+    def test_from_pretrained_reinitialises_no_loaded_weight(self, head: str, tmp_path: Path) -> None:
+        model = self.model(head, num_labels=3)
+        perturb_parameters(model)
+        model.save_pretrained(tmp_path)
+        loaded = getattr(transformers, head).from_pretrained(tmp_path)
+        expected, got = model.state_dict(), loaded.state_dict()
+        assert expected.keys() == got.keys()
+        changed = [name for name in expected if not torch.equal(expected[name], got[name])]
+        assert changed == []
+
+    @pytest.mark.parametrize("head", HEADS[2:])
+    def test_fine_tuning_head_loads_the_pretrained_backbone(self, head: str, tmp_path: Path) -> None:
+        """A task head loaded from an MLM checkpoint keeps every backbone weight; only its own
+        new layers (and the pooler, which MLM does not train) are initialised."""
+        pretrained = self.model("AutoModelForMaskedLM")
+        perturb_parameters(pretrained)
+        pretrained.save_pretrained(tmp_path)
+        fine_tuned = getattr(transformers, head).from_pretrained(tmp_path, num_labels=3)
+        expected, got = pretrained.base_model.state_dict(), fine_tuned.base_model.state_dict()
+        shared = [name for name in got if name in expected]
+        assert len(shared) == len(expected) > 0
+        assert [name for name in shared if not torch.equal(expected[name], got[name])] == []
+
+    def test_mlm_decoder_tied_after_load_and_resize(self, tmp_path: Path) -> None:
+        model = self.model("AutoModelForMaskedLM")
+        embeddings = model.get_input_embeddings()
+        assert model.get_output_embeddings().weight is embeddings.weight
+        model.save_pretrained(tmp_path)
+        loaded = transformers.AutoModelForMaskedLM.from_pretrained(tmp_path)
+        assert loaded.get_output_embeddings().weight is loaded.get_input_embeddings().weight
+
+        new_size = model.config.vocab_size + 7
+        loaded.resize_token_embeddings(new_size)
+        decoder = loaded.get_output_embeddings()
+        assert decoder.weight is loaded.get_input_embeddings().weight
+        assert decoder.weight.shape[0] == decoder.bias.shape[0] == loaded.config.vocab_size == new_size
+        inputs = make_inputs(loaded.config)
+        inputs["input_ids"][0, 0] = new_size - 1  # a new token id is now valid
+        with torch.no_grad():
+            assert loaded.eval()(**inputs).logits.shape[-1] == new_size
+
+    def test_untied_decoder_when_configured(self) -> None:
+        model = self.model("AutoModelForMaskedLM", tie_word_embeddings=False)
+        assert model.get_output_embeddings().weight is not model.get_input_embeddings().weight
+
+    # ------------------------------------------------------------------ training-time behaviour
+    def test_gradient_checkpointing_gives_the_same_gradients(self) -> None:
+        config = self.config()
+        inputs = make_inputs(config)
+        labels = inputs["input_ids"].masked_fill(inputs["attention_mask"] == 0, -100)
+
+        def gradients(checkpointing: bool) -> dict[str, torch.Tensor]:
+            torch.manual_seed(0)
+            model = self.variant.models["AutoModelForMaskedLM"](config).train()
+            if checkpointing:
+                model.gradient_checkpointing_enable()
+                assert all(layer.gradient_checkpointing for layer in model.base_model.encoder.layer)
+            model(**inputs, labels=labels).loss.backward()
+            return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+        plain, checkpointed = gradients(False), gradients(True)
+        assert plain.keys() == checkpointed.keys() and len(plain) > 0
+        for name in plain:
+            torch.testing.assert_close(checkpointed[name], plain[name], atol=self.atol, rtol=1e-4, msg=name)
+
+    def test_eager_and_sdpa_agree(self) -> None:
+        if not self.softmax_attention:
+            pytest.skip("this variant has no softmax attention implementations to compare")
+        inputs = make_inputs(self.config())
+        outputs = {}
+        for implementation in ("eager", "sdpa"):
+            model = self.model("AutoModelForMaskedLM", attn_implementation=implementation)
+            assert model.config._attn_implementation == implementation
+            with torch.no_grad():
+                outputs[implementation] = model(**inputs).logits
+        real = inputs["attention_mask"].bool()
+        torch.testing.assert_close(outputs["sdpa"][real], outputs["eager"][real], atol=self.atol, rtol=1e-4)
+
+    def test_padding_invariance(self) -> None:
+        """Outputs at real tokens do not change when padding (with arbitrary ids) is appended."""
+        model = self.model()
+        ids = torch.randint(1, model.config.vocab_size, (1, 7), generator=torch.Generator().manual_seed(3))
+        padded_ids = torch.cat([ids, torch.randint(1, model.config.vocab_size, (1, 5))], dim=1)
+        mask = torch.cat([torch.ones(1, 7), torch.zeros(1, 5)], dim=1).long()
+        with torch.no_grad():
+            alone = model(input_ids=ids)
+            padded = model(input_ids=padded_ids, attention_mask=mask)
+        torch.testing.assert_close(padded.last_hidden_state[:, :7], alone.last_hidden_state, atol=self.atol, rtol=1e-4)
+        torch.testing.assert_close(padded.pooler_output, alone.pooler_output, atol=self.atol, rtol=1e-4)
+
+    def test_batch_invariance(self) -> None:
+        """A sequence gives the same output alone and inside a padded batch."""
+        model = self.model()
+        inputs = make_inputs(model.config, batch=3)
+        with torch.no_grad():
+            batched = model(**inputs).last_hidden_state
+            for row in range(3):
+                length = int(inputs["attention_mask"][row].sum())
+                single = {k: v[row : row + 1, :length] for k, v in inputs.items()}
+                alone = model(**single).last_hidden_state
+                torch.testing.assert_close(batched[row : row + 1, :length], alone, atol=self.atol, rtol=1e-4)
+
+    # ------------------------------------------------------------------ losses
+    def test_sequence_regression_with_one_label(self) -> None:
+        model = self.model("AutoModelForSequenceClassification", num_labels=1)
+        inputs = make_inputs(model.config)
+        labels = torch.tensor([0.5, 2.0, -1.0])
+        out = model(**inputs, labels=labels)
+        assert model.config.problem_type == "regression"
+        assert out.logits.shape == (3, 1)
+        torch.testing.assert_close(out.loss, ((out.logits.squeeze(-1) - labels) ** 2).mean())
+        out.loss.backward()
+        assert model.classifier.weight.grad.abs().sum() > 0
+
+    def test_sequence_classification_losses(self) -> None:
+        model = self.model("AutoModelForSequenceClassification", num_labels=3)
+        inputs = make_inputs(model.config)
+        labels = torch.tensor([0, 2, 1])
+        out = model(**inputs, labels=labels)
+        torch.testing.assert_close(out.loss, torch.nn.functional.cross_entropy(out.logits, labels))
+        multi = self.model("AutoModelForSequenceClassification", num_labels=3)
+        multi_hot = torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+        out = multi(**inputs, labels=multi_hot)
+        assert multi.config.problem_type == "multi_label_classification"
+        torch.testing.assert_close(
+            out.loss, torch.nn.functional.binary_cross_entropy_with_logits(out.logits, multi_hot)
+        )
+
+    def test_labels_outside_label_set_raise(self) -> None:
+        model = self.model("AutoModelForSequenceClassification", num_labels=2)
+        with pytest.raises(ValueError, match="outside \\[0, 2\\)"):
+            model(**make_inputs(model.config), labels=torch.tensor([0, 1, 2]))
+
+    @pytest.mark.parametrize("head", HEADS[1:])
+    def test_trainer_steps_reduce_the_loss(self, head: str, tmp_path: Path) -> None:
+        """A few Trainer steps on one fixed batch give finite, decreasing loss for every head."""
+        torch.manual_seed(0)
+        config = self.config(num_labels=3)
+        model = self.variant.models[head](config)
+        inputs = self.head_inputs(head, config, batch=8, seq_len=10)
+        generator = torch.Generator().manual_seed(0)
+        if head == "AutoModelForMaskedLM":
+            inputs["labels"] = inputs["input_ids"].masked_fill(inputs["attention_mask"] == 0, -100)
+        elif head == "AutoModelForSequenceClassification":
+            inputs["labels"] = torch.randint(0, 3, (8,), generator=generator)
+        elif head == "AutoModelForTokenClassification":
+            labels = torch.randint(0, 3, (8, 10), generator=generator)
+            inputs["labels"] = labels.masked_fill(inputs["attention_mask"] == 0, -100)
+        elif head == "AutoModelForQuestionAnswering":
+            inputs["start_positions"] = torch.randint(0, 5, (8,), generator=generator)
+            inputs["end_positions"] = inputs["start_positions"] + 1
+        else:
+            inputs["labels"] = torch.randint(0, 2, (8,), generator=generator)
+        rows = [{k: v[i] for k, v in inputs.items()} for i in range(8)]
+        args = TrainingArguments(
+            output_dir=str(tmp_path),
+            max_steps=15,
+            per_device_train_batch_size=8,
+            learning_rate=5e-3,
+            lr_scheduler_type="constant",
+            warmup_steps=0,
+            logging_steps=1,
+            save_strategy="no",
+            report_to=[],
+            use_cpu=True,
+            disable_tqdm=True,
+            seed=0,
+        )
+        trainer = Trainer(model=model, args=args, train_dataset=rows)
+        trainer.train()
+        losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+        assert len(losses) == 15 and bool(torch.isfinite(torch.tensor(losses)).all())
+        assert sum(losses[-3:]) / 3 < 0.9 * sum(losses[:3]) / 3, losses
+
+    # ------------------------------------------------------------------ clear errors
+    def test_bad_configs_raise_clear_errors(self) -> None:
+        with pytest.raises(ValueError, match="not divisible by num_attention_heads"):
+            self.config(hidden_size=30, num_attention_heads=4)
+        with pytest.raises(ValueError, match="num_hidden_layers must be a positive integer"):
+            self.config(num_hidden_layers=0)
+        with pytest.raises(ValueError, match="hidden_dropout_prob must be a probability"):
+            self.config(hidden_dropout_prob=1.5)
+        with pytest.raises(ValueError, match="hidden_act must be one of"):
+            self.config(hidden_act="not-an-activation")
+        with pytest.raises(ValueError, match="pad_token_id"):
+            self.config(pad_token_id=1000)
+
+    def test_bad_inputs_raise_clear_errors(self) -> None:
+        model = self.model()
+        config = model.config
+        with pytest.raises(ValueError, match="outside the vocabulary"):
+            model(input_ids=torch.tensor([[1, 2, config.vocab_size]]))
+        with pytest.raises(ValueError, match="outside the vocabulary"):
+            model(input_ids=torch.tensor([[1, -1, 2]]))
+        with pytest.raises(ValueError, match="exceeds max_position_embeddings"):
+            model(input_ids=torch.ones(1, config.max_position_embeddings + 1, dtype=torch.long))
+        with pytest.raises(ValueError, match="input_ids must have shape"):
+            model(input_ids=torch.ones(4, dtype=torch.long))
+        with pytest.raises(ValueError, match="attention_mask must have shape"):
+            model(input_ids=torch.ones(2, 5, dtype=torch.long), attention_mask=torch.ones(2, 4))
+        with pytest.raises(ValueError, match="no real token"):
+            model(input_ids=torch.ones(2, 5, dtype=torch.long), attention_mask=torch.tensor([[1] * 5, [0] * 5]))
+        with pytest.raises(ValueError, match="token_type_ids contain value"):
+            model(input_ids=torch.ones(1, 5, dtype=torch.long), token_type_ids=torch.full((1, 5), 7))
+
+    # ------------------------------------------------------------------ remote code
+    def test_remote_code_loads_every_head_without_the_package(self, tmp_path: Path) -> None:
+        model = self.model("AutoModelForMaskedLM")
+        perturb_parameters(model)
+        folder = export_for_hub(model, tmp_path / "export")
+        config_json = json.loads((folder / "config.json").read_text())
+        assert set(config_json["auto_map"]) == {"AutoConfig", *HEADS}
+
+        inputs = make_inputs(model.config)
+        outputs = {}
+        with torch.no_grad():
+            # Heads the checkpoint lacks get fresh weights, so outputs are compared for what it holds:
+            # the backbone (AutoModel) and the saved MLM head; the other heads must load and run.
+            for head in ("AutoModel", "AutoModelForMaskedLM"):
+                loaded = getattr(transformers, head).from_pretrained(folder).eval()
+                outputs[head] = first_output(loaded, inputs)
+        reference = tmp_path / "reference.pt"
+        torch.save(
+            {
+                "heads": HEADS,
+                "inputs": inputs,
+                "inputs_mc": make_multiple_choice_inputs(model.config),
+                "outputs": outputs,
+            },
+            reference,
+        )
+        result = run_python(REMOTE_LOAD_SCRIPT, str(folder), str(reference), cwd=tmp_path)
+        assert result.returncode == 0, result.stderr[-3000:]
+        report = json.loads(result.stdout.strip().splitlines()[-1])
+        assert set(report) == set(HEADS)
+        for head, (class_name, finite, max_difference) in report.items():
+            assert class_name == self.variant.models[head].__name__
+            assert finite, head
+            if head in outputs:
+                assert max_difference == 0.0, (head, max_difference)

@@ -1,0 +1,6 @@
+import os
+
+# The Hub is unreachable on CI machines: every test must work offline.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

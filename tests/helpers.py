@@ -1,0 +1,34 @@
+"""Small helpers shared by test modules."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+
+
+def load_script(name: str) -> ModuleType:
+    """Import ``scripts/<name>.py`` as a module (scripts are not a package)."""
+    path = REPO_ROOT / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"scripts_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_python(script: str, *args: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+    """Run ``script`` (source text) in a fresh interpreter, offline."""
+    path = cwd / "_snippet.py"
+    path.write_text(script)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    return subprocess.run(
+        [sys.executable, str(path), *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout
+    )

@@ -1,0 +1,198 @@
+"""Hub export and push, offline: flattened code, auto_map, model card, fake push, remote load."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+import hf_variants
+from hf_variants.core.registration import VARIANTS
+from hf_variants.hub import TaskResult, auto_map, export_for_hub, flattened_code_files, push_folder_to_hub
+from hf_variants.tokenization import train_wordpiece_tokenizer
+
+from .common import HEADS, REMOTE_LOAD_SCRIPT, make_inputs, make_multiple_choice_inputs, perturb_parameters
+from .helpers import load_script, run_python
+
+CORPUS = [
+    "the cat sat on the mat .",
+    "the dog sat on the log .",
+    "a cat and a dog played in the garden .",
+    "paris is the capital of france .",
+] * 20
+
+
+@dataclass
+class FakeRepoUrl:
+    repo_id: str
+
+
+class FakeHubApi:
+    """Implements the two HfApi calls the push uses; a 'repository' is a local folder."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.commits: list[tuple[str, list[str], str]] = []
+
+    def create_repo(self, repo_id: str, private: bool = False, exist_ok: bool = False, repo_type: str = "model"):
+        (self.root / repo_id).mkdir(parents=True, exist_ok=exist_ok)
+        return FakeRepoUrl(repo_id)
+
+    def create_commit(self, repo_id: str, operations, commit_message: str, repo_type: str = "model"):
+        for operation in operations:
+            target = self.root / repo_id / operation.path_in_repo
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(operation.path_or_fileobj, target)
+        self.commits.append((repo_id, [op.path_in_repo for op in operations], commit_message))
+
+
+def small_mlm(seed: int = 0, vocab_size: int = 99) -> hf_variants.MacaronBertForMaskedLM:
+    torch.manual_seed(seed)
+    config = hf_variants.MacaronBertConfig(
+        vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64
+    )
+    return hf_variants.MacaronBertForMaskedLM(config).eval()
+
+
+def read_card_metadata(readme: Path) -> dict:
+    text = readme.read_text()
+    match = re.match(r"^---\n(.*?)\n---\n", text, re.DOTALL)
+    assert match, "model card has no YAML front matter"
+    return yaml.safe_load(match.group(1))
+
+
+@pytest.mark.parametrize("model_type", sorted(VARIANTS))
+def test_flattened_code_has_only_same_folder_imports(model_type: str) -> None:
+    files = flattened_code_files(VARIANTS[model_type])
+    assert f"configuration_{model_type}.py" in files and f"modeling_{model_type}.py" in files
+    for name, source in files.items():
+        assert not re.search(r"^\s*from\s+\.\.", source, re.MULTILINE), name
+        assert not re.search(r"^\s*(from|import)\s+hf_variants", source, re.MULTILINE), name
+        for target in re.findall(r"^\s*from\s+\.(\w+)\s+import", source, re.MULTILINE):
+            assert f"{target}.py" in files, f"{name} imports .{target}, which is not exported"
+
+
+def test_auto_map_names_every_head() -> None:
+    mapping = auto_map(VARIANTS["macaron_bert"])
+    assert mapping["AutoConfig"] == "configuration_macaron_bert.MacaronBertConfig"
+    assert mapping["AutoModelForSequenceClassification"] == (
+        "modeling_macaron_bert.MacaronBertForSequenceClassification"
+    )
+    assert set(mapping) == {"AutoConfig", *HEADS}
+
+
+def test_model_card_metadata_and_results(tmp_path: Path) -> None:
+    result = TaskResult(
+        task_type="text-classification",
+        dataset_type="nyu-mll/glue",
+        dataset_name="GLUE SST-2",
+        dataset_config="sst2",
+        dataset_split="validation",
+        metric_type="accuracy",
+        metric_value=0.8125,
+    )
+    folder = export_for_hub(small_mlm(), tmp_path / "with", repo_id="me/mac", datasets=["wikitext"], results=[result])
+    meta = read_card_metadata(folder / "README.md")
+    assert meta["library_name"] == "transformers"
+    assert "custom_code" in meta["tags"] and "macaron_bert" in meta["tags"]
+    assert meta["pipeline_tag"] == "fill-mask"
+    assert meta["datasets"] == ["wikitext"]
+    (entry,) = meta["model-index"]
+    assert entry["name"] == "mac"
+    (scored,) = entry["results"]
+    assert scored["dataset"]["config"] == "sst2" and scored["metrics"][0]["value"] == pytest.approx(0.8125)
+    body = (folder / "README.md").read_text()
+    assert "| GLUE SST-2 | validation | accuracy | 0.8125 |" in body
+    assert 'from_pretrained("me/mac", trust_remote_code=True)' in body
+
+    plain = export_for_hub(small_mlm(), tmp_path / "without")
+    assert "model-index" not in read_card_metadata(plain / "README.md")
+
+
+def test_export_rejects_foreign_models(tmp_path: Path) -> None:
+    from transformers import BertConfig, BertModel
+
+    bert = BertModel(BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64))
+    with pytest.raises(ValueError, match="not an hf_variants model"):
+        export_for_hub(bert, tmp_path)
+
+
+def test_push_with_fake_hub_then_remote_load_without_package(tmp_path: Path) -> None:
+    """export → push (fake Hub writing to a local folder) → load every head in a fresh interpreter
+    that cannot import hf_variants; the MLM head and backbone reproduce the original outputs."""
+    model = small_mlm()
+    perturb_parameters(model)
+    folder = export_for_hub(model, tmp_path / "export")
+    api = FakeHubApi(tmp_path / "hub")
+    repo_id = push_folder_to_hub(folder, "someone/macaron-tiny", api=api, commit_message="first")
+    pushed = tmp_path / "hub" / repo_id
+    assert api.commits[0][2] == "first"
+    assert sorted(p.name for p in pushed.iterdir()) == sorted(p.name for p in folder.iterdir())
+
+    inputs = make_inputs(model.config)
+    with torch.no_grad():
+        outputs = {
+            "AutoModelForMaskedLM": model(**inputs).logits,
+            "AutoModel": model.base_model(**inputs).last_hidden_state,
+        }
+    reference = tmp_path / "reference.pt"
+    torch.save(
+        {"heads": HEADS, "inputs": inputs, "inputs_mc": make_multiple_choice_inputs(model.config), "outputs": outputs},
+        reference,
+    )
+    result = run_python(REMOTE_LOAD_SCRIPT, str(pushed), str(reference), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["AutoModelForMaskedLM"][2] == 0.0 and report["AutoModel"][2] == 0.0
+    assert all(finite for _, finite, _ in report.values())
+
+
+FILL_MASK_SCRIPT = textwrap.dedent(
+    """
+    import importlib.abc, json, sys
+    class Block(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] == "hf_variants":
+                raise ModuleNotFoundError(name)
+    sys.meta_path.insert(0, Block())
+    from transformers import AutoModelForMaskedLM, AutoTokenizer, pipeline
+    folder = sys.argv[1]
+    model = AutoModelForMaskedLM.from_pretrained(folder, trust_remote_code=True)
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+    predictions = pipeline("fill-mask", model=model, tokenizer=tokenizer)("the cat sat on the [MASK] .")
+    print(json.dumps([p["token_str"] for p in predictions]))
+    """
+)
+
+
+def test_push_script_exports_checkpoint_with_tokenizer(tmp_path: Path) -> None:
+    tokenizer = train_wordpiece_tokenizer(CORPUS, vocab_size=60, min_frequency=1)
+    model = small_mlm(vocab_size=len(tokenizer))
+    checkpoint = tmp_path / "checkpoint"
+    model.save_pretrained(checkpoint)
+    tokenizer.save_pretrained(checkpoint)
+
+    push_to_hub = load_script("push_to_hub")
+    api = FakeHubApi(tmp_path / "hub")
+    argv = ["--checkpoint", str(checkpoint), "--folder", str(tmp_path / "export"), "--repo_id", "me/tiny"]
+    assert push_to_hub.main(argv, api=api) == "me/tiny"
+    pushed = tmp_path / "hub" / "me" / "tiny"
+    assert {"config.json", "model.safetensors", "tokenizer.json", "README.md"} <= {p.name for p in pushed.iterdir()}
+    assert read_card_metadata(pushed / "README.md")["pipeline_tag"] == "fill-mask"
+
+    result = run_python(FILL_MASK_SCRIPT, str(pushed), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    tokens = json.loads(result.stdout.strip().splitlines()[-1])
+    assert len(tokens) == 5 and all(isinstance(t, str) for t in tokens)
+
+
+def test_push_requires_an_exported_folder(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="export_for_hub"):
+        push_folder_to_hub(tmp_path, "me/nothing", api=FakeHubApi(tmp_path / "hub"))

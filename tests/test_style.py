@@ -1,0 +1,16 @@
+"""The code base stays ruff-clean (the rules are in pyproject.toml)."""
+
+import shutil
+import subprocess
+
+import pytest
+
+from .helpers import REPO_ROOT
+
+
+def test_ruff_check_passes() -> None:
+    ruff = shutil.which("ruff")
+    if ruff is None:
+        pytest.fail("ruff is not installed; install the dev extra: pip install -e .[dev]")
+    result = subprocess.run([ruff, "check", "."], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
