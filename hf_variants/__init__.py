@@ -3,9 +3,10 @@
 ``import hf_variants`` registers every variant with the transformers Auto classes.
 """
 
-from . import macaron_bert
+from . import macaron_bert, mgk_bert
 from .core import VARIANTS, EncoderConfig, register_variant
 from .macaron_bert import MacaronBertConfig, MacaronBertForMaskedLM, MacaronBertModel
+from .mgk_bert import MgkBertConfig, MgkBertForMaskedLM, MgkBertModel
 
 __version__ = "0.1.0"
 
@@ -15,7 +16,11 @@ __all__ = [
     "MacaronBertConfig",
     "MacaronBertForMaskedLM",
     "MacaronBertModel",
+    "MgkBertConfig",
+    "MgkBertForMaskedLM",
+    "MgkBertModel",
     "__version__",
     "macaron_bert",
+    "mgk_bert",
     "register_variant",
 ]

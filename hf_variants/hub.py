@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import huggingface_hub
+import jinja2
 import transformers
 from huggingface_hub import CommitOperationAdd, EvalResult, ModelCard, ModelCardData
 from transformers import PreTrainedModel
@@ -137,10 +138,17 @@ def render_model_card(
     template_dir: Path | None = None,
     license: str = "apache-2.0",
 ) -> ModelCard:
-    """Render ``model_cards/<model_type>.md`` (Jinja) with YAML metadata and optional results."""
-    template = (template_dir or MODEL_CARD_DIR) / f"{variant.model_type}.md"
-    if not template.is_file():
-        raise FileNotFoundError(f"No model-card template for {variant.model_type!r}: expected {template}.")
+    """Render ``model_cards/<model_type>.md`` with YAML metadata and optional results.
+
+    Templates are Jinja; each variant's extends ``_common.md`` (usage, checkpoint, results and
+    config sections) and fills its own blocks (description, paper-vs-code switches, citation).
+    """
+    template_dir = template_dir or MODEL_CARD_DIR
+    template_name = f"{variant.model_type}.md"
+    if not (template_dir / template_name).is_file():
+        raise FileNotFoundError(
+            f"No model-card template for {variant.model_type!r}: expected {template_dir / template_name}."
+        )
     model_name = repo_id.split("/")[-1] if repo_id else f"{variant.model_type}-model"
     eval_results = [
         EvalResult(
@@ -169,9 +177,11 @@ def render_model_card(
         for key in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
         if hasattr(config, key)
     }
-    return ModelCard.from_template(
-        card_data,
-        template_path=str(template),
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(template_dir)), keep_trailing_newline=True, undefined=jinja2.StrictUndefined
+    )
+    content = environment.get_template(template_name).render(
+        card_data=card_data.to_yaml(),
         model_name=model_name,
         repo_id=repo_id or f"your-name/{model_name}",
         model_type=variant.model_type,
@@ -181,6 +191,7 @@ def render_model_card(
         training_summary=training_summary,
         hf_variants_version=_package_version(),
     )
+    return ModelCard(content)
 
 
 def _package_version() -> str:

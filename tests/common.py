@@ -107,6 +107,8 @@ class CommonEncoderTests:
     variant: ClassVar[Variant]
     config_kwargs: ClassVar[dict[str, Any]]
     softmax_attention: ClassVar[bool] = True
+    #: False where the variant refuses gradient checkpointing with a clear error (tested instead).
+    gradient_checkpointing: ClassVar[bool] = True
     #: Tolerance for comparisons that differ only by float re-association (batching, checkpointing).
     atol: ClassVar[float] = 1e-5
 
@@ -242,6 +244,10 @@ class CommonEncoderTests:
     # ------------------------------------------------------------------ training-time behaviour
     def test_gradient_checkpointing_gives_the_same_gradients(self) -> None:
         config = self.config()
+        if not self.gradient_checkpointing:
+            with pytest.raises(ValueError, match="gradient checkpointing"):
+                self.variant.models["AutoModelForMaskedLM"](config).gradient_checkpointing_enable()
+            return
         inputs = make_inputs(config)
         labels = inputs["input_ids"].masked_fill(inputs["attention_mask"] == 0, -100)
 
@@ -371,7 +377,7 @@ class CommonEncoderTests:
     # ------------------------------------------------------------------ clear errors
     def test_bad_configs_raise_clear_errors(self) -> None:
         with pytest.raises(ValueError, match="not divisible by num_attention_heads"):
-            self.config(hidden_size=30, num_attention_heads=4)
+            self.config(hidden_size=30, num_attention_heads=4, head_dim=None)
         with pytest.raises(ValueError, match="num_hidden_layers must be a positive integer"):
             self.config(num_hidden_layers=0)
         with pytest.raises(ValueError, match="hidden_dropout_prob must be a probability"):

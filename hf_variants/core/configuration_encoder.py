@@ -97,6 +97,11 @@ class EncoderConfig(PretrainedConfig):
         return self.num_attention_heads * self.attention_head_size
 
     @property
+    def word_embedding_size(self) -> int:
+        """Width of the word embeddings, which the tied MLM decoder shares (TransJect: hidden/2)."""
+        return self.hidden_size
+
+    @property
     def uses_final_layer_norm(self) -> bool:
         """Pre-LN stacks end with a LayerNorm so that the output is normalised like a post-LN one."""
         return self.layer_norm_position == "pre"

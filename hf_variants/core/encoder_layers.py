@@ -173,14 +173,19 @@ class Pooler(nn.Module):
 
 
 class MaskedLMHead(nn.Module):
-    """BERT's MLM head: dense → activation → LayerNorm → decoder (tied to the word embeddings)."""
+    """BERT's MLM head: dense → activation → LayerNorm → decoder (tied to the word embeddings).
+
+    The dense layer maps ``hidden_size`` to ``config.word_embedding_size`` so that the decoder can
+    share the embedding matrix when the word embeddings are narrower than the hidden state.
+    """
 
     def __init__(self, config: EncoderConfig) -> None:
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        width = config.word_embedding_size
+        self.dense = nn.Linear(config.hidden_size, width)
         self.activation = ACT2FN[config.hidden_act]
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
+        self.LayerNorm = nn.LayerNorm(width, eps=config.layer_norm_eps)
+        self.decoder = nn.Linear(width, config.vocab_size)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return self.decoder(self.LayerNorm(self.activation(self.dense(hidden_states))))

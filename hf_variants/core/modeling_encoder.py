@@ -15,6 +15,12 @@ its models as one-line subclasses::
 
 Defining ``MyModel`` makes it the backbone that every ``My*`` head builds under the attribute
 ``base_model_prefix``, so checkpoints load across heads the way BERT's do.
+
+The layer protocol: ``layer(hidden_states, padding_mask, *extra_inputs, output_attentions=...)``
+returns ``(hidden_states, attention_probabilities_or_None, *extra_outputs)``. ``extra_inputs`` come
+from ``EncoderModel.prepare_layer_inputs`` (e.g. TransJect's eigenvalues Σ) and the per-layer
+``extra_outputs`` go to ``EncoderModel.summarize_layer_outputs`` (e.g. N-ODE function evaluations);
+both are plain tensors passed positionally so gradient checkpointing keeps their gradients.
 """
 
 from __future__ import annotations
@@ -31,14 +37,6 @@ from transformers.loss.loss_utils import (
     ForTokenClassification,
 )
 from transformers.modeling_layers import GradientCheckpointingLayer
-from transformers.modeling_outputs import (
-    BaseModelOutputWithPooling,
-    MaskedLMOutput,
-    MultipleChoiceModelOutput,
-    QuestionAnsweringModelOutput,
-    SequenceClassifierOutput,
-    TokenClassifierOutput,
-)
 
 from .configuration_encoder import EncoderConfig
 from .encoder_layers import (
@@ -50,6 +48,18 @@ from .encoder_layers import (
     SublayerConnection,
 )
 from .inputs import key_padding_mask
+from .outputs import (
+    EncoderMaskedLMOutput,
+    EncoderMultipleChoiceOutput,
+    EncoderOutput,
+    EncoderQuestionAnsweringOutput,
+    EncoderSequenceClassifierOutput,
+    EncoderTokenClassifierOutput,
+)
+
+#: What a variant's model adds to a forward pass: extra tensors every layer receives (after
+#: ``hidden_states`` and ``padding_mask``), a weighted auxiliary loss, and named diagnostics.
+LayerInputs = tuple[tuple[torch.Tensor, ...], torch.Tensor | None, dict[str, torch.Tensor]]
 
 
 class TransformerLayer(GradientCheckpointingLayer):
@@ -110,23 +120,30 @@ class EncoderStack(nn.Module):
         self,
         hidden_states: torch.Tensor,
         padding_mask: torch.Tensor | None = None,
+        extra_inputs: tuple[torch.Tensor, ...] = (),
         output_attentions: bool = False,
         output_hidden_states: bool = False,
-    ) -> BaseModelOutputWithPooling:
+    ) -> tuple[EncoderOutput, list[tuple[torch.Tensor, ...]]]:
+        """Returns the stack's output and, per layer, the extra outputs the layer returned."""
         all_hidden_states: list[torch.Tensor] = [hidden_states]
         all_attentions: list[torch.Tensor | None] = []
+        extra_outputs: list[tuple[torch.Tensor, ...]] = []
         for layer in self.layer:
-            hidden_states, attention = layer(hidden_states, padding_mask, output_attentions)
+            hidden_states, attention, *extras = layer(
+                hidden_states, padding_mask, *extra_inputs, output_attentions=output_attentions
+            )
             all_hidden_states.append(hidden_states)
             all_attentions.append(attention)
+            extra_outputs.append(tuple(extras))
         if self.final_layer_norm is not None:
             hidden_states = self.final_layer_norm(hidden_states)
             all_hidden_states[-1] = hidden_states
-        return BaseModelOutputWithPooling(
+        output = EncoderOutput(
             last_hidden_state=hidden_states,
             hidden_states=tuple(all_hidden_states) if output_hidden_states else None,
             attentions=tuple(all_attentions) if output_attentions else None,
         )
+        return output, extra_outputs
 
 
 class EncoderPreTrainedModel(PreTrainedModel):
@@ -184,7 +201,7 @@ class EncoderPreTrainedModel(PreTrainedModel):
         inputs_embeds: torch.Tensor | None,
         output_attentions: bool | None,
         output_hidden_states: bool | None,
-    ) -> BaseModelOutputWithPooling:
+    ) -> EncoderOutput:
         """Run the backbone of a head with the standard inputs; always returns the output object."""
         return self.base_model(
             input_ids,
@@ -199,7 +216,7 @@ class EncoderPreTrainedModel(PreTrainedModel):
 
 
 class EncoderModel(EncoderPreTrainedModel):
-    """The bare encoder: embeddings → layers → (pooler). Outputs ``BaseModelOutputWithPooling``."""
+    """The bare encoder: embeddings → layers → (pooler). Outputs :class:`EncoderOutput`."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -226,7 +243,7 @@ class EncoderModel(EncoderPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
-    ) -> BaseModelOutputWithPooling | tuple[torch.Tensor, ...]:
+    ) -> EncoderOutput | tuple[torch.Tensor, ...]:
         output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
         if output_hidden_states is None:
             output_hidden_states = self.config.output_hidden_states
@@ -236,10 +253,27 @@ class EncoderModel(EncoderPreTrainedModel):
             input_ids=input_ids, token_type_ids=token_type_ids, position_ids=position_ids, inputs_embeds=inputs_embeds
         )
         padding_mask = key_padding_mask(attention_mask, embeddings.shape[:2])
-        outputs = self.encoder(embeddings, padding_mask, output_attentions, output_hidden_states)
+        extra_inputs, auxiliary_loss, diagnostics = self.prepare_layer_inputs(embeddings, padding_mask)
+        outputs, extra_outputs = self.encoder(
+            embeddings, padding_mask, extra_inputs, output_attentions, output_hidden_states
+        )
+        layer_loss, layer_diagnostics = self.summarize_layer_outputs(extra_outputs, padding_mask)
+        outputs.auxiliary_loss = _add_optional(auxiliary_loss, layer_loss)
+        outputs.diagnostics = {**diagnostics, **layer_diagnostics} or None
         if self.pooler is not None:
             outputs.pooler_output = self.pooler(outputs.last_hidden_state)
         return outputs if return_dict else outputs.to_tuple()
+
+    def prepare_layer_inputs(self, embeddings: torch.Tensor, padding_mask: torch.Tensor | None) -> LayerInputs:
+        """Hook: extra per-forward tensors for every layer, plus an auxiliary loss and diagnostics.
+        BERT-style variants need none."""
+        return (), None, {}
+
+    def summarize_layer_outputs(
+        self, extra_outputs: list[tuple[torch.Tensor, ...]], padding_mask: torch.Tensor | None
+    ) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
+        """Hook: turn the layers' extra outputs into an auxiliary loss and diagnostics."""
+        return None, {}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -281,7 +315,7 @@ class EncoderForMaskedLM(EncoderPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
-    ) -> MaskedLMOutput | tuple[torch.Tensor, ...]:
+    ) -> EncoderMaskedLMOutput | tuple[torch.Tensor, ...]:
         r"""``labels``: ``(batch, seq_len)`` token ids, ``-100`` where no prediction is scored."""
         return_dict = self.config.return_dict if return_dict is None else return_dict
         outputs = self._backbone(
@@ -297,9 +331,7 @@ class EncoderForMaskedLM(EncoderPreTrainedModel):
         loss = None
         if labels is not None:
             loss = ForMaskedLMLoss(logits, labels, vocab_size=logits.shape[-1])
-        result = MaskedLMOutput(
-            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
-        )
+        result = EncoderMaskedLMOutput(logits=logits, **_head_fields(loss, outputs))
         return result if return_dict else result.to_tuple()
 
 
@@ -335,7 +367,7 @@ class EncoderForSequenceClassification(_ClassifierHeadMixin, EncoderPreTrainedMo
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
-    ) -> SequenceClassifierOutput | tuple[torch.Tensor, ...]:
+    ) -> EncoderSequenceClassifierOutput | tuple[torch.Tensor, ...]:
         r"""``labels``: ``(batch,)`` class ids, floats for regression, or ``(batch, num_labels)`` multi-hot."""
         return_dict = self.config.return_dict if return_dict is None else return_dict
         outputs = self._backbone(
@@ -352,9 +384,7 @@ class EncoderForSequenceClassification(_ClassifierHeadMixin, EncoderPreTrainedMo
         if labels is not None:
             _check_class_labels(labels, self.num_labels, self.config.problem_type)
             loss = ForSequenceClassificationLoss(labels, logits, self.config)
-        result = SequenceClassifierOutput(
-            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
-        )
+        result = EncoderSequenceClassifierOutput(logits=logits, **_head_fields(loss, outputs))
         return result if return_dict else result.to_tuple()
 
 
@@ -379,7 +409,7 @@ class EncoderForTokenClassification(_ClassifierHeadMixin, EncoderPreTrainedModel
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
-    ) -> TokenClassifierOutput | tuple[torch.Tensor, ...]:
+    ) -> EncoderTokenClassifierOutput | tuple[torch.Tensor, ...]:
         r"""``labels``: ``(batch, seq_len)`` class ids in ``[0, num_labels)``, ``-100`` to ignore."""
         return_dict = self.config.return_dict if return_dict is None else return_dict
         outputs = self._backbone(
@@ -396,9 +426,7 @@ class EncoderForTokenClassification(_ClassifierHeadMixin, EncoderPreTrainedModel
         if labels is not None:
             _check_class_labels(labels, self.num_labels, "single_label_classification", ignore_index=-100)
             loss = ForTokenClassification(logits, labels, self.config)
-        result = TokenClassifierOutput(
-            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
-        )
+        result = EncoderTokenClassifierOutput(logits=logits, **_head_fields(loss, outputs))
         return result if return_dict else result.to_tuple()
 
 
@@ -423,7 +451,7 @@ class EncoderForQuestionAnswering(EncoderPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
-    ) -> QuestionAnsweringModelOutput | tuple[torch.Tensor, ...]:
+    ) -> EncoderQuestionAnsweringOutput | tuple[torch.Tensor, ...]:
         r"""``start_positions``/``end_positions``: ``(batch,)`` token indices of the answer span
         (positions outside the sequence are ignored, as in BERT)."""
         return_dict = self.config.return_dict if return_dict is None else return_dict
@@ -442,12 +470,8 @@ class EncoderForQuestionAnswering(EncoderPreTrainedModel):
         loss = None
         if start_positions is not None and end_positions is not None:
             loss = ForQuestionAnsweringLoss(start_logits, end_logits, start_positions, end_positions)
-        result = QuestionAnsweringModelOutput(
-            loss=loss,
-            start_logits=start_logits,
-            end_logits=end_logits,
-            hidden_states=outputs.hidden_states,
-            attentions=outputs.attentions,
+        result = EncoderQuestionAnsweringOutput(
+            start_logits=start_logits, end_logits=end_logits, **_head_fields(loss, outputs)
         )
         return result if return_dict else result.to_tuple()
 
@@ -473,7 +497,7 @@ class EncoderForMultipleChoice(_ClassifierHeadMixin, EncoderPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
-    ) -> MultipleChoiceModelOutput | tuple[torch.Tensor, ...]:
+    ) -> EncoderMultipleChoiceOutput | tuple[torch.Tensor, ...]:
         r"""``labels``: ``(batch,)`` index of the correct choice in ``[0, num_choices)``."""
         return_dict = self.config.return_dict if return_dict is None else return_dict
         reference = input_ids if input_ids is not None else inputs_embeds
@@ -498,10 +522,28 @@ class EncoderForMultipleChoice(_ClassifierHeadMixin, EncoderPreTrainedModel):
         if labels is not None:
             _check_class_labels(labels, num_choices, "single_label_classification")
             loss = nn.functional.cross_entropy(logits.float(), labels.view(-1))
-        result = MultipleChoiceModelOutput(
-            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
-        )
+        result = EncoderMultipleChoiceOutput(logits=logits, **_head_fields(loss, outputs))
         return result if return_dict else result.to_tuple()
+
+
+def _add_optional(first: torch.Tensor | None, second: torch.Tensor | None) -> torch.Tensor | None:
+    if first is None or second is None:
+        return second if first is None else first
+    return first + second
+
+
+def _head_fields(task_loss: torch.Tensor | None, outputs: EncoderOutput) -> dict[str, Any]:
+    """The fields every head output shares: the loss (task loss plus the backbone's auxiliary
+    loss, when there is a task loss), the auxiliary loss and diagnostics on their own, and the
+    backbone's hidden states and attentions."""
+    loss = None if task_loss is None else _add_optional(task_loss, outputs.auxiliary_loss)
+    return {
+        "loss": loss,
+        "hidden_states": outputs.hidden_states,
+        "attentions": outputs.attentions,
+        "auxiliary_loss": outputs.auxiliary_loss,
+        "diagnostics": outputs.diagnostics,
+    }
 
 
 def _check_class_labels(
