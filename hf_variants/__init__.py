@@ -3,10 +3,12 @@
 ``import hf_variants`` registers every variant with the transformers Auto classes.
 """
 
-from . import macaron_bert, mgk_bert
+from . import macaron_bert, mgk_bert, node_transformer, transject
 from .core import VARIANTS, EncoderConfig, register_variant
 from .macaron_bert import MacaronBertConfig, MacaronBertForMaskedLM, MacaronBertModel
 from .mgk_bert import MgkBertConfig, MgkBertForMaskedLM, MgkBertModel
+from .node_transformer import NodeTransformerConfig, NodeTransformerForMaskedLM, NodeTransformerModel
+from .transject import TransJectConfig, TransJectForMaskedLM, TransJectModel
 
 __version__ = "0.1.0"
 
@@ -19,8 +21,16 @@ __all__ = [
     "MgkBertConfig",
     "MgkBertForMaskedLM",
     "MgkBertModel",
+    "NodeTransformerConfig",
+    "NodeTransformerForMaskedLM",
+    "NodeTransformerModel",
+    "TransJectConfig",
+    "TransJectForMaskedLM",
+    "TransJectModel",
     "__version__",
     "macaron_bert",
     "mgk_bert",
+    "node_transformer",
     "register_variant",
+    "transject",
 ]

@@ -8,7 +8,7 @@ construction time and again when a saved config is loaded.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, ClassVar
 
 from transformers import PretrainedConfig
 from transformers.activations import ACT2FN
@@ -35,6 +35,8 @@ class EncoderConfig(PretrainedConfig):
         layer_norm_eps: Epsilon of every LayerNorm.
         layer_norm_position: ``"post"`` (BERT: ``LN(x + f(x))``) or ``"pre"`` (``x + f(LN(x))``, with a
             final LayerNorm after the last layer).
+        pooling: How the pooler summarises a sequence before its dense + tanh layer: ``"first"``
+            (BERT's ``[CLS]`` token) or ``"mean"`` (mean over real tokens).
         pad_token_id: Id of the padding token (its embedding row starts at zero).
         classifier_dropout: Dropout before classification heads; ``None`` uses ``hidden_dropout_prob``.
         tie_word_embeddings: Tie the masked-LM decoder to the input word embeddings (transformers 5
@@ -43,6 +45,8 @@ class EncoderConfig(PretrainedConfig):
 
     # Subclasses set ``model_type``; the base class is never registered.
     model_type = "hf_variants_encoder"
+    # Trainer.evaluate/predict collect every output but these (they are not predictions).
+    keys_to_ignore_at_inference: ClassVar[list[str]] = ["auxiliary_loss", "diagnostics"]
 
     def __init__(
         self,
@@ -60,6 +64,7 @@ class EncoderConfig(PretrainedConfig):
         initializer_range: float = 0.02,
         layer_norm_eps: float = 1e-12,
         layer_norm_position: str = "post",
+        pooling: str = "first",
         pad_token_id: int | None = 0,
         classifier_dropout: float | None = None,
         tie_word_embeddings: bool = True,
@@ -79,6 +84,7 @@ class EncoderConfig(PretrainedConfig):
         self.initializer_range = initializer_range
         self.layer_norm_eps = layer_norm_eps
         self.layer_norm_position = layer_norm_position
+        self.pooling = pooling
         self.pad_token_id = pad_token_id
         self.classifier_dropout = classifier_dropout
         self.tie_word_embeddings = tie_word_embeddings
@@ -133,6 +139,7 @@ class EncoderConfig(PretrainedConfig):
             require_probability(self, "classifier_dropout")
         require_choice(self, "hidden_act", ACT2FN.keys())
         require_choice(self, "layer_norm_position", ("pre", "post"))
+        require_choice(self, "pooling", ("first", "mean"))
         for name in ("initializer_range", "layer_norm_eps"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or value <= 0:

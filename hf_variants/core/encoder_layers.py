@@ -75,6 +75,9 @@ class MultiHeadSelfAttention(nn.Module):
     only materialised by the eager path, which is therefore used whenever ``output_attentions=True``.
     """
 
+    #: The affine map of the four projections (the N-ODE Transformer swaps in ``Ax + b + ct``).
+    projection_class: type[nn.Linear] = nn.Linear
+
     def __init__(self, config: EncoderConfig, layer_idx: int | None = None) -> None:
         super().__init__()
         self.config = config
@@ -84,10 +87,10 @@ class MultiHeadSelfAttention(nn.Module):
         self.scaling = self.head_dim**-0.5
         self.is_causal = False  # the sdpa integration assumes causal unless told otherwise
         width = config.attention_width
-        self.query = nn.Linear(config.hidden_size, width)
-        self.key = nn.Linear(config.hidden_size, width)
-        self.value = nn.Linear(config.hidden_size, width)
-        self.output = nn.Linear(width, config.hidden_size)
+        self.query = self.projection_class(config.hidden_size, width)
+        self.key = self.projection_class(config.hidden_size, width)
+        self.value = self.projection_class(config.hidden_size, width)
+        self.output = self.projection_class(width, config.hidden_size)
         self.attention_dropout = config.attention_probs_dropout_prob
 
     def split_heads(self, projected: torch.Tensor) -> torch.Tensor:
@@ -125,13 +128,16 @@ class MultiHeadSelfAttention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    """Position-wise feed-forward network ``act(x W1 + b1) W2 + b2``."""
+    """Position-wise feed-forward network ``act(x W1 + b1) W2 + b2`` (``linear_class`` builds the two
+    affine maps)."""
 
-    def __init__(self, hidden_size: int, inner_size: int, activation: str) -> None:
+    def __init__(
+        self, hidden_size: int, inner_size: int, activation: str, linear_class: type[nn.Linear] = nn.Linear
+    ) -> None:
         super().__init__()
-        self.fc_in = nn.Linear(hidden_size, inner_size)
+        self.fc_in = linear_class(hidden_size, inner_size)
         self.activation = ACT2FN[activation]
-        self.fc_out = nn.Linear(inner_size, hidden_size)
+        self.fc_out = linear_class(inner_size, hidden_size)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return self.fc_out(self.activation(self.fc_in(hidden_states)))
@@ -161,15 +167,24 @@ class SublayerConnection(nn.Module):
 
 
 class Pooler(nn.Module):
-    """BERT pooler: ``tanh(W h_[CLS] + b)`` on the first token."""
+    """BERT's pooler ``tanh(W h + b)`` on the first (``[CLS]``) token, or on the mean of the real
+    tokens when ``config.pooling == "mean"``."""
 
     def __init__(self, config: EncoderConfig) -> None:
         super().__init__()
+        self.mean = config.pooling == "mean"
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.activation = nn.Tanh()
 
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.activation(self.dense(hidden_states[:, 0]))
+    def forward(self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        if not self.mean:
+            summary = hidden_states[:, 0]
+        elif padding_mask is None:
+            summary = hidden_states.mean(dim=1)
+        else:
+            weights = padding_mask.to(hidden_states.dtype)[..., None]
+            summary = (hidden_states * weights).sum(dim=1) / weights.sum(dim=1)
+        return self.activation(self.dense(summary))
 
 
 class MaskedLMHead(nn.Module):

@@ -168,7 +168,8 @@ class EncoderPreTrainedModel(PreTrainedModel):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        cls._no_split_modules = [cls.embeddings_class.__name__, cls.layer_class.__name__]
+        if "_no_split_modules" not in cls.__dict__:
+            cls._no_split_modules = [cls.embeddings_class.__name__, cls.layer_class.__name__]
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
@@ -226,9 +227,15 @@ class EncoderModel(EncoderPreTrainedModel):
                     base.base_model_class = cls
                 break
 
+    #: Extra backbone modules a variant needs, ``{attribute: class(config)}`` (e.g. TransJect's
+    #: eigenvalue estimator); built before ``post_init`` so they are initialised and loaded as usual.
+    extra_modules: ClassVar[dict[str, type[nn.Module]]] = {}
+
     def __init__(self, config: EncoderConfig, add_pooling_layer: bool = True) -> None:
         super().__init__(config)
         self.embeddings = self.embeddings_class(config)
+        for name, module_class in self.extra_modules.items():
+            setattr(self, name, module_class(config))
         self.encoder = EncoderStack(config, self.layer_class)
         self.pooler = Pooler(config) if add_pooling_layer else None
         self.post_init()
@@ -261,7 +268,7 @@ class EncoderModel(EncoderPreTrainedModel):
         outputs.auxiliary_loss = _add_optional(auxiliary_loss, layer_loss)
         outputs.diagnostics = {**diagnostics, **layer_diagnostics} or None
         if self.pooler is not None:
-            outputs.pooler_output = self.pooler(outputs.last_hidden_state)
+            outputs.pooler_output = self.pooler(outputs.last_hidden_state, padding_mask)
         return outputs if return_dict else outputs.to_tuple()
 
     def prepare_layer_inputs(self, embeddings: torch.Tensor, padding_mask: torch.Tensor | None) -> LayerInputs:

@@ -1,0 +1,45 @@
+"""N-ODE Transformer (``model_type="node_transformer"``): every block an ODE solved with torchdiffeq."""
+
+from ..core.registration import register_variant
+from .configuration_node_transformer import NodeTransformerConfig
+from .modeling_node_transformer import (
+    NodeDynamics,
+    NodeTransformerBlock,
+    NodeTransformerForMaskedLM,
+    NodeTransformerForMultipleChoice,
+    NodeTransformerForQuestionAnswering,
+    NodeTransformerForSequenceClassification,
+    NodeTransformerForTokenClassification,
+    NodeTransformerModel,
+    NodeTransformerPreTrainedModel,
+    ODESolverError,
+    TimeDependentLinear,
+    VanillaTransformerBlock,
+)
+
+VARIANT = register_variant(
+    NodeTransformerConfig,
+    NodeTransformerModel,
+    NodeTransformerForMaskedLM,
+    NodeTransformerForSequenceClassification,
+    NodeTransformerForTokenClassification,
+    NodeTransformerForQuestionAnswering,
+    NodeTransformerForMultipleChoice,
+)
+
+__all__ = [
+    "VARIANT",
+    "NodeDynamics",
+    "NodeTransformerBlock",
+    "NodeTransformerConfig",
+    "NodeTransformerForMaskedLM",
+    "NodeTransformerForMultipleChoice",
+    "NodeTransformerForQuestionAnswering",
+    "NodeTransformerForSequenceClassification",
+    "NodeTransformerForTokenClassification",
+    "NodeTransformerModel",
+    "NodeTransformerPreTrainedModel",
+    "ODESolverError",
+    "TimeDependentLinear",
+    "VanillaTransformerBlock",
+]

@@ -1,0 +1,283 @@
+"""TransJect: the common suite, orthogonality, Theorem 2's bounds, Σ modes, the entropic variant,
+the reconstruction loss and per-forward caching of the orthogonal weights."""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+import numpy as np
+import pytest
+import torch
+from torch.nn.utils import parametrize
+from torch.nn.utils.parametrizations import _Orthogonal
+
+from hf_variants import transject
+from hf_variants.transject import (
+    TransJectConfig,
+    TransJectForMaskedLM,
+    TransJectForSequenceClassification,
+    TransJectModel,
+)
+from hf_variants.transject.modeling_transject import sinusoidal_positions
+
+from .common import CommonEncoderTests, make_inputs
+
+SMALL = {"num_experts": 2, "intermediate_size": 32, "num_attention_heads": 1}
+
+
+class TestTransJectCommon(CommonEncoderTests):
+    variant = transject.VARIANT
+    config_kwargs: ClassVar[dict] = SMALL
+    softmax_attention = False
+    trainer_learning_rate = 3e-2
+
+
+class TestExactRandomTransJectCommon(CommonEncoderTests):
+    variant = transject.VARIANT
+    config_kwargs: ClassVar[dict] = {**SMALL, "eigenvalue_mode": "exact", "residual_weight": "tanh"}
+    softmax_attention = False
+    trainer_learning_rate = 3e-2
+
+
+class TestEntropicTransJectCommon(CommonEncoderTests):
+    """Entropic with code-style input-dependent expert weights and random Σ (deterministic in eval)."""
+
+    variant = transject.VARIANT
+    config_kwargs: ClassVar[dict] = {
+        **SMALL,
+        "entropic": True,
+        "eigenvalue_mode": "random",
+        "expert_weights": "input_dependent",
+        "use_token_type_embeddings": True,
+    }
+    softmax_attention = False
+    trainer_learning_rate = 3e-2
+
+
+def small_config(**overrides) -> TransJectConfig:
+    kwargs = dict(vocab_size=60, hidden_size=16, num_hidden_layers=3, num_experts=2, max_position_embeddings=64)
+    return TransJectConfig(**{**kwargs, **overrides})
+
+
+def orthogonal_matrices(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {
+        name: module.weight.detach()
+        for name, module in model.named_modules()
+        if parametrize.is_parametrized(module, "weight")
+    }
+
+
+def assert_orthogonal(model: torch.nn.Module, tolerance: float = 1e-5) -> None:
+    matrices = orthogonal_matrices(model)
+    assert matrices, "no orthogonal matrices found"
+    for name, weight in matrices.items():
+        identity = torch.eye(weight.shape[0])
+        assert (weight.T @ weight - identity).abs().max() < tolerance, name
+
+
+def test_embeddings_concatenate_tokens_and_sinusoidal_positions() -> None:
+    model = TransJectModel(small_config()).eval()
+    ids = torch.tensor([[5, 6, 5, 7]])
+    embeddings = model.embeddings(input_ids=ids)
+    assert embeddings.shape == (1, 4, 16)
+    torch.testing.assert_close(embeddings[..., :8], model.embeddings.word_embeddings(ids))
+    positions = torch.arange(4, dtype=torch.float64)[:, None]
+    frequencies = 10000.0 ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8)
+    expected = torch.stack([torch.sin(positions * frequencies), torch.cos(positions * frequencies)], -1).flatten(1)
+    torch.testing.assert_close(embeddings[0, :, 8:].double(), expected, atol=1e-6, rtol=0)
+    # Injective: the same token at two positions gets two different embeddings.
+    assert not torch.allclose(embeddings[0, 0], embeddings[0, 2])
+
+
+def test_position_code_is_recomputed_after_loading(tmp_path) -> None:
+    model = TransJectModel(small_config())
+    model.save_pretrained(tmp_path)
+    assert not any("position" in key for key in model.state_dict())  # nothing stored, nothing stale
+    loaded = TransJectModel.from_pretrained(tmp_path)
+    ids = torch.tensor([[3, 4, 5]])
+    code = sinusoidal_positions(torch.arange(3)[None], 8, torch.float32)
+    torch.testing.assert_close(loaded.embeddings(input_ids=ids)[..., 8:], code)
+
+
+def test_orthogonal_after_training_and_after_save_load(tmp_path) -> None:
+    torch.manual_seed(0)
+    config = small_config(num_labels=2)
+    model = TransJectForSequenceClassification(config).train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=5e-2)
+    inputs = make_inputs(config, batch=4)
+    labels = torch.tensor([0, 1, 1, 0])
+    before = {k: v.clone() for k, v in orthogonal_matrices(model).items()}
+    for _ in range(10):
+        model(**inputs, labels=labels).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    after = orthogonal_matrices(model)
+    assert any(not torch.allclose(before[k], after[k]) for k in before), "training did not move the matrices"
+    assert model.transject.encoder.layer[0].alpha.item() != 0.0
+    assert_orthogonal(model)
+    model.save_pretrained(tmp_path)
+    loaded = TransJectForSequenceClassification.from_pretrained(tmp_path)
+    assert_orthogonal(loaded)
+    for name, weight in orthogonal_matrices(loaded).items():
+        assert torch.equal(weight, after[name]), name
+
+
+@pytest.mark.parametrize("alpha", [0.95, -0.95])
+@pytest.mark.parametrize("layers", [1, 3, 6])
+def test_distance_ratio_within_theorem_2_bounds(alpha: float, layers: int) -> None:
+    """With Σ fixed and |α/L| < 1/L, ``(1 − 1/L)^{2L} ≤ ‖f(x) − f(y)‖ / ‖x − y‖ ≤ e²`` for the
+    non-entropic encoder f (constant expert weights, ELU, orthogonal maps)."""
+    torch.manual_seed(layers)
+    config = small_config(num_hidden_layers=layers, num_experts=3, eigenvalue_mode="exact")
+    model = TransJectModel(config).eval()
+    with torch.no_grad():
+        for layer in model.encoder.layer:
+            layer.alpha.fill_(alpha)
+            layer.expert_logits.normal_()
+        for name, parameter in model.named_parameters():
+            if name.endswith("original"):
+                parameter.normal_(0.0, 0.5)  # move the orthogonal matrices away from their base
+    eigenvalues = torch.rand(1, 16) * 2 - 1
+    eigenvalues = eigenvalues / eigenvalues.abs().max()
+    lower, upper = (1 - 1 / layers) ** (2 * layers), math.e**2
+    ratios = []
+    with torch.no_grad():
+        for trial in range(50):
+            scale = 10.0 ** (trial % 5 - 2)  # distances from 0.01 to 100
+            x = torch.randn(1, 7, 16) * 3
+            y = x + scale * torch.randn(1, 7, 16)
+            fx = model.encoder(x, None, (eigenvalues,))[0].last_hidden_state
+            fy = model.encoder(y, None, (eigenvalues,))[0].last_hidden_state
+            ratios.append(((fx - fy).norm() / (x - y).norm()).item())
+    assert lower <= min(ratios) and max(ratios) <= upper, (min(ratios), max(ratios))
+    assert max(ratios) > 1.0 or min(ratios) < 1.0  # the layers do act
+
+
+def test_exact_eigenvalues_exclude_padding() -> None:
+    model = TransJectModel(small_config(eigenvalue_mode="exact")).eval()
+    inputs = make_inputs(model.config, batch=2, seq_len=9)
+    inputs["attention_mask"][1, 5:] = 0
+    with torch.no_grad():
+        output = model(**inputs)
+        embeddings = model.embeddings(input_ids=inputs["input_ids"]).double().numpy()
+    for row in range(2):
+        real = embeddings[row, inputs["attention_mask"][row].bool().numpy()]
+        expected = np.sort(np.linalg.eigvalsh(real.T @ real))[::-1]
+        expected = expected / np.abs(expected).max()
+        np.testing.assert_allclose(output.diagnostics["eigenvalues"][row].numpy(), expected, atol=1e-5)
+
+
+def test_approx_eigenvalues_are_the_diagonal_in_the_learned_basis() -> None:
+    model = TransJectModel(small_config()).eval()
+    inputs = make_inputs(model.config, batch=2)
+    with torch.no_grad():
+        output = model(**inputs)
+        embeddings = model.embeddings(input_ids=inputs["input_ids"]) * inputs["attention_mask"][..., None]
+        basis = model.eigenvalues.eigenvectors.weight
+        gram = embeddings.transpose(1, 2) @ embeddings
+        diagonal = torch.diagonal(basis.T @ gram @ basis, dim1=-2, dim2=-1)
+        expected = diagonal / diagonal.abs().amax(-1, keepdim=True)
+        reconstruction = basis @ torch.diag_embed(diagonal) @ basis.T
+        error = (torch.linalg.matrix_norm(gram - reconstruction) / torch.linalg.matrix_norm(gram)).mean()
+    torch.testing.assert_close(output.diagnostics["eigenvalues"], expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(output.diagnostics["reconstruction_loss"], error, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(output.auxiliary_loss, 1e-3 * error, atol=1e-8, rtol=1e-5)
+
+
+def test_random_eigenvalues_are_fixed_per_model_and_standardised() -> None:
+    model = TransJectModel(small_config(eigenvalue_mode="random")).eval()
+    with torch.no_grad():
+        first = model(**make_inputs(model.config, seed=0)).diagnostics["eigenvalues"]
+        second = model(**make_inputs(model.config, seed=1)).diagnostics["eigenvalues"]
+    assert torch.equal(first[0], second[0]) and torch.equal(first[0], first[1])
+    assert first.abs().max().item() == pytest.approx(1.0)
+    assert model(**make_inputs(model.config)).auxiliary_loss is None
+
+
+def test_mlm_loss_adds_the_weighted_reconstruction_loss() -> None:
+    model = TransJectForMaskedLM(small_config(reconstruction_loss_weight=0.5)).eval()
+    inputs = make_inputs(model.config)
+    labels = inputs["input_ids"].masked_fill(inputs["attention_mask"] == 0, -100)
+    with torch.no_grad():
+        out = model(**inputs, labels=labels)
+    task = torch.nn.functional.cross_entropy(out.logits.view(-1, model.config.vocab_size), labels.view(-1))
+    torch.testing.assert_close(out.loss, task + out.auxiliary_loss)
+    torch.testing.assert_close(out.auxiliary_loss, 0.5 * out.diagnostics["reconstruction_loss"])
+    assert model.lm_head.decoder.weight.shape == (model.config.vocab_size, 8)  # tied to the d/2 embeddings
+
+
+def test_reconstruction_loss_decreases_when_trained_alone() -> None:
+    torch.manual_seed(0)
+    model = TransJectModel(small_config(hidden_size=32))
+    inputs = make_inputs(model.config, batch=8, seq_len=20)
+    with torch.no_grad():
+        embeddings = model.embeddings(input_ids=inputs["input_ids"])
+    mask = inputs["attention_mask"].bool()
+    optimizer = torch.optim.Adam(model.eigenvalues.parameters(), lr=0.05)
+    losses = []
+    for _ in range(60):
+        _, loss = model.eigenvalues(embeddings, mask)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0], losses[::10]
+
+
+def test_entropic_variant_samples_in_training_and_is_deterministic_in_eval() -> None:
+    torch.manual_seed(0)
+    entropic = TransJectModel(small_config(entropic=True)).eval()
+    with torch.no_grad():
+        for layer in entropic.encoder.layer:
+            layer.alpha.fill_(0.8)
+    plain = TransJectModel(small_config())
+    plain.load_state_dict(entropic.state_dict())
+    plain.eval()
+    inputs = make_inputs(entropic.config)
+    with torch.no_grad():
+        first, second = entropic(**inputs).last_hidden_state, entropic(**inputs).last_hidden_state
+        torch.testing.assert_close(first, second, rtol=0, atol=0)
+        # Evaluation uses the expectation of eq. (4), x + r: the non-entropic layer.
+        torch.testing.assert_close(first, plain(**inputs).last_hidden_state)
+        entropic.train()
+        sampled = [entropic(**inputs).last_hidden_state for _ in range(2)]
+    assert not torch.allclose(sampled[0], sampled[1])
+    entropic.config.entropic_eval = "sample"
+    entropic.eval()
+    with torch.no_grad():
+        assert not torch.allclose(entropic(**inputs).last_hidden_state, entropic(**inputs).last_hidden_state)
+
+
+def test_entropic_update_has_the_expectation_x_plus_r() -> None:
+    layer = TransJectModel(small_config(entropic=True)).encoder.layer[0].train()
+    x, update = torch.randn(4000, 1, 16), torch.randn(4000, 1, 16)
+    torch.manual_seed(0)
+    sampled = layer.residual(x, update)
+    # Each unit takes one of the four branches of eq. (4).
+    branches = torch.stack([1.5 * x + update, 1.5 * x - update, 4 * update, x])
+    assert bool(((sampled[None] - branches).abs() < 1e-6).any(0).all())
+    torch.testing.assert_close(sampled.mean(0), (x + update).mean(0), atol=0.15, rtol=0)
+
+
+def test_orthogonal_weights_are_computed_once_per_forward(monkeypatch) -> None:
+    model = TransJectForMaskedLM(small_config()).eval()
+    calls = []
+    original_forward = _Orthogonal.forward
+    monkeypatch.setattr(_Orthogonal, "forward", lambda self, X: calls.append(1) or original_forward(self, X))
+    with torch.no_grad():
+        model(**make_inputs(model.config))
+    # per layer: 2 per expert + 2 FFN; plus the eigenvector basis of the approx mode
+    expected = model.config.num_hidden_layers * (2 * model.config.num_experts + 2) + 1
+    assert len(calls) == expected == len(orthogonal_matrices(model))
+
+
+def test_transject_config_errors() -> None:
+    with pytest.raises(ValueError, match="must be even"):
+        small_config(hidden_size=15)
+    with pytest.raises(ValueError, match="eigenvalue_mode must be one of"):
+        small_config(eigenvalue_mode="svd")
+    with pytest.raises(ValueError, match="num_experts must be a positive integer"):
+        small_config(num_experts=0)
+    with pytest.raises(ValueError, match="reconstruction_loss_weight"):
+        small_config(reconstruction_loss_weight=-1.0)
