@@ -39,6 +39,9 @@ class EncoderConfig(PretrainedConfig):
             (BERT's ``[CLS]`` token) or ``"mean"`` (mean over real tokens).
         pad_token_id: Id of the padding token (its embedding row starts at zero).
         classifier_dropout: Dropout before classification heads; ``None`` uses ``hidden_dropout_prob``.
+        sparse_prediction: Run the masked-LM head only at positions with a label (MosaicBERT-style):
+            same loss, far less work with large vocabularies; ``logits`` then has one row per scored
+            token instead of ``(batch, seq_len, vocab)``.
         tie_word_embeddings: Tie the masked-LM decoder to the input word embeddings (transformers 5
             no longer declares this on the base config, so every encoder config must).
     """
@@ -67,6 +70,7 @@ class EncoderConfig(PretrainedConfig):
         pooling: str = "first",
         pad_token_id: int | None = 0,
         classifier_dropout: float | None = None,
+        sparse_prediction: bool = False,
         tie_word_embeddings: bool = True,
         **kwargs: Any,
     ) -> None:
@@ -87,6 +91,7 @@ class EncoderConfig(PretrainedConfig):
         self.pooling = pooling
         self.pad_token_id = pad_token_id
         self.classifier_dropout = classifier_dropout
+        self.sparse_prediction = sparse_prediction
         self.tie_word_embeddings = tie_word_embeddings
         super().__init__(**kwargs)
         self.validate()

@@ -323,7 +323,12 @@ class EncoderForMaskedLM(EncoderPreTrainedModel):
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
     ) -> EncoderMaskedLMOutput | tuple[torch.Tensor, ...]:
-        r"""``labels``: ``(batch, seq_len)`` token ids, ``-100`` where no prediction is scored."""
+        r"""``labels``: ``(batch, seq_len)`` token ids, ``-100`` where no prediction is scored.
+
+        With ``config.sparse_prediction`` and labels given, the head runs only at the scored
+        positions (MosaicBERT-style): ``logits`` is ``(num_scored_tokens, vocab_size)`` in row-major
+        order of the scored positions, and the loss equals the dense path's.
+        """
         return_dict = self.config.return_dict if return_dict is None else return_dict
         outputs = self._backbone(
             input_ids,
@@ -334,7 +339,12 @@ class EncoderForMaskedLM(EncoderPreTrainedModel):
             output_attentions,
             output_hidden_states,
         )
-        logits = self.lm_head(outputs.last_hidden_state)
+        hidden_states = outputs.last_hidden_state
+        sparse = labels is not None and self.config.sparse_prediction
+        if sparse:
+            scored = labels != -100
+            hidden_states, labels = hidden_states[scored], labels[scored]
+        logits = self.lm_head(hidden_states)
         loss = None
         if labels is not None:
             loss = ForMaskedLMLoss(logits, labels, vocab_size=logits.shape[-1])

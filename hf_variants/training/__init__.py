@@ -1,0 +1,1 @@
+"""Training entry points: MLM pretraining (``run_mlm``) and tokenizer training (``train_tokenizer``)."""

@@ -1,0 +1,146 @@
+"""Corpora for masked-language-model pretraining: loading, tokenising, grouping and masking.
+
+Everything random here is a pure function of a seed and a position (epoch, step), so a run resumed
+from a checkpoint sees exactly the data and masks the uninterrupted run would have seen, and a
+multi-process run sees the same global batches as a single process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from itertools import chain
+from pathlib import Path
+from typing import Any
+
+import torch
+from datasets import DatasetDict, load_dataset
+from transformers import DataCollatorForLanguageModeling, PreTrainedTokenizerBase
+
+LOADER_BY_SUFFIX = {".txt": "text", ".text": "text", ".raw": "text", ".csv": "csv", ".json": "json", ".jsonl": "json"}
+
+
+def load_text_corpus(
+    train_file: str | Path | None = None,
+    validation_file: str | Path | None = None,
+    dataset_name: str | None = None,
+    dataset_config_name: str | None = None,
+    text_column: str = "text",
+    validation_split_percentage: float = 5.0,
+    seed: int = 0,
+) -> DatasetDict:
+    """``{"train", "validation"}`` with one ``text`` column and no empty lines.
+
+    Local ``.txt``/``.csv``/``.json(l)`` files or a Hub dataset name. Without a validation file or
+    split, ``validation_split_percentage`` of the training rows are held out (seeded). Raises
+    ``FileNotFoundError`` for a missing file and ``ValueError`` for an unknown format, a missing
+    text column or a corpus without text.
+    """
+    if dataset_name is not None:
+        raw = load_dataset(dataset_name, dataset_config_name)
+    elif train_file is not None:
+        files = {"train": Path(train_file)}
+        if validation_file is not None:
+            files["validation"] = Path(validation_file)
+        for split, path in files.items():
+            if not path.is_file():
+                raise FileNotFoundError(f"The {split} corpus {path} does not exist.")
+        suffixes = {path.suffix.lower() for path in files.values()}
+        if len(suffixes) != 1 or next(iter(suffixes)) not in LOADER_BY_SUFFIX:
+            raise ValueError(
+                f"Corpus files must share one of the formats {sorted(LOADER_BY_SUFFIX)}; got {sorted(suffixes)}."
+            )
+        raw = load_dataset(LOADER_BY_SUFFIX[suffixes.pop()], data_files={k: str(v) for k, v in files.items()})
+    else:
+        raise ValueError("Give a corpus: train_file (and optionally validation_file) or dataset_name.")
+
+    for split, dataset in raw.items():
+        if text_column not in dataset.column_names:
+            raise ValueError(
+                f"The {split} corpus has no column {text_column!r} (columns: {dataset.column_names}); "
+                "set the text column."
+            )
+    corpus = DatasetDict(
+        {
+            split: dataset.select_columns([text_column])
+            .rename_columns({text_column: "text"} if text_column != "text" else {})
+            .filter(lambda row: isinstance(row["text"], str) and bool(row["text"].strip()))
+            for split, dataset in raw.items()
+        }
+    )
+    if "train" not in corpus or len(corpus["train"]) == 0:
+        raise ValueError("The training corpus contains no text (every line is empty).")
+    if "validation" not in corpus:
+        if not 0 < validation_split_percentage < 100:
+            raise ValueError("validation_split_percentage must be in (0, 100) when no validation set is given.")
+        split = corpus["train"].train_test_split(test_size=validation_split_percentage / 100, seed=seed)
+        corpus = DatasetDict({"train": split["train"], "validation": split["test"]})
+    if len(corpus["validation"]) == 0:
+        raise ValueError("The validation corpus contains no text.")
+    return corpus
+
+
+def tokenize_corpus(
+    corpus: DatasetDict,
+    tokenizer: PreTrainedTokenizerBase,
+    max_seq_length: int,
+    line_by_line: bool = False,
+    num_proc: int | None = None,
+) -> DatasetDict:
+    """Token ids per example: each line truncated (``line_by_line``) or all lines concatenated and cut
+    into blocks of ``max_seq_length`` tokens (the last partial block is dropped), as run_mlm does."""
+    if line_by_line:
+
+        def encode(batch: dict[str, list[str]]) -> dict[str, Any]:
+            return tokenizer(batch["text"], truncation=True, max_length=max_seq_length, return_special_tokens_mask=True)
+
+        return corpus.map(encode, batched=True, remove_columns=["text"], num_proc=num_proc, desc="tokenize")
+
+    def encode_all(batch: dict[str, list[str]]) -> dict[str, Any]:
+        return tokenizer(batch["text"], return_special_tokens_mask=True)
+
+    def group(batch: dict[str, list[list[int]]]) -> dict[str, list[list[int]]]:
+        joined = {key: list(chain.from_iterable(values)) for key, values in batch.items()}
+        total = (len(joined["input_ids"]) // max_seq_length) * max_seq_length
+        return {key: [v[i : i + max_seq_length] for i in range(0, total, max_seq_length)] for key, v in joined.items()}
+
+    encoded = corpus.map(encode_all, batched=True, remove_columns=["text"], num_proc=num_proc, desc="tokenize")
+    grouped = encoded.map(group, batched=True, batch_size=1000, num_proc=num_proc, desc=f"group into {max_seq_length}")
+    for split, dataset in grouped.items():
+        if len(dataset) == 0:
+            raise ValueError(
+                f"The {split} corpus has fewer than max_seq_length={max_seq_length} tokens; use a smaller "
+                "max_seq_length or --line_by_line."
+            )
+    return grouped
+
+
+class SeededMaskingCollator:
+    """BERT's masking (``mlm_probability`` of the tokens; 80% ``[MASK]``, 10% random, 10% kept) with
+    masks that depend only on ``(seed, key)``: ``collate(examples, key)``."""
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, mlm_probability: float = 0.15, seed: int = 0) -> None:
+        if tokenizer.mask_token is None:
+            raise ValueError("The tokenizer has no mask token; masked-language modelling needs one.")
+        if not 0 < mlm_probability < 1:
+            raise ValueError(f"mlm_probability must be in (0, 1), got {mlm_probability}.")
+        self.seed = seed
+        self.collator = DataCollatorForLanguageModeling(
+            tokenizer, mlm=True, mlm_probability=mlm_probability, return_tensors="pt", seed=seed + 1
+        )
+
+    def __call__(self, examples: Sequence[dict[str, Any]], key: int) -> dict[str, torch.Tensor]:
+        self.collator.generator = torch.Generator().manual_seed(self.seed * 1_000_003 + key)
+        return dict(self.collator([dict(example) for example in examples]))
+
+
+def epoch_order(num_examples: int, epoch: int, seed: int) -> torch.Tensor:
+    """The permutation of the training set used in ``epoch`` (a function of seed and epoch only)."""
+    return torch.randperm(num_examples, generator=torch.Generator().manual_seed(seed * 7919 + epoch))
+
+
+def global_batches(num_examples: int, batch_size: int, epoch: int, seed: int) -> Iterator[list[int]]:
+    """Index lists of the full (all processes, one optimizer micro-step) batches of an epoch; the last
+    incomplete batch is dropped so every step has the same size."""
+    order = epoch_order(num_examples, epoch, seed).tolist()
+    for start in range(0, num_examples - batch_size + 1, batch_size):
+        yield order[start : start + batch_size]

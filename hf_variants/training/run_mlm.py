@@ -1,0 +1,454 @@
+"""Masked-language-model pretraining on ``accelerate`` (run_mlm_no_trainer-style), one process or many.
+
+    python scripts/run_mlm.py --model_type macaron_bert \\
+        --config_overrides hidden_size=256,num_hidden_layers=4,num_attention_heads=4,intermediate_size=1024 \\
+        --train_file ../shared/data/wikitext-2/train.txt --validation_file ../shared/data/wikitext-2/valid.txt \\
+        --train_tokenizer_vocab_size 8000 --max_seq_length 128 --max_train_steps 1000 --output_dir runs/macaron
+    accelerate launch --multi_gpu --num_processes 2 scripts/run_mlm.py ...  # data-parallel, same result
+
+On a machine without GPUs the two processes use gloo on the CPU (``accelerate launch --cpu`` starts a
+single process unless an MPI hostfile is given). Configs for multi-GPU DDP, FSDP and DeepSpeed are in
+``scripts/configs/``.
+
+Determinism: the data order of an epoch and the masks of a step are functions of ``--seed`` and the
+step only, and global batches are split across processes by rows. So ``--resume_from_checkpoint``
+continues exactly (same data, same masks, same next loss), and N processes with per-device batch
+b/N train the same model as one process with batch b. Losses are sums over the masked tokens of the
+whole optimizer step divided by their count — independent of how the step is split into processes
+and gradient-accumulation micro-batches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import csv
+import json
+import math
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+import transformers
+from accelerate import Accelerator
+from accelerate.utils import set_seed
+from tqdm.auto import tqdm
+from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer, PreTrainedTokenizerBase, get_scheduler
+
+from ..core.registration import VARIANTS
+from ..tokenization import train_wordpiece_tokenizer
+from .data import SeededMaskingCollator, global_batches, load_text_corpus, tokenize_corpus
+
+BASELINE_MODEL_TYPES = ("bert",)
+STATE_FILE = "training_state.json"
+EVAL_KEY_OFFSET = 10**9  # evaluation masks use keys disjoint from training steps
+
+
+def model_types() -> list[str]:
+    import hf_variants  # noqa: F401  (registers the variants)
+
+    return sorted(VARIANTS) + list(BASELINE_MODEL_TYPES)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    model = parser.add_argument_group("model")
+    model.add_argument("--model_type", help=f"Train from scratch: one of {', '.join(model_types())}.")
+    model.add_argument("--config_name", help="A config (path or Hub name) to train from scratch.")
+    model.add_argument(
+        "--config_overrides", help="Comma-separated key=value pairs, e.g. hidden_size=256,num_hidden_layers=4."
+    )
+    model.add_argument("--model_name_or_path", help="Continue pretraining from a checkpoint (path or Hub name).")
+    data = parser.add_argument_group("data")
+    data.add_argument("--train_file", help="Local .txt (one text per line), .csv or .json(l) file.")
+    data.add_argument("--validation_file")
+    data.add_argument("--dataset_name", help="A Hub dataset, e.g. 'wikitext'.")
+    data.add_argument("--dataset_config_name", help="e.g. 'wikitext-2-raw-v1'.")
+    data.add_argument("--text_column", default="text")
+    data.add_argument("--validation_split_percentage", type=float, default=5.0)
+    data.add_argument("--max_seq_length", type=int, default=128)
+    data.add_argument("--line_by_line", action="store_true", help="One example per line instead of packed blocks.")
+    data.add_argument("--mlm_probability", type=float, default=0.15)
+    data.add_argument("--max_eval_samples", type=int, help="Evaluate on at most this many validation examples.")
+    data.add_argument("--preprocessing_num_workers", type=int)
+    tokenizer = parser.add_argument_group("tokenizer")
+    tokenizer.add_argument("--tokenizer_name", help="Tokenizer path or Hub name (default: the checkpoint's).")
+    tokenizer.add_argument("--train_tokenizer_vocab_size", type=int, help="Train a WordPiece tokenizer of this size.")
+    training = parser.add_argument_group("training")
+    training.add_argument("--output_dir", type=Path, required=True)
+    training.add_argument("--per_device_train_batch_size", type=int, default=16)
+    training.add_argument("--per_device_eval_batch_size", type=int, default=32)
+    training.add_argument("--gradient_accumulation_steps", type=int, default=1)
+    training.add_argument("--learning_rate", type=float, default=5e-4)
+    training.add_argument("--weight_decay", type=float, default=0.01)
+    training.add_argument("--adam_beta1", type=float, default=0.9)
+    training.add_argument("--adam_beta2", type=float, default=0.98)
+    training.add_argument("--max_grad_norm", type=float, default=1.0)
+    training.add_argument("--num_train_epochs", type=float, default=1.0)
+    training.add_argument("--max_train_steps", type=int, help="Overrides --num_train_epochs.")
+    training.add_argument("--time_budget_seconds", type=float, help="Stop after this much training time.")
+    training.add_argument(
+        "--lr_scheduler_type", default="linear", choices=["linear", "cosine", "constant", "constant_with_warmup"]
+    )
+    training.add_argument(
+        "--num_warmup_steps", type=float, default=0.06, help="Steps, or a fraction (< 1) of all steps."
+    )
+    training.add_argument("--mixed_precision", default="no", choices=["no", "fp16", "bf16"])
+    training.add_argument("--cpu", action="store_true", help="Train on the CPU even when a GPU is available.")
+    training.add_argument("--seed", type=int, default=42)
+    training.add_argument("--logging_steps", type=int, default=10)
+    training.add_argument("--eval_steps", type=int, help="Evaluate every N steps (default: only at the end).")
+    training.add_argument("--checkpointing_steps", type=int, help="Save a resumable checkpoint every N steps.")
+    training.add_argument("--resume_from_checkpoint", type=Path, help="A checkpoint-<step> folder of an earlier run.")
+    training.add_argument("--report_to", default="csv", choices=["csv", "tensorboard", "none"])
+    training.add_argument("--disable_tqdm", action="store_true")
+    export = parser.add_argument_group("export")
+    export.add_argument("--export_dir", type=Path, help="Also write a Hub folder (hf_variants.hub) here.")
+    export.add_argument("--push_to_hub", action="store_true")
+    export.add_argument("--hub_model_id")
+    args = parser.parse_args(argv)
+    sources = [args.model_type, args.config_name, args.model_name_or_path]
+    if sum(s is not None for s in sources) != 1:
+        parser.error("give exactly one of --model_type, --config_name, --model_name_or_path")
+    if args.model_type is not None and args.model_type not in model_types():
+        parser.error(f"unknown --model_type {args.model_type!r}; choose from {', '.join(model_types())}")
+    if args.train_file is None and args.dataset_name is None:
+        parser.error("give --train_file or --dataset_name")
+    if args.push_to_hub and not args.hub_model_id:
+        parser.error("--push_to_hub needs --hub_model_id")
+    return args
+
+
+def parse_overrides(text: str | None) -> dict[str, Any]:
+    """``"a=1,b=gelu,c=[1,3]"`` → ``{"a": 1, "b": "gelu", "c": [1, 3]}`` (Python literals where possible)."""
+    if not text:
+        return {}
+    overrides: dict[str, Any] = {}
+    for item in filter(None, (part.strip() for part in _split_top_level(text))):
+        if "=" not in item:
+            raise ValueError(f"config override {item!r} is not key=value")
+        key, value = (part.strip() for part in item.split("=", 1))
+        try:
+            overrides[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            overrides[key] = value
+    return overrides
+
+
+def _split_top_level(text: str) -> list[str]:
+    parts, depth, current = [], 0, []
+    for char in text:
+        depth += (char in "[(" and 1) or ((char in "])" and -1) or 0)
+        if char == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    return [*parts, "".join(current)]
+
+
+def build_tokenizer(args: argparse.Namespace, corpus) -> PreTrainedTokenizerBase:
+    if args.train_tokenizer_vocab_size:
+        return train_wordpiece_tokenizer(
+            corpus["train"]["text"], vocab_size=args.train_tokenizer_vocab_size, model_max_length=args.max_seq_length
+        )
+    name = args.tokenizer_name or args.model_name_or_path
+    if name is None:
+        raise ValueError("Give --tokenizer_name or --train_tokenizer_vocab_size when training from scratch.")
+    return AutoTokenizer.from_pretrained(name)
+
+
+def build_model(args: argparse.Namespace, tokenizer: PreTrainedTokenizerBase) -> transformers.PreTrainedModel:
+    """A new model (model_type/config_name + overrides, vocabulary sized to the tokenizer) or a checkpoint."""
+    overrides = parse_overrides(args.config_overrides)
+    if args.model_name_or_path is not None:
+        model = AutoModelForMaskedLM.from_pretrained(args.model_name_or_path, dtype=torch.float32, **overrides)
+    else:
+        if args.config_name is not None:
+            config = AutoConfig.from_pretrained(args.config_name, **overrides)
+        else:
+            config = AutoConfig.for_model(args.model_type, **overrides)
+        if "vocab_size" not in overrides:
+            config.vocab_size = len(tokenizer)
+        if "max_position_embeddings" not in overrides:
+            config.max_position_embeddings = max(getattr(config, "max_position_embeddings", 0), args.max_seq_length)
+        config.pad_token_id = tokenizer.pad_token_id
+        if hasattr(config, "validate") and config.model_type in VARIANTS:
+            config.validate()
+        model = AutoModelForMaskedLM.from_config(config)
+    if len(tokenizer) > model.config.vocab_size:
+        raise ValueError(
+            f"The tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {model.config.vocab_size}: "
+            "its ids would index past the embedding table. Use the model's tokenizer or resize the embeddings."
+        )
+    return model
+
+
+def masked_lm_loss_sum(
+    model: torch.nn.Module, batch: dict[str, torch.Tensor], sparse: bool
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Sum of the cross-entropy over the masked tokens of ``batch`` (and the model's auxiliary loss).
+
+    With ``sparse`` (the config's ``sparse_prediction``), the model computes logits only at the
+    masked positions."""
+    labels = batch["labels"]
+    inputs = {k: v for k, v in batch.items() if k not in ("labels", "special_tokens_mask")}
+    outputs = model(**inputs, labels=labels) if sparse else model(**inputs)
+    logits = outputs.logits.float()
+    targets = labels[labels != -100] if sparse else labels.reshape(-1)
+    loss_sum = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets, ignore_index=-100, reduction="sum")
+    return loss_sum, getattr(outputs, "auxiliary_loss", None)
+
+
+class MetricsLogger:
+    """CSV (``metrics.csv``) or TensorBoard logging of named scalars, main process only."""
+
+    def __init__(self, kind: str, directory: Path, enabled: bool) -> None:
+        self.kind = kind if enabled else "none"
+        self.rows: list[dict[str, Any]] = []
+        self.path = directory / "metrics.csv"
+        self.writer = None
+        if self.kind == "tensorboard":
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError as error:
+                raise ImportError(
+                    "--report_to tensorboard needs the tensorboard package: pip install tensorboard"
+                ) from error
+            self.writer = SummaryWriter(log_dir=str(directory / "tensorboard"))
+
+    def log(self, step: int, values: dict[str, float]) -> None:
+        if self.kind == "tensorboard":
+            for name, value in values.items():
+                self.writer.add_scalar(name, value, step)
+        elif self.kind == "csv":
+            self.rows.append({"step": step, **values})
+            fields = sorted({key for row in self.rows for key in row} - {"step"})
+            with self.path.open("w", newline="") as handle:
+                writer = csv.DictWriter(handle, fieldnames=["step", *fields])
+                writer.writeheader()
+                writer.writerows(self.rows)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def evaluate(
+    model: torch.nn.Module,
+    dataset,
+    collator: SeededMaskingCollator,
+    batch_size: int,
+    accelerator: Accelerator,
+    max_samples: int | None,
+) -> dict[str, float]:
+    """Masked-token loss and perplexity on the validation set; the same masks at every evaluation."""
+    sparse = getattr(accelerator.unwrap_model(model).config, "sparse_prediction", False)
+    model.eval()
+    size = len(dataset) if max_samples is None else min(max_samples, len(dataset))
+    rank, world = accelerator.process_index, accelerator.num_processes
+    totals = torch.zeros(2, dtype=torch.float64, device=accelerator.device)
+    with torch.no_grad():
+        for index, start in enumerate(range(0, size, batch_size)):
+            if index % world != rank:
+                continue
+            examples = [dataset[i] for i in range(start, min(start + batch_size, size))]
+            batch = {k: v.to(accelerator.device) for k, v in collator(examples, EVAL_KEY_OFFSET + index).items()}
+            loss_sum, _ = masked_lm_loss_sum(model, batch, sparse)
+            totals += torch.stack([loss_sum.double(), (batch["labels"] != -100).sum().double()])
+    totals = accelerator.reduce(totals, reduction="sum")
+    loss = float(totals[0] / totals[1].clamp_min(1))
+    model.train()
+    return {"eval_loss": loss, "perplexity": math.exp(min(loss, 50.0)), "eval_tokens": float(totals[1])}
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    # Without a GPU, processes started by `accelerate launch --multi_gpu` / torchrun use gloo on the CPU.
+    accelerator = Accelerator(mixed_precision=args.mixed_precision, cpu=args.cpu or not torch.cuda.is_available())
+    set_seed(args.seed)
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+
+    corpus = load_text_corpus(
+        args.train_file, args.validation_file, args.dataset_name, args.dataset_config_name,
+        args.text_column, args.validation_split_percentage, args.seed,
+    )  # fmt: skip
+    tokenizer = build_tokenizer(args, corpus)
+    if tokenizer.model_max_length < args.max_seq_length:
+        tokenizer.model_max_length = args.max_seq_length
+    with accelerator.main_process_first():
+        tokenized = tokenize_corpus(
+            corpus, tokenizer, args.max_seq_length, args.line_by_line, args.preprocessing_num_workers
+        )
+    train_set, eval_set = tokenized["train"], tokenized["validation"]
+    model = build_model(args, tokenizer)
+    collator = SeededMaskingCollator(tokenizer, args.mlm_probability, args.seed)
+
+    world, rank = accelerator.num_processes, accelerator.process_index
+    per_device, accumulation = args.per_device_train_batch_size, args.gradient_accumulation_steps
+    global_micro = per_device * world
+    steps_per_epoch = len(train_set) // global_micro // accumulation
+    if steps_per_epoch == 0:
+        raise ValueError(
+            f"The training set has {len(train_set)} examples, fewer than one optimizer step needs "
+            f"({global_micro * accumulation}); lower the batch size or add data."
+        )
+    max_steps = args.max_train_steps or math.ceil(args.num_train_epochs * steps_per_epoch)
+    warmup = int(args.num_warmup_steps * max_steps) if args.num_warmup_steps < 1 else int(args.num_warmup_steps)
+
+    no_decay = ("bias", "LayerNorm.weight", "layer_norm", "norm.weight")
+    decay_groups = [
+        {"params": [p for n, p in model.named_parameters() if not any(k in n for k in no_decay)],
+         "weight_decay": args.weight_decay},
+        {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)], "weight_decay": 0.0},
+    ]  # fmt: skip
+    optimizer = torch.optim.AdamW(decay_groups, lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2))
+    scheduler = get_scheduler(args.lr_scheduler_type, optimizer, num_warmup_steps=warmup, num_training_steps=max_steps)
+    sparse = getattr(model.config, "sparse_prediction", False)
+    # The scheduler stays unwrapped: accelerate's wrapper steps it once per process, which would make
+    # the schedule depend on the number of processes. It is still saved in checkpoints.
+    model, optimizer = accelerator.prepare(model, optimizer)
+    accelerator.register_for_checkpointing(scheduler)
+
+    state = {"global_step": 0, "train_seconds": 0.0, "train_tokens": 0}
+    if args.resume_from_checkpoint is not None:
+        accelerator.load_state(str(args.resume_from_checkpoint))
+        state = json.loads((args.resume_from_checkpoint / STATE_FILE).read_text())
+        accelerator.print(f"Resumed from {args.resume_from_checkpoint} at step {state['global_step']}.")
+
+    logger = MetricsLogger(args.report_to, args.output_dir, accelerator.is_main_process)
+    parameters = sum(p.numel() for p in accelerator.unwrap_model(model).parameters())
+    accelerator.print(
+        f"{type(accelerator.unwrap_model(model)).__name__}: {parameters:,} parameters; {len(train_set):,} train / "
+        f"{len(eval_set):,} validation examples of ≤{args.max_seq_length} tokens; {max_steps} steps of "
+        f"{global_micro * accumulation} examples on {world} process(es)."
+    )
+    progress = tqdm(
+        total=max_steps,
+        initial=state["global_step"],
+        disable=args.disable_tqdm or not accelerator.is_local_main_process,
+        desc="MLM",
+    )
+    history: list[dict[str, float]] = []
+    model.train()
+    stop = state["global_step"] >= max_steps
+    while not stop:
+        epoch, step_in_epoch = divmod(state["global_step"], steps_per_epoch)
+        batches = list(global_batches(len(train_set), global_micro, epoch, args.seed))
+        step_batches = [batches[i : i + accumulation] for i in range(0, steps_per_epoch * accumulation, accumulation)]
+        for micro_batches in step_batches[step_in_epoch:]:
+            started = time.perf_counter()
+            step = state["global_step"]
+            full = [
+                collator([train_set[i] for i in indices], step * accumulation + m)
+                for m, indices in enumerate(micro_batches)
+            ]
+            masked_total = sum(int((b["labels"] != -100).sum()) for b in full)
+            local_loss = torch.zeros((), dtype=torch.float64, device=accelerator.device)
+            for m, batch in enumerate(full):
+                local = {
+                    k: v[rank * per_device : (rank + 1) * per_device].to(accelerator.device) for k, v in batch.items()
+                }
+                sync = m == len(full) - 1
+                with accelerator.no_sync(model) if not sync else contextlib.nullcontext():
+                    with accelerator.autocast():
+                        loss_sum, auxiliary = masked_lm_loss_sum(model, local, sparse)
+                    loss = loss_sum * world / max(masked_total, 1)
+                    if auxiliary is not None:
+                        loss = loss + auxiliary / accumulation
+                    accelerator.backward(loss)
+                local_loss += loss_sum.detach().double()
+            grad_norm = accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            step_loss = float(accelerator.reduce(local_loss, reduction="sum")) / max(masked_total, 1)
+            tokens = sum(
+                int(b["attention_mask"].sum()) if "attention_mask" in b else b["input_ids"].numel() for b in full
+            )
+            state["global_step"] += 1
+            state["train_seconds"] += time.perf_counter() - started
+            state["train_tokens"] += tokens
+            record = {"loss": step_loss, "learning_rate": scheduler.get_last_lr()[0], "grad_norm": float(grad_norm),
+                      "tokens_per_second": state["train_tokens"] / max(state["train_seconds"], 1e-9)}  # fmt: skip
+            history.append({"step": state["global_step"], **record})
+            progress.update(1)
+            progress.set_postfix(loss=f"{step_loss:.3f}", tok_s=f"{record['tokens_per_second']:.0f}")
+            if state["global_step"] % args.logging_steps == 0:
+                logger.log(state["global_step"], record)
+            if args.eval_steps and state["global_step"] % args.eval_steps == 0:
+                logger.log(
+                    state["global_step"],
+                    evaluate(
+                        model, eval_set, collator, args.per_device_eval_batch_size, accelerator, args.max_eval_samples
+                    ),
+                )
+            if args.checkpointing_steps and state["global_step"] % args.checkpointing_steps == 0:
+                save_checkpoint(accelerator, args.output_dir / f"checkpoint-{state['global_step']}", state)
+            over_budget = args.time_budget_seconds is not None and state["train_seconds"] >= args.time_budget_seconds
+            stop = state["global_step"] >= max_steps or bool(
+                accelerator.reduce(torch.tensor(float(over_budget), device=accelerator.device), reduction="max")
+            )
+            if stop:
+                break
+    progress.close()
+
+    metrics = evaluate(model, eval_set, collator, args.per_device_eval_batch_size, accelerator, args.max_eval_samples)
+    logger.log(state["global_step"], metrics)
+    logger.close()
+    accelerator.wait_for_everyone()
+    unwrapped = accelerator.unwrap_model(model)
+    results = {
+        "command": " ".join(["run_mlm.py", *(argv if argv is not None else sys.argv[1:])]),
+        "model_type": unwrapped.config.model_type,
+        "parameters": parameters,
+        "steps": state["global_step"],
+        "train_seconds": state["train_seconds"],
+        "train_tokens": state["train_tokens"],
+        "tokens_per_second": state["train_tokens"] / max(state["train_seconds"], 1e-9),
+        "final_train_loss": history[-1]["loss"] if history else None,
+        "processes": world,
+        **metrics,
+    }
+    if accelerator.is_main_process:
+        unwrapped.save_pretrained(args.output_dir, safe_serialization=True)
+        tokenizer.save_pretrained(args.output_dir)
+        (args.output_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+        (args.output_dir / "train_history.json").write_text(json.dumps(history) + "\n")
+        export_if_asked(args, unwrapped, tokenizer, results)
+    accelerator.print(json.dumps({k: v for k, v in results.items() if k != "command"}, indent=2))
+    accelerator.end_training()
+    return results
+
+
+def save_checkpoint(accelerator: Accelerator, directory: Path, state: dict) -> None:
+    accelerator.save_state(str(directory))
+    if accelerator.is_main_process:
+        (directory / STATE_FILE).write_text(json.dumps(state) + "\n")
+    accelerator.wait_for_everyone()
+
+
+def export_if_asked(args: argparse.Namespace, model, tokenizer, results: dict) -> None:
+    if args.export_dir is None and not args.push_to_hub:
+        return
+    if model.config.model_type not in VARIANTS:
+        raise ValueError("--export_dir/--push_to_hub write hf-variants model cards; the bert baseline has none.")
+    from ..hub import export_for_hub, push_folder_to_hub
+
+    folder = args.export_dir or (args.output_dir / "hub_export")
+    summary = (
+        f"Pretrained with masked-language modelling for {results['steps']} steps "
+        f"({results['train_tokens']:,} tokens); validation perplexity {results['perplexity']:.2f}."
+    )
+    export_for_hub(model, folder, tokenizer, repo_id=args.hub_model_id, training_summary=summary)
+    if args.push_to_hub:
+        push_folder_to_hub(folder, args.hub_model_id)
+
+
+if __name__ == "__main__":
+    main()

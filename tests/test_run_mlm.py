@@ -1,0 +1,185 @@
+"""MLM pretraining: end-to-end per model type, exact resume, two-process equivalence, tokenizer
+training, and clear errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModelForMaskedLM, AutoTokenizer, pipeline
+
+from hf_variants.synthetic import synthetic_sentences
+from hf_variants.training import run_mlm, train_tokenizer
+
+from .helpers import REPO_ROOT
+
+TINY = {
+    "macaron_bert": "hidden_size=32,num_hidden_layers=2,num_attention_heads=4,intermediate_size=64",
+    "mgk_bert": "hidden_size=32,num_hidden_layers=2,num_attention_heads=2,head_dim=16,intermediate_size=64",
+    "transject": "hidden_size=32,num_hidden_layers=2,num_experts=2",
+    "node_transformer": (
+        "hidden_size=32,num_hidden_layers=1,num_attention_heads=4,intermediate_size=32,rtol=1e-3,atol=1e-3"
+    ),
+    "bert": "hidden_size=32,num_hidden_layers=2,num_attention_heads=4,intermediate_size=64",
+}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("corpus") / "train.txt"
+    path.write_text("\n".join(synthetic_sentences(800, seed=3)) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory, corpus: Path) -> Path:
+    output = tmp_path_factory.mktemp("tokenizer")
+    train_tokenizer.main(
+        ["--train_file", str(corpus), "--vocab_size", "120", "--min_frequency", "1", "--output_dir", str(output)]
+    )
+    return output
+
+
+def mlm_args(
+    corpus: Path, tokenizer_dir: Path, output: Path, model_type: str = "macaron_bert", *extra: str
+) -> list[str]:
+    return [
+        "--model_type", model_type, "--config_overrides", TINY[model_type],
+        "--train_file", str(corpus), "--tokenizer_name", str(tokenizer_dir),
+        "--max_seq_length", "24", "--per_device_train_batch_size", "8", "--learning_rate", "3e-3",
+        "--num_warmup_steps", "0", "--output_dir", str(output), "--disable_tqdm", "--logging_steps", "1", *extra,
+    ]  # fmt: skip
+
+
+def history(output: Path) -> list[dict]:
+    return json.loads((output / "train_history.json").read_text())
+
+
+@pytest.mark.parametrize("model_type", sorted(TINY))
+def test_pretraining_reduces_the_loss(model_type: str, corpus: Path, tokenizer_dir: Path, tmp_path: Path) -> None:
+    # TransJect starts as the identity (ReZero) and needs a larger step to move within 40 steps.
+    rate = "2e-2" if model_type == "transject" else "3e-3"
+    extra = ["--max_train_steps", "40", "--learning_rate", rate]
+    results = run_mlm.main(mlm_args(corpus, tokenizer_dir, tmp_path, model_type, *extra))
+    losses = [entry["loss"] for entry in history(tmp_path)]
+    assert len(losses) == 40 and results["steps"] == 40
+    assert sum(losses[-5:]) / 5 < 0.85 * sum(losses[:5]) / 5, losses
+    assert results["perplexity"] == pytest.approx(torch.tensor(results["eval_loss"]).exp().item(), rel=1e-6)
+    model = AutoModelForMaskedLM.from_pretrained(tmp_path)
+    assert model.config.model_type == model_type
+    rows = (tmp_path / "metrics.csv").read_text().splitlines()
+    assert rows[0].startswith("step,") and len(rows) > 40
+
+
+def test_saved_model_serves_fill_mask(corpus: Path, tokenizer_dir: Path, tmp_path: Path) -> None:
+    run_mlm.main(mlm_args(corpus, tokenizer_dir, tmp_path, "macaron_bert", "--max_train_steps", "5"))
+    fill = pipeline(
+        "fill-mask",
+        model=AutoModelForMaskedLM.from_pretrained(tmp_path),
+        tokenizer=AutoTokenizer.from_pretrained(tmp_path),
+    )
+    predictions = fill("the small dog [MASK] the ball .")
+    assert len(predictions) == 5 and all(0 <= p["score"] <= 1 for p in predictions)
+
+
+def test_resume_continues_exactly(corpus: Path, tokenizer_dir: Path, tmp_path: Path) -> None:
+    """Stopping at a checkpoint and resuming gives the same data, masks, losses and weights (with
+    dropout on: accelerate restores the RNG states)."""
+    full, resumed = tmp_path / "full", tmp_path / "resumed"
+    common = ["--max_train_steps", "8", "--checkpointing_steps", "4", "--gradient_accumulation_steps", "2"]
+    run_mlm.main(mlm_args(corpus, tokenizer_dir, full, "macaron_bert", *common))
+    run_mlm.main(mlm_args(corpus, tokenizer_dir, resumed, "macaron_bert", *common,
+                          "--resume_from_checkpoint", str(full / "checkpoint-4")))  # fmt: skip
+    uninterrupted = {entry["step"]: entry["loss"] for entry in history(full)}
+    continued = {entry["step"]: entry["loss"] for entry in history(resumed)}
+    assert sorted(continued) == [5, 6, 7, 8]
+    for step, loss in continued.items():
+        assert loss == uninterrupted[step], (step, loss, uninterrupted[step])
+    a, b = load_file(full / "model.safetensors"), load_file(resumed / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_sparse_prediction_trains_like_dense(corpus: Path, tokenizer_dir: Path, tmp_path: Path) -> None:
+    dense, sparse = tmp_path / "dense", tmp_path / "sparse"
+    run_mlm.main(mlm_args(corpus, tokenizer_dir, dense, "mgk_bert", "--max_train_steps", "4"))
+    args = mlm_args(corpus, tokenizer_dir, sparse, "mgk_bert", "--max_train_steps", "4")
+    args[args.index("--config_overrides") + 1] += ",sparse_prediction=True"
+    run_mlm.main(args)
+    for d, s in zip(history(dense), history(sparse), strict=True):
+        assert s["loss"] == pytest.approx(d["loss"], rel=1e-5, abs=1e-6)
+
+
+@pytest.mark.skipif(shutil.which("accelerate") is None and not Path(sys.executable).with_name("accelerate").exists(),
+                    reason="the accelerate launcher is not installed")  # fmt: skip
+def test_two_processes_train_the_same_model_as_one(corpus: Path, tokenizer_dir: Path, tmp_path: Path) -> None:
+    """`accelerate launch --multi_gpu --num_processes 2` on this GPU-less machine (torchrun + gloo,
+    per-device batch 4) equals one process with batch 8, to float tolerance (dropout off: each
+    process draws its own dropout masks)."""
+    overrides = TINY["macaron_bert"] + ",hidden_dropout_prob=0.0,attention_probs_dropout_prob=0.0"
+    one, two = tmp_path / "one", tmp_path / "two"
+
+    def args(output: Path, batch: int) -> list[str]:
+        values = mlm_args(corpus, tokenizer_dir, output, "macaron_bert", "--max_train_steps", "6")
+        values[values.index("--config_overrides") + 1] = overrides
+        values[values.index("--per_device_train_batch_size") + 1] = str(batch)
+        return values
+
+    run_mlm.main(args(one, 8))
+    launcher = Path(sys.executable).with_name("accelerate")
+    command = [str(launcher), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+               "--mixed_precision", "no", "--dynamo_backend", "no",
+               str(REPO_ROOT / "scripts" / "run_mlm.py"), *args(two, 4)]  # fmt: skip
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert json.loads((two / "results.json").read_text())["processes"] == 2
+    for a, b in zip(history(one), history(two), strict=True):
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-5)
+    a, b = load_file(one / "model.safetensors"), load_file(two / "model.safetensors")
+    for key in a:
+        torch.testing.assert_close(b[key], a[key], atol=1e-5, rtol=1e-4, msg=key)
+
+
+def test_tokenizer_training_round_trip(tokenizer_dir: Path) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    assert len(tokenizer) <= 120
+    assert tokenizer.pad_token_id == 0 and tokenizer.mask_token == "[MASK]"
+    text = "the hungry fox chases the rabbit near the river ."
+    encoded = tokenizer(text, "the cat runs .")
+    assert encoded["input_ids"][0] == tokenizer.cls_token_id and tokenizer.unk_token_id not in encoded["input_ids"]
+    assert set(encoded["token_type_ids"]) == {0, 1}
+    ids = tokenizer(text)["input_ids"]
+    decoded = tokenizer.decode(ids, skip_special_tokens=True)
+    assert decoded.replace(" .", ".") == text.replace(" .", ".")  # BERT's decoder joins "river ." to "river."
+    assert tokenizer(decoded)["input_ids"] == ids
+
+
+def test_empty_or_missing_corpus_raises(tokenizer_dir: Path, tmp_path: Path) -> None:
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n   \n\n")
+    with pytest.raises(ValueError, match="contains no text"):
+        run_mlm.main(mlm_args(empty, tokenizer_dir, tmp_path / "out", "macaron_bert", "--max_train_steps", "1"))
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        run_mlm.main(mlm_args(tmp_path / "missing.txt", tokenizer_dir, tmp_path / "out", "macaron_bert"))
+
+
+def test_tokenizer_model_vocabulary_mismatch_raises(corpus: Path, tokenizer_dir: Path, tmp_path: Path) -> None:
+    args = mlm_args(corpus, tokenizer_dir, tmp_path, "macaron_bert", "--max_train_steps", "1")
+    args[args.index("--config_overrides") + 1] += ",vocab_size=50"
+    with pytest.raises(ValueError, match=r"tokenizer has \d+ tokens but the model's vocab_size is 50"):
+        run_mlm.main(args)
+
+
+def test_unknown_model_type_raises(corpus: Path, tokenizer_dir: Path, tmp_path: Path, capsys) -> None:
+    args = mlm_args(corpus, tokenizer_dir, tmp_path, "macaron_bert")
+    args[args.index("--model_type") + 1] = "gpt9"
+    with pytest.raises(SystemExit):
+        run_mlm.main(args)
+    assert "unknown --model_type 'gpt9'" in capsys.readouterr().err
