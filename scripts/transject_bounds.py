@@ -158,12 +158,9 @@ def plot(results: dict, path: Path) -> None:
     axis.axhline(math.e**2, color="gray", linestyle="--", linewidth=1, label="e² (Theorem 2, whole encoder)")
     axis.axhline(1.0, color="black", linewidth=0.5)
     axis.set_yscale("log")
-    axis.set_xticks(np.arange(1, layers + 1))
-    axis.set(
-        xlabel="layer",
-        ylabel="‖Δh⁽ˡ⁾‖ / ‖Δh⁽ˡ⁻¹⁾‖ (token pairs)",
-        title="Empirical layer-wise activation bounds on SST-2 dev (box: p1–p99, whiskers: min–max)",
-    )
+    axis.set_xticks(np.arange(1, layers + 1), [str(layer) for layer in range(1, layers + 1)])
+    axis.set(xlabel="layer", ylabel="‖Δh⁽ˡ⁾‖ / ‖Δh⁽ˡ⁻¹⁾‖ (token pairs)")
+    axis.set_title("Layer-wise distance ratios on SST-2 dev (box: p1–p99, whiskers: min–max)", fontsize=10)
     axis.legend(fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=90)
@@ -176,7 +173,7 @@ def main() -> None:
     parser.add_argument("--hidden_size", type=int, default=128)
     parser.add_argument("--num_layers", type=int, default=4)
     parser.add_argument("--train_examples", type=int, default=8000)
-    parser.add_argument("--train_steps", type=int, default=300)
+    parser.add_argument("--train_steps", type=int, default=200)
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--learning_rate", type=float, default=1e-3)
     parser.add_argument("--num_sentences", type=int, default=200, help="SST-2 dev sentences to measure.")

@@ -78,8 +78,12 @@ def test_pretraining_reduces_the_loss(model_type: str, corpus: Path, tokenizer_d
     assert rows[0].startswith("step,") and len(rows) > 40
 
 
-def test_saved_model_serves_fill_mask(corpus: Path, tokenizer_dir: Path, tmp_path: Path) -> None:
-    run_mlm.main(mlm_args(corpus, tokenizer_dir, tmp_path, "macaron_bert", "--max_train_steps", "5"))
+def test_saved_model_serves_fill_mask_and_exports(corpus: Path, tokenizer_dir: Path, tmp_path: Path) -> None:
+    export = tmp_path / "hub"
+    run_mlm.main(mlm_args(corpus, tokenizer_dir, tmp_path, "macaron_bert", "--max_train_steps", "5",
+                          "--export_dir", str(export)))  # fmt: skip
+    assert "auto_map" in json.loads((export / "config.json").read_text())
+    assert (export / "tokenizer.json").is_file() and "perplexity" in (export / "README.md").read_text()
     fill = pipeline(
         "fill-mask",
         model=AutoModelForMaskedLM.from_pretrained(tmp_path),

@@ -16,7 +16,13 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.bert.modeling_bert import eager_attention_forward
 
 from .configuration_encoder import EncoderConfig
-from .inputs import additive_attention_bias, check_ids_below, check_input_ids, sdpa_attention_mask
+from .inputs import (
+    additive_attention_bias,
+    check_ids_below,
+    check_input_ids,
+    resolve_position_ids,
+    sdpa_attention_mask,
+)
 
 
 class EncoderEmbeddings(nn.Module):
@@ -44,18 +50,8 @@ class EncoderEmbeddings(nn.Module):
         inputs_embeds: torch.Tensor | None = None,
     ) -> torch.Tensor:
         shape = check_input_ids(input_ids, inputs_embeds, self.word_embeddings.num_embeddings)
-        seq_len = shape[1]
-        max_len = self.position_embeddings.num_embeddings
-        if position_ids is None:
-            if seq_len > max_len:
-                raise ValueError(
-                    f"Sequence length {seq_len} exceeds max_position_embeddings={max_len}; "
-                    "truncate the input (e.g. tokenizer(..., truncation=True, max_length=...))."
-                )
-            device = (input_ids if input_ids is not None else inputs_embeds).device
-            position_ids = torch.arange(seq_len, device=device)[None, :]
-        else:
-            check_ids_below("position_ids", position_ids, max_len, shape)
+        device = (input_ids if input_ids is not None else inputs_embeds).device
+        position_ids = resolve_position_ids(position_ids, shape, self.position_embeddings.num_embeddings, device)
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(position_ids)
         else:

@@ -58,6 +58,22 @@ def check_ids_below(name: str, ids: torch.Tensor, limit: int, shape: tuple[int, 
             raise ValueError(f"{name} contain value {high if high >= limit else low}, outside [0, {limit}).")
 
 
+def resolve_position_ids(
+    position_ids: torch.Tensor | None, shape: tuple[int, int], max_positions: int, device: torch.device
+) -> torch.Tensor:
+    """``position_ids`` checked against ``[0, max_positions)``, or ``arange(seq_len)`` by default, with a
+    clear error for sequences longer than the position table."""
+    if position_ids is not None:
+        check_ids_below("position_ids", position_ids, max_positions, shape)
+        return position_ids
+    if shape[1] > max_positions:
+        raise ValueError(
+            f"Sequence length {shape[1]} exceeds max_position_embeddings={max_positions}; "
+            "truncate the input (e.g. tokenizer(..., truncation=True, max_length=...))."
+        )
+    return torch.arange(shape[1], device=device)[None, :]
+
+
 def key_padding_mask(attention_mask: torch.Tensor | None, shape: tuple[int, int]) -> torch.Tensor | None:
     """Boolean ``(batch, seq_len)`` mask, ``True`` at real tokens; ``None`` when nothing is padded.
 

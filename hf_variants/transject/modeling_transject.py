@@ -31,7 +31,7 @@ from torch.nn.utils.parametrizations import orthogonal
 from transformers import initialization as init
 from transformers.modeling_layers import GradientCheckpointingLayer
 
-from ..core.inputs import check_ids_below, check_input_ids
+from ..core.inputs import check_ids_below, check_input_ids, resolve_position_ids
 from ..core.modeling_encoder import (
     EncoderForMaskedLM,
     EncoderForMultipleChoice,
@@ -87,16 +87,8 @@ class InjectiveEmbeddings(nn.Module):
         inputs_embeds: torch.Tensor | None = None,
     ) -> torch.Tensor:
         shape = check_input_ids(input_ids, inputs_embeds, self.word_embeddings.num_embeddings)
-        max_len = self.config.max_position_embeddings
-        if position_ids is None:
-            if shape[1] > max_len:
-                raise ValueError(
-                    f"Sequence length {shape[1]} exceeds max_position_embeddings={max_len}; truncate the input."
-                )
-            device = (input_ids if input_ids is not None else inputs_embeds).device
-            position_ids = torch.arange(shape[1], device=device)[None, :]
-        else:
-            check_ids_below("position_ids", position_ids, max_len, shape)
+        device = (input_ids if input_ids is not None else inputs_embeds).device
+        position_ids = resolve_position_ids(position_ids, shape, self.config.max_position_embeddings, device)
         if token_type_ids is not None:
             check_ids_below("token_type_ids", token_type_ids, self.config.type_vocab_size, shape)
         tokens = self.word_embeddings(input_ids) if inputs_embeds is None else inputs_embeds

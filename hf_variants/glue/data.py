@@ -1,0 +1,106 @@
+"""Loading GLUE: from a local folder in the original TSV layout, or from the Hub (``nyu-mll/glue``).
+
+Both give the columns of the Hub dataset: the task's text columns (run_glue's ``task_to_keys``),
+``label`` (class index; float for STS-B; -1 in unlabeled test files) and ``idx``. The local reader
+handles the release's quirks: CoLA train/dev have no header, MRPC's header starts with a BOM and
+names its columns ``Quality``/``#1 String``/``#2 String``, RTE/QNLI/MNLI labels are strings, STS-B
+scores are floats, test files have no labels. Malformed files raise ``ValueError`` naming the file,
+line and problem.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from datasets import ClassLabel, Dataset, DatasetDict, Features, Value, load_dataset
+
+from .tasks import GlueTask, get_task
+
+GLUE_HUB_ID = "nyu-mll/glue"
+
+
+def features(task: GlueTask) -> Features:
+    label = Value("float32") if task.is_regression else ClassLabel(names=list(task.labels))
+    return Features({**{key: Value("string") for key in task.keys}, "label": label, "idx": Value("int32")})
+
+
+def parse_label(task: GlueTask, raw: str, where: str) -> float | int:
+    """A TSV label as the Hub encodes it: class index (numeric or by name) or a float score."""
+    text = raw.strip()
+    if task.is_regression:
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError(f"{where}: score {raw!r} is not a number.") from None
+    if text in task.labels:
+        return task.labels.index(text)
+    if text.lstrip("-").isdigit() and 0 <= int(text) < len(task.labels):
+        return int(text)
+    raise ValueError(f"{where}: label {raw!r} is not in the {task.name} label set {list(task.labels)}.")
+
+
+def read_glue_tsv(task: GlueTask, path: Path, labeled: bool) -> Dataset:
+    """One split file of the original release as a Dataset with the Hub's columns."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{task.name}: {path} does not exist (expected the GLUE TSV layout).")
+    rows: dict[str, list] = {key: [] for key in (*task.keys, "label", "idx")}
+    with path.open(encoding="utf-8-sig", newline="") as handle:  # utf-8-sig drops MRPC's BOM
+        reader = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
+        if task.header or not labeled:
+            header = next(reader, None)
+            if header is None:
+                raise ValueError(f"{path} is empty.")
+            wanted = task.columns if labeled else task.test_columns
+            needed = [*wanted.values(), *([task.label_column] if labeled else [])]
+            missing = [name for name in needed if name not in header]
+            if missing:
+                raise ValueError(f"{path}: missing column(s) {missing}; the header has {header}.")
+            position = {ours: header.index(theirs) for ours, theirs in wanted.items()}
+            if labeled:
+                position["label"] = header.index(task.label_column)
+            width = len(header)
+        else:
+            position = dict(task.positional)
+            width = max(position.values()) + 1
+        for number, fields in enumerate(reader, start=2 if (task.header or not labeled) else 1):
+            if not fields or fields == [""]:
+                continue
+            where = f"{path}:{number}"
+            if len(fields) < width:
+                raise ValueError(f"{where}: {len(fields)} tab-separated fields, expected {width}.")
+            for key in task.keys:
+                rows[key].append(fields[position[key]])
+            rows["label"].append(parse_label(task, fields[position["label"]], where) if labeled else -1)
+            rows["idx"].append(len(rows["idx"]))
+    if not rows["idx"]:
+        raise ValueError(f"{path} has no examples.")
+    if not labeled and not task.is_regression:
+        # Unlabeled test rows: -1 is outside the ClassLabel range, so keep the label as an integer column.
+        return Dataset.from_dict(rows)
+    return Dataset.from_dict(rows, features=features(task))
+
+
+def load_glue_local(task_name: str, glue_dir: str | Path) -> DatasetDict:
+    """Every split of ``task_name`` found in ``glue_dir/<TaskFolder>/`` (test splits unlabeled)."""
+    task = get_task(task_name)
+    folder = Path(glue_dir) / task.folder
+    if not folder.is_dir():
+        raise FileNotFoundError(
+            f"{folder} does not exist: --glue_dir must hold the GLUE folders (e.g. {task.folder}/)."
+        )
+    splits = {}
+    for split, filename in task.splits.items():
+        path = folder / filename
+        if path.is_file():
+            splits[split] = read_glue_tsv(task, path, labeled=not split.startswith("test"))
+    if not any(not s.startswith("test") for s in splits) and task.name != "ax":
+        raise FileNotFoundError(f"{folder} has none of the labeled files {list(task.splits.values())}.")
+    return DatasetDict(splits)
+
+
+def load_glue(task_name: str, glue_dir: str | Path | None = None) -> DatasetDict:
+    """Local GLUE folder when given, else the Hub's ``nyu-mll/glue``."""
+    if glue_dir is not None:
+        return load_glue_local(task_name, glue_dir)
+    return load_dataset(GLUE_HUB_ID, get_task(task_name).hub_config)
