@@ -16,13 +16,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.bert.modeling_bert import eager_attention_forward
 
 from .configuration_encoder import EncoderConfig
-from .inputs import (
-    additive_attention_bias,
-    check_ids_below,
-    check_input_ids,
-    resolve_position_ids,
-    sdpa_attention_mask,
-)
+from .inputs import additive_attention_bias, embedding_ids, sdpa_attention_mask
 
 
 class EncoderEmbeddings(nn.Module):
@@ -49,13 +43,15 @@ class EncoderEmbeddings(nn.Module):
         position_ids: torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        shape = check_input_ids(input_ids, inputs_embeds, self.word_embeddings.num_embeddings)
-        device = (input_ids if input_ids is not None else inputs_embeds).device
-        position_ids = resolve_position_ids(position_ids, shape, self.position_embeddings.num_embeddings, device)
-        if token_type_ids is None:
-            token_type_ids = torch.zeros_like(position_ids)
-        else:
-            check_ids_below("token_type_ids", token_type_ids, self.token_type_embeddings.num_embeddings, shape)
+        _, position_ids, token_type_ids = embedding_ids(
+            input_ids,
+            inputs_embeds,
+            token_type_ids,
+            position_ids,
+            self.word_embeddings.num_embeddings,
+            self.position_embeddings.num_embeddings,
+            self.token_type_embeddings.num_embeddings,
+        )
         if inputs_embeds is None:
             inputs_embeds = self.word_embeddings(input_ids)
         embeddings = inputs_embeds + self.token_type_embeddings(token_type_ids) + self.position_embeddings(position_ids)

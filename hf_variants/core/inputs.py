@@ -74,6 +74,27 @@ def resolve_position_ids(
     return torch.arange(shape[1], device=device)[None, :]
 
 
+def embedding_ids(
+    input_ids: torch.Tensor | None,
+    inputs_embeds: torch.Tensor | None,
+    token_type_ids: torch.Tensor | None,
+    position_ids: torch.Tensor | None,
+    vocab_size: int,
+    max_positions: int,
+    type_vocab_size: int,
+) -> tuple[tuple[int, int], torch.Tensor, torch.Tensor]:
+    """Every check an embedding layer needs: returns ``(shape, position_ids, token_type_ids)`` with
+    positions defaulting to ``arange(seq_len)`` and token types to zeros."""
+    shape = check_input_ids(input_ids, inputs_embeds, vocab_size)
+    device = (input_ids if input_ids is not None else inputs_embeds).device
+    position_ids = resolve_position_ids(position_ids, shape, max_positions, device)
+    if token_type_ids is None:
+        token_type_ids = torch.zeros_like(position_ids)
+    else:
+        check_ids_below("token_type_ids", token_type_ids, type_vocab_size, shape)
+    return shape, position_ids, token_type_ids
+
+
 def key_padding_mask(attention_mask: torch.Tensor | None, shape: tuple[int, int]) -> torch.Tensor | None:
     """Boolean ``(batch, seq_len)`` mask, ``True`` at real tokens; ``None`` when nothing is padded.
 

@@ -31,7 +31,7 @@ from torch.nn.utils.parametrizations import orthogonal
 from transformers import initialization as init
 from transformers.modeling_layers import GradientCheckpointingLayer
 
-from ..core.inputs import check_ids_below, check_input_ids, resolve_position_ids
+from ..core.inputs import embedding_ids
 from ..core.modeling_encoder import (
     EncoderForMaskedLM,
     EncoderForMultipleChoice,
@@ -86,13 +86,17 @@ class InjectiveEmbeddings(nn.Module):
         position_ids: torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        shape = check_input_ids(input_ids, inputs_embeds, self.word_embeddings.num_embeddings)
-        device = (input_ids if input_ids is not None else inputs_embeds).device
-        position_ids = resolve_position_ids(position_ids, shape, self.config.max_position_embeddings, device)
-        if token_type_ids is not None:
-            check_ids_below("token_type_ids", token_type_ids, self.config.type_vocab_size, shape)
+        shape, position_ids, token_type_ids = embedding_ids(
+            input_ids,
+            inputs_embeds,
+            token_type_ids,
+            position_ids,
+            self.word_embeddings.num_embeddings,
+            self.config.max_position_embeddings,
+            self.config.type_vocab_size,
+        )
         tokens = self.word_embeddings(input_ids) if inputs_embeds is None else inputs_embeds
-        if self.token_type_embeddings is not None and token_type_ids is not None:
+        if self.token_type_embeddings is not None:
             tokens = tokens + self.token_type_embeddings(token_type_ids)
         positions = sinusoidal_positions(position_ids, tokens.shape[-1], tokens.dtype).expand(shape[0], -1, -1)
         return self.dropout(torch.cat([tokens, positions], dim=-1))
