@@ -18,7 +18,6 @@ encoder). It also reports each token's norm ratio ‖h_i^(l)‖ / ‖h_i^(l−1)
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 import sys
@@ -28,25 +27,17 @@ import numpy as np
 import torch
 from transformers import BertConfig, BertForSequenceClassification
 
+from hf_variants.glue import load_glue_local
 from hf_variants.tokenization import train_wordpiece_tokenizer
 from hf_variants.transject import TransJectConfig, TransJectForSequenceClassification
 
 
-def read_sst2(path: Path, limit: int | None = None) -> tuple[list[str], list[int]]:
-    """SST-2's ``sentence<TAB>label`` TSV (with header)."""
-    if not path.is_file():
-        raise SystemExit(f"{path} not found: pass --glue_dir pointing at a GLUE folder with SST-2/.")
-    sentences, labels = [], []
-    with path.open(encoding="utf-8", newline="") as handle:
-        reader = csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
-        if reader.fieldnames != ["sentence", "label"]:
-            raise SystemExit(f"{path}: expected columns sentence, label; got {reader.fieldnames}.")
-        for row in reader:
-            sentences.append(row["sentence"].strip())
-            labels.append(int(row["label"]))
-            if limit is not None and len(sentences) >= limit:
-                break
-    return sentences, labels
+def read_sst2(glue_dir: Path, split: str, limit: int | None = None) -> tuple[list[str], list[int]]:
+    """SST-2 sentences and labels through the package's GLUE loader."""
+    data = load_glue_local("sst2", glue_dir)[split]
+    if limit is not None:
+        data = data.select(range(min(limit, len(data))))
+    return [sentence.strip() for sentence in data["sentence"]], list(data["label"])
 
 
 def build_models(vocab_size: int, hidden: int, layers: int, max_len: int, pad_id: int) -> dict[str, torch.nn.Module]:
@@ -182,8 +173,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.manual_seed(args.seed)
 
-    train_sentences, train_labels = read_sst2(args.glue_dir / "SST-2" / "train.tsv", args.train_examples)
-    dev_sentences, dev_labels = read_sst2(args.glue_dir / "SST-2" / "dev.tsv")
+    train_sentences, train_labels = read_sst2(args.glue_dir, "train", args.train_examples)
+    dev_sentences, dev_labels = read_sst2(args.glue_dir, "validation")
     tokenizer = train_wordpiece_tokenizer(train_sentences, vocab_size=4000, model_max_length=args.max_length)
 
     def batches(sentences: list[str], labels: list[int]) -> list[dict[str, torch.Tensor]]:

@@ -36,9 +36,8 @@ HEADS = (
     "AutoModelForMultipleChoice",
 )
 
-#: Code run in a fresh interpreter that cannot import hf_variants: it loads every head from an
-#: exported folder with trust_remote_code and compares with the outputs saved by the test.
-REMOTE_LOAD_SCRIPT = textwrap.dedent(
+#: Preamble of scripts run in a fresh interpreter that must not be able to import hf_variants.
+WITHOUT_PACKAGE = textwrap.dedent(
     """
     import importlib.abc, json, sys
     class BlockHfVariants(importlib.abc.MetaPathFinder):
@@ -51,6 +50,13 @@ REMOTE_LOAD_SCRIPT = textwrap.dedent(
         raise SystemExit("hf_variants is importable: the test would prove nothing")
     except ModuleNotFoundError:
         pass
+    """
+)
+
+#: Loads every head from an exported folder with trust_remote_code and compares with the outputs
+#: saved by the test.
+REMOTE_LOAD_SCRIPT = WITHOUT_PACKAGE + textwrap.dedent(
+    """
     import torch, transformers
     folder, reference_file = sys.argv[1], sys.argv[2]
     reference = torch.load(reference_file)

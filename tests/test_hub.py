@@ -18,7 +18,14 @@ from hf_variants.core.registration import VARIANTS
 from hf_variants.hub import TaskResult, auto_map, export_for_hub, flattened_code_files, push_folder_to_hub
 from hf_variants.tokenization import train_wordpiece_tokenizer
 
-from .common import HEADS, REMOTE_LOAD_SCRIPT, make_inputs, make_multiple_choice_inputs, perturb_parameters
+from .common import (
+    HEADS,
+    REMOTE_LOAD_SCRIPT,
+    WITHOUT_PACKAGE,
+    make_inputs,
+    make_multiple_choice_inputs,
+    perturb_parameters,
+)
 from .helpers import load_script, run_python
 
 CORPUS = [
@@ -154,14 +161,8 @@ def test_push_with_fake_hub_then_remote_load_without_package(tmp_path: Path) -> 
     assert all(finite for _, finite, _ in report.values())
 
 
-FILL_MASK_SCRIPT = textwrap.dedent(
+FILL_MASK_SCRIPT = WITHOUT_PACKAGE + textwrap.dedent(
     """
-    import importlib.abc, json, sys
-    class Block(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] == "hf_variants":
-                raise ModuleNotFoundError(name)
-    sys.meta_path.insert(0, Block())
     from transformers import AutoModelForMaskedLM, AutoTokenizer, pipeline
     folder = sys.argv[1]
     model = AutoModelForMaskedLM.from_pretrained(folder, trust_remote_code=True)

@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import initialization as init
 
+from ..core.encoder_layers import MultiHeadSelfAttention
 from ..core.modeling_encoder import (
     EncoderForMaskedLM,
     EncoderForMultipleChoice,
@@ -147,38 +148,28 @@ def linear_mixture_attention(
     return output, weights
 
 
-class MixtureOfKeysAttention(nn.Module):
+class MixtureOfKeysAttention(MultiHeadSelfAttention):
     """Multi-head attention with M keys per position: MGK (Gaussian kernel) or MLK (linear).
 
-    Parameters: ``query``/``value`` ``hidden → H·D``; ``key`` ``hidden → M·H·D`` (option A) or
-    ``hidden → H·D`` plus ``key_shift`` ``b_r`` of shape ``(M, H, D)`` (option B); ``output``
-    ``H·D → hidden``; ``mixture_logits`` ``(H, M)`` with ``π = softmax(mixture_logits)`` when π is
-    learned, or the buffer ``mixture_prior`` ``(H, M)`` for the soft E-step.
+    Shares the ``query``/``value`` (``hidden → H·D``) and ``output`` (``H·D → hidden``) projections of
+    the core attention; ``key`` maps ``hidden → M·H·D`` (option A) or stays ``hidden → H·D`` with
+    shifts ``key_shift`` ``b_r`` of shape ``(M, H, D)`` (option B). ``mixture_logits`` ``(H, M)`` give
+    ``π = softmax(mixture_logits)`` when π is learned; the buffer ``mixture_prior`` ``(H, M)`` holds
+    π for the soft E-step.
     """
 
     def __init__(self, config: MgkBertConfig, layer_idx: int | None = None) -> None:
-        super().__init__()
-        self.config = config
-        self.layer_idx = layer_idx
-        self.num_heads = config.num_attention_heads
-        self.head_dim = config.attention_head_size
+        super().__init__(config, layer_idx=layer_idx)
         self.num_components = config.num_key_components
-        self.is_causal = False
-        width = config.attention_width
-        self.query = nn.Linear(config.hidden_size, width)
+        self.key_shift = None
         if config.key_mode == "separate":
-            self.key = nn.Linear(config.hidden_size, self.num_components * width)
-            self.key_shift = None
+            self.key = nn.Linear(config.hidden_size, self.num_components * config.attention_width)
         else:
-            self.key = nn.Linear(config.hidden_size, width)
             self.key_shift = nn.Parameter(torch.empty(self.num_components, self.num_heads, self.head_dim))
-        self.value = nn.Linear(config.hidden_size, width)
-        self.output = nn.Linear(width, config.hidden_size)
         prior_shape = (self.num_heads, self.num_components)
         learned, soft = config.mixture_weights == "learned", config.mixture_weights == "soft_em"
         self.mixture_logits = nn.Parameter(torch.zeros(prior_shape)) if learned else None
         self.register_buffer("mixture_prior", torch.full(prior_shape, 1.0 / self.num_components) if soft else None)
-        self.attention_dropout = config.attention_probs_dropout_prob
 
     # ---------------------------------------------------------------- projections and priors
     def variances(self, reference: torch.Tensor) -> torch.Tensor:
@@ -199,13 +190,13 @@ class MixtureOfKeysAttention(nn.Module):
     def project(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Queries ``(B, H, N, D)``, keys ``(B, H, M, N, D)``, values ``(B, H, N, D)``."""
         batch, seq_len, _ = hidden_states.shape
-        heads, dim, components = self.num_heads, self.head_dim, self.num_components
-        query = self.query(hidden_states).view(batch, seq_len, heads, dim).transpose(1, 2)
-        value = self.value(hidden_states).view(batch, seq_len, heads, dim).transpose(1, 2)
+        query = self.split_heads(self.query(hidden_states))
+        value = self.split_heads(self.value(hidden_states))
         if self.key_shift is None:
-            keys = self.key(hidden_states).view(batch, seq_len, components, heads, dim).permute(0, 3, 2, 1, 4)
+            keys = self.key(hidden_states).view(batch, seq_len, self.num_components, self.num_heads, self.head_dim)
+            keys = keys.permute(0, 3, 2, 1, 4)
         else:
-            shared = self.key(hidden_states).view(batch, seq_len, heads, dim).transpose(1, 2)
+            shared = self.split_heads(self.key(hidden_states))
             keys = shared[:, :, None] + self.key_shift.transpose(0, 1)[None, :, :, None, :]
         return query, keys, value
 

@@ -141,9 +141,13 @@ def parse_overrides(text: str | None) -> dict[str, Any]:
 
 
 def _split_top_level(text: str) -> list[str]:
+    """Split on commas outside brackets: ``"a=1,b=[1,3]"`` → ``["a=1", "b=[1,3]"]``."""
     parts, depth, current = [], 0, []
     for char in text:
-        depth += (char in "[(" and 1) or ((char in "])" and -1) or 0)
+        if char in "[(":
+            depth += 1
+        elif char in "])":
+            depth -= 1
         if char == "," and depth == 0:
             parts.append("".join(current))
             current = []
@@ -178,8 +182,8 @@ def build_model(args: argparse.Namespace, tokenizer: PreTrainedTokenizerBase) ->
         if "max_position_embeddings" not in overrides:
             config.max_position_embeddings = max(getattr(config, "max_position_embeddings", 0), args.max_seq_length)
         config.pad_token_id = tokenizer.pad_token_id
-        if hasattr(config, "validate") and config.model_type in VARIANTS:
-            config.validate()
+        if config.model_type in VARIANTS:
+            config.validate()  # the fields changed above must still build a model
         model = AutoModelForMaskedLM.from_config(config)
     if len(tokenizer) > model.config.vocab_size:
         raise ValueError(

@@ -178,13 +178,15 @@ class TransJectLayer(GradientCheckpointingLayer):
         alpha = torch.tanh(self.alpha) if self.config.residual_weight == "tanh" else self.alpha
         return alpha / self.config.num_hidden_layers
 
-    def expert_weights(self, candidates: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
+    def expert_weights(
+        self, hidden_states: torch.Tensor, updates: torch.Tensor, padding_mask: torch.Tensor | None
+    ) -> torch.Tensor:
         """Convex weights ``(B, E)``: constant ``softmax(w)`` (eq. 5) or, as in the authors' code, a
-        softmax over a linear score of each expert's output, max-pooled over real tokens."""
-        batch = candidates.shape[0]
+        softmax over a linear score of each expert's output ``X + s·ELU(A_e(X))``, max-pooled over real
+        tokens (computed only in that mode)."""
         if self.expert_logits is not None:
-            return torch.softmax(self.expert_logits, dim=0).expand(batch, -1)
-        pooled = candidates
+            return torch.softmax(self.expert_logits, dim=0).expand(hidden_states.shape[0], -1)
+        pooled = hidden_states[:, None] + updates
         if padding_mask is not None:
             pooled = pooled.masked_fill(~padding_mask[:, None, :, None], torch.finfo(pooled.dtype).min)
         return torch.softmax(self.expert_gate(pooled.amax(dim=2)).squeeze(-1), dim=-1)
@@ -208,9 +210,8 @@ class TransJectLayer(GradientCheckpointingLayer):
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, None]:
         step = self.step_size()
-        updates = torch.stack([F.elu(expert(hidden_states, eigenvalues)) for expert in self.experts], dim=1)
-        weights = self.expert_weights(hidden_states[:, None] + step * updates, padding_mask)
-        update = step * torch.einsum("be,bend->bnd", weights, updates)
+        updates = step * torch.stack([F.elu(expert(hidden_states, eigenvalues)) for expert in self.experts], dim=1)
+        update = torch.einsum("be,bend->bnd", self.expert_weights(hidden_states, updates, padding_mask), updates)
         hidden_states = self.residual(hidden_states, update)
         feed_forward = F.elu(self.ffn_out(F.elu(self.ffn_in(hidden_states))))
         return hidden_states + step * feed_forward, None
