@@ -45,3 +45,21 @@ def synthetic_sentences(count: int, seed: int = 0) -> list[str]:
     """``count`` sentences of the synthetic language, reproducible from ``seed``."""
     rng = random.Random(seed)
     return [synthetic_sentence(rng) for _ in range(count)]
+
+
+def synthetic_acceptability(count: int, seed: int = 0) -> list[tuple[str, int]]:
+    """A CoLA-like task on the synthetic language: ``(sentence, 1)`` when the verb agrees with the
+    subject's number, ``(sentence, 0)`` when its form was swapped ("the cats runs"). Half of each,
+    reproducible from ``seed``; deciding needs the subject–verb relation, not a single word."""
+    rng = random.Random(seed)
+    examples = []
+    for index in range(count):
+        words = synthetic_sentence(rng).split()
+        acceptable = index % 2 == 0
+        if not acceptable:
+            kind = next(k for k, nouns in _SUBJECTS.items() if words[2].rstrip("s") in nouns)
+            singular_form, plural_form = next(pair for pair in _VERBS[kind] if words[3] in pair)
+            words[3] = plural_form if words[3] == singular_form else singular_form
+        examples.append((" ".join(words), int(acceptable)))
+    rng.shuffle(examples)
+    return examples

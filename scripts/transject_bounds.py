@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from transformers import BertConfig, BertForSequenceClassification
 
+from hf_variants.analysis import layer_distance_ratios, summarise
 from hf_variants.glue import load_glue_local
 from hf_variants.tokenization import train_wordpiece_tokenizer
 from hf_variants.transject import TransJectConfig, TransJectForSequenceClassification
@@ -75,42 +76,6 @@ def train(model: torch.nn.Module, batches: list[dict[str, torch.Tensor]], steps:
     return loss
 
 
-@torch.no_grad()
-def layer_ratios(model: torch.nn.Module, encodings: list[dict[str, torch.Tensor]]) -> dict[str, list[np.ndarray]]:
-    """Per layer, all pairwise distance ratios and all per-token norm ratios over the sentences."""
-    model.eval()
-    distance: list[list[np.ndarray]] = []
-    norm: list[list[np.ndarray]] = []
-    for encoding in encodings:
-        states = model(**encoding, output_hidden_states=True).hidden_states
-        states = [s[0].double() for s in states]  # one sentence, no padding
-        for layer in range(1, len(states)):
-            if len(distance) < layer:
-                distance.append([])
-                norm.append([])
-            before, after = torch.cdist(states[layer - 1], states[layer - 1]), torch.cdist(states[layer], states[layer])
-            upper = torch.triu_indices(before.shape[0], before.shape[0], offset=1)
-            keep = before[upper[0], upper[1]] > 1e-9
-            distance[layer - 1].append((after[upper[0], upper[1]][keep] / before[upper[0], upper[1]][keep]).numpy())
-            norm[layer - 1].append((states[layer].norm(dim=-1) / states[layer - 1].norm(dim=-1)).numpy())
-    return {
-        "distance_ratio": [np.concatenate(values) for values in distance],
-        "norm_ratio": [np.concatenate(values) for values in norm],
-    }
-
-
-def summarise(values: np.ndarray) -> dict[str, float]:
-    return {
-        "min": float(values.min()),
-        "p1": float(np.percentile(values, 1)),
-        "median": float(np.median(values)),
-        "p99": float(np.percentile(values, 99)),
-        "max": float(values.max()),
-        "count": int(values.size),
-    }
-
-
-@torch.no_grad()
 def accuracy(model: torch.nn.Module, batches: list[dict[str, torch.Tensor]]) -> float:
     model.eval()
     correct = total = 0
@@ -204,7 +169,7 @@ def main() -> None:
     }
     for name, model in models.items():
         final_loss = train(model, train_batches, args.train_steps, args.learning_rate)
-        ratios = layer_ratios(model, measured)
+        ratios = layer_distance_ratios(model, measured)
         results["models"][name] = {
             "final_train_loss": final_loss,
             "dev_accuracy": accuracy(model, dev_batches),

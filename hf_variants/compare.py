@@ -1,0 +1,418 @@
+"""``hf-variants compare``: pretrain every chosen variant and BERT at one matched size with MLM,
+fine-tune each on classification tasks, reload everything through the Auto classes, measure, and
+write a report folder (``report.md``, ``results.json``, PNG figures).
+
+It runs the library's own pipeline: :mod:`hf_variants.training.train_tokenizer`,
+:mod:`~hf_variants.training.run_mlm` and :mod:`~hf_variants.training.run_glue`, then
+:mod:`hf_variants.analysis` on the reloaded models and :mod:`hf_variants.figures`.
+
+Data, in this order (the first that is available is used, and the report says which):
+
+1. ``--data_dir``: a folder with ``wikitext-2/{train,valid}.txt`` and ``glue/`` in the GLUE TSV layout;
+2. the ``HF_VARIANTS_DATA`` environment variable, a folder of the same layout;
+3. the Hub (``wikitext``/``wikitext-2-raw-v1`` and ``nyu-mll/glue``), unless offline or unreachable;
+4. the embedded default: the package's synthetic language (:mod:`hf_variants.synthetic`) for MLM and
+   its subject–verb agreement task (CoLA-like, accuracy) for fine-tuning.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+DATA_ENV = "HF_VARIANTS_DATA"
+DEFAULT_MODELS = ("bert", "macaron_bert", "mgk_bert", "transject", "node_transformer")
+SYNTHETIC_TASK = "agreement"
+#: The metric the report's table shows per task (all metrics are in results.json).
+HEADLINE_METRIC = {"cola": "matthews_correlation", "mrpc": "f1", "qqp": "f1", "stsb": "pearson"}
+
+
+@dataclass
+class DataSource:
+    """Where the corpus and the tasks come from, as run_mlm / run_glue arguments."""
+
+    kind: str  # "data_dir", "env", "hub" or "synthetic"
+    description: str
+    corpus_args: list[str]
+    task_args: dict[str, list[str]] = field(default_factory=dict)
+    glue_dir: Path | None = None  # local GLUE folder (data_dir / env)
+    synthetic_dir: Path | None = None  # folder of the embedded default
+
+    def dev_split(self, task: str) -> tuple[list[str], list[str] | None, np.ndarray]:
+        """The dev set of ``task``: first texts, second texts (pairs) or None, labels."""
+        from datasets import load_dataset
+
+        from .glue import get_task, load_glue
+
+        if self.kind == "synthetic":
+            files = {"validation": str(self.synthetic_dir / f"{task}_dev.csv")}
+            dev = load_dataset("csv", data_files=files)["validation"]
+            return list(dev["sentence"]), None, np.asarray(dev["label"])
+        dev = load_glue(task, self.glue_dir)["validation"]
+        keys = get_task(task).keys
+        second = list(dev[keys[1]]) if len(keys) > 1 else None
+        return list(dev[keys[0]]), second, np.asarray(dev["label"])
+
+
+# --------------------------------------------------------------------------------------------
+# Data resolution
+# --------------------------------------------------------------------------------------------
+def local_source(kind: str, folder: Path, tasks: Sequence[str]) -> DataSource:
+    """A data folder; raises naming what is missing (corpus file or task folder)."""
+    from .glue import get_task
+
+    corpus = folder / "wikitext-2"
+    for name in ("train.txt", "valid.txt"):
+        if not (corpus / name).is_file():
+            raise FileNotFoundError(f"{folder} has no corpus file wikitext-2/{name} (expected {corpus / name}).")
+    task_args = {}
+    for task_name in tasks:
+        task = get_task(task_name)
+        task_folder = folder / "glue" / task.folder
+        if not (task_folder / "train.tsv").is_file() or not (task_folder / "dev.tsv").is_file():
+            raise FileNotFoundError(
+                f"{folder} has no GLUE task {task.name}: expected {task_folder}/train.tsv and dev.tsv."
+            )
+        task_args[task.name] = ["--task_name", task.name, "--glue_dir", str(folder / "glue")]
+    origin = "--data_dir" if kind == "data_dir" else f"${DATA_ENV}"
+    return DataSource(
+        kind,
+        f"{origin} {folder}: WikiText-2 for MLM, GLUE {', '.join(task_args)} for fine-tuning",
+        ["--train_file", str(corpus / "train.txt"), "--validation_file", str(corpus / "valid.txt")],
+        task_args,
+        glue_dir=folder / "glue",
+    )
+
+
+def hub_reachable(timeout: float = 10.0) -> bool:
+    """False when offline (``HF_HUB_OFFLINE``) or when the Hub does not answer."""
+    import huggingface_hub
+
+    if huggingface_hub.constants.HF_HUB_OFFLINE:
+        return False
+    try:
+        huggingface_hub.HfApi().dataset_info("nyu-mll/glue", timeout=timeout)
+    except Exception:  # any failure (network, HTTP, timeout) means: not usable now
+        return False
+    return True
+
+
+def synthetic_source(folder: Path, seed: int) -> DataSource:
+    """Write the embedded default data into ``folder``: the synthetic language (MLM) and the
+    subject–verb agreement task (CSV with ``sentence``/``label``)."""
+    from .synthetic import synthetic_acceptability, synthetic_sentences
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "train.txt").write_text("\n".join(synthetic_sentences(6000, seed=seed)) + "\n")
+    (folder / "valid.txt").write_text("\n".join(synthetic_sentences(600, seed=seed + 1)) + "\n")
+    for split, count, offset in (("train", 2000, 2), ("dev", 400, 3)):
+        rows = synthetic_acceptability(count, seed=seed + offset)
+        lines = ["sentence,label", *(f"{sentence},{label}" for sentence, label in rows)]
+        (folder / f"{SYNTHETIC_TASK}_{split}.csv").write_text("\n".join(lines) + "\n")
+    return DataSource(
+        "synthetic",
+        f"embedded default in {folder}: the package's synthetic language for MLM and its subject–verb "
+        "agreement task (is the verb form right for the subject's number?) for fine-tuning",
+        ["--train_file", str(folder / "train.txt"), "--validation_file", str(folder / "valid.txt")],
+        {SYNTHETIC_TASK: ["--train_file", str(folder / f"{SYNTHETIC_TASK}_train.csv"),
+                          "--validation_file", str(folder / f"{SYNTHETIC_TASK}_dev.csv")]},
+        synthetic_dir=folder,
+    )  # fmt: skip
+
+
+def resolve_data(
+    data_dir: Path | None, tasks: Sequence[str] | None, output_dir: Path, seed: int, use_hub: bool = True
+) -> DataSource:
+    """The first available of --data_dir, $HF_VARIANTS_DATA, the Hub, the embedded default."""
+    glue_tasks = list(tasks) if tasks else ["sst2"]
+    if data_dir is not None:
+        return local_source("data_dir", Path(data_dir), glue_tasks)
+    if os.environ.get(DATA_ENV):
+        return local_source("env", Path(os.environ[DATA_ENV]), glue_tasks)
+    if use_hub and hub_reachable():
+        return DataSource(
+            "hub",
+            f"the Hub: wikitext/wikitext-2-raw-v1 for MLM, nyu-mll/glue {', '.join(glue_tasks)} for fine-tuning",
+            ["--dataset_name", "wikitext", "--dataset_config_name", "wikitext-2-raw-v1"],
+            {task: ["--task_name", task] for task in glue_tasks},
+        )
+    if tasks and list(tasks) != [SYNTHETIC_TASK]:
+        raise FileNotFoundError(
+            f"No data for tasks {list(tasks)}: no --data_dir, no ${DATA_ENV}, and the Hub is not reachable. "
+            f"The embedded default has only the synthetic task {SYNTHETIC_TASK!r}."
+        )
+    return synthetic_source(output_dir / "data", seed)
+
+
+# --------------------------------------------------------------------------------------------
+# Models
+# --------------------------------------------------------------------------------------------
+def size_overrides(model_type: str, hidden: int, layers: int, head_size: int, node_tolerance: float) -> str:
+    """One matched size: hidden width, depth and head width shared; MGK with half the heads (the
+    paper's comparison), TransJect with 4 experts, N-ODE with ``layers`` ODE blocks."""
+    heads = max(hidden // head_size, 1)
+    common = f"hidden_size={hidden},num_hidden_layers={layers},intermediate_size={4 * hidden}"
+    return {
+        "bert": f"{common},num_attention_heads={heads}",
+        "macaron_bert": f"{common},num_attention_heads={heads}",
+        "mgk_bert": f"{common},num_attention_heads={max(heads // 2, 1)},head_dim={head_size}",
+        "transject": f"hidden_size={hidden},num_hidden_layers={layers},num_experts=4",
+        "node_transformer": f"{common},num_attention_heads={heads},rtol={node_tolerance},atol={node_tolerance}",
+    }[model_type]
+
+
+def headline(task: str, metrics: dict[str, float]) -> tuple[str, float]:
+    name = HEADLINE_METRIC.get(task, "accuracy")
+    return name, metrics[name]
+
+
+# --------------------------------------------------------------------------------------------
+# Pipeline
+# --------------------------------------------------------------------------------------------
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="hf-variants compare", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--models", nargs="+", default=list(DEFAULT_MODELS), choices=list(DEFAULT_MODELS))
+    parser.add_argument("--output_dir", type=Path, default=Path("outputs/compare"))
+    parser.add_argument("--data_dir", type=Path, help="Folder with wikitext-2/ and glue/ (GLUE TSV layout).")
+    parser.add_argument("--tasks", nargs="+", help="GLUE tasks (default sst2; 'agreement' on the embedded data).")
+    parser.add_argument("--no_hub", action="store_true", help="Skip the Hub in the data resolution.")
+    parser.add_argument("--tokenizer", help="Use this tokenizer (path or Hub name) instead of training one.")
+    parser.add_argument("--vocab_size", type=int, help="Of the trained tokenizer (default 8000; 200 synthetic).")
+    parser.add_argument("--hidden_size", type=int, default=128)
+    parser.add_argument("--num_layers", type=int, default=2)
+    parser.add_argument("--head_size", type=int, default=32)
+    parser.add_argument("--node_tolerance", type=float, default=1e-3, help="rtol = atol of the N-ODE solver.")
+    parser.add_argument("--max_seq_length", type=int, default=64)
+    parser.add_argument("--pretrain_steps", type=int, default=300)
+    parser.add_argument("--pretrain_seconds", type=float, help="Also stop pretraining after this much time.")
+    parser.add_argument("--pretrain_batch_size", type=int, default=32)
+    parser.add_argument("--pretrain_learning_rate", type=float, default=1e-3)
+    parser.add_argument("--max_pretrain_eval_samples", type=int, default=256)
+    parser.add_argument("--finetune_steps", type=int, default=150)
+    parser.add_argument("--finetune_batch_size", type=int, default=32)
+    parser.add_argument("--finetune_learning_rate", type=float, default=5e-4)
+    parser.add_argument("--analysis_sentences", type=int, default=32)
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--disable_tqdm", action="store_true")
+
+
+def train_or_take_tokenizer(args: argparse.Namespace, source: DataSource) -> str:
+    from .training import train_tokenizer
+
+    if args.tokenizer:
+        return args.tokenizer
+    vocab_size = args.vocab_size or (200 if source.kind == "synthetic" else 8000)
+    folder = args.output_dir / "tokenizer"
+    corpus = source.corpus_args if source.kind == "hub" else source.corpus_args[:2]  # the training text only
+    train_tokenizer.main([*corpus, "--vocab_size", str(vocab_size), "--output_dir", str(folder)])
+    return str(folder)
+
+
+def pretrain(args: argparse.Namespace, source: DataSource, tokenizer: str, model_type: str) -> dict[str, Any]:
+    from .training import run_mlm
+
+    argv = [
+        "--model_type", model_type,
+        "--config_overrides", size_overrides(model_type, args.hidden_size, args.num_layers, args.head_size,
+                                             args.node_tolerance),
+        *source.corpus_args, "--tokenizer_name", tokenizer, "--max_seq_length", str(args.max_seq_length),
+        "--per_device_train_batch_size", str(args.pretrain_batch_size),
+        "--learning_rate", str(args.pretrain_learning_rate), "--num_warmup_steps", "0.1",
+        "--max_train_steps", str(args.pretrain_steps), "--max_eval_samples", str(args.max_pretrain_eval_samples),
+        "--logging_steps", "5", "--seed", str(args.seed),
+        "--output_dir", str(args.output_dir / "models" / model_type / "mlm"),
+    ]  # fmt: skip
+    if args.pretrain_seconds is not None:
+        argv += ["--time_budget_seconds", str(args.pretrain_seconds)]
+    if args.disable_tqdm:
+        argv.append("--disable_tqdm")
+    return run_mlm.main(argv)
+
+
+def fine_tune(args: argparse.Namespace, source: DataSource, model_type: str, task: str) -> dict[str, Any]:
+    from .training import run_glue
+
+    argv = [
+        "--model_name_or_path", str(args.output_dir / "models" / model_type / "mlm"), *source.task_args[task],
+        "--do_train", "--do_eval", "--max_steps", str(args.finetune_steps),
+        "--max_train_samples", str(args.finetune_steps * args.finetune_batch_size),
+        "--per_device_train_batch_size", str(args.finetune_batch_size), "--per_device_eval_batch_size", "64",
+        "--learning_rate", str(args.finetune_learning_rate), "--warmup_steps", "0.1",
+        "--max_seq_length", str(args.max_seq_length), "--no_pad_to_max_length", "--seed", str(args.seed),
+        "--logging_steps", "5", "--save_strategy", "no", "--report_to", "none", "--log_level", "error",
+        "--dataloader_pin_memory", "false", "--disable_tqdm", str(args.disable_tqdm).lower(),
+        "--output_dir", str(args.output_dir / "models" / model_type / task),
+    ]  # fmt: skip
+    return run_glue.main(argv)
+
+
+def recomputed_metric(model, tokenizer, source: DataSource, task: str, max_length: int) -> dict[str, float]:
+    """The dev metrics of a reloaded classifier, computed here (batch by batch, no Trainer)."""
+    from .glue import compute_glue_metrics
+
+    first, second, labels = source.dev_split(task)
+    predictions = []
+    model.eval()
+    with torch.no_grad():
+        for start in range(0, len(first), 64):
+            texts = (first[start : start + 64],) + ((second[start : start + 64],) if second else ())
+            batch = tokenizer(*texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+            logits = model(**batch).logits.float()
+            predictions.append(logits[:, 0] if model.config.num_labels == 1 else logits.argmax(-1))
+    predicted = torch.cat(predictions).numpy()
+    if source.kind == "synthetic":
+        return {"accuracy": float((predicted == labels).mean())}
+    return compute_glue_metrics(task, predicted, labels)
+
+
+def analyse(model, tokenizer, sentences: list[str], max_length: int) -> dict[str, Any]:
+    """Attention maps (first sentence), attention ranks, NFE per block and distance ratios."""
+    from . import analysis
+
+    encodings = [tokenizer(s, truncation=True, max_length=max_length, return_tensors="pt") for s in sentences]
+    maps = analysis.attention_maps(model, encodings[0])
+    ranks = analysis.attention_rank_fractions(model, encodings)
+    nfe = analysis.function_evaluations(model, encodings)
+    ratios = analysis.layer_distance_ratios(model, encodings)["distance_ratio"]
+    return {
+        "attention_sentence": tokenizer.convert_ids_to_tokens(encodings[0]["input_ids"][0].tolist()),
+        "attention_maps": maps,
+        "attention_rank_fraction": ranks,
+        "nfe_per_block": nfe,
+        "distance_ratio": [analysis.summarise(values) for values in ratios],
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    import hf_variants  # noqa: F401  (registers the variants)
+
+    from . import figures
+    from .training.run_mlm import parse_overrides
+
+    args = parse_args(argv)
+    from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
+
+    started = time.perf_counter()
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    source = resolve_data(args.data_dir, args.tasks, args.output_dir, args.seed, use_hub=not args.no_hub)
+    tasks = list(source.task_args)
+    print(f"[hf-variants compare] Data: {source.description}.", flush=True)
+    tokenizer_name = train_or_take_tokenizer(args, source)
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_name)
+    sentences = source.dev_split(tasks[0])[0][: args.analysis_sentences]
+
+    models: dict[str, dict[str, Any]] = {}
+    analyses: dict[str, dict[str, Any]] = {}
+    for index, model_type in enumerate(args.models, 1):
+        print(f"[hf-variants compare] {index}/{len(args.models)} {model_type}: MLM pretraining", flush=True)
+        model_started = time.perf_counter()
+        mlm = pretrain(args, source, tokenizer_name, model_type)
+        model_dir = args.output_dir / "models" / model_type
+        reloaded_mlm = AutoModelForMaskedLM.from_pretrained(model_dir / "mlm")
+        entry: dict[str, Any] = {
+            "model_type": model_type,
+            "config_overrides": parse_overrides(size_overrides(model_type, args.hidden_size, args.num_layers,
+                                                               args.head_size, args.node_tolerance)),
+            "parameters": sum(p.numel() for p in reloaded_mlm.parameters()),
+            "pretraining": {key: mlm[key] for key in ("steps", "train_seconds", "train_tokens", "tokens_per_second",
+                                                      "eval_loss", "perplexity", "final_train_loss")},
+            "pretraining_curve": json.loads((model_dir / "mlm" / "train_history.json").read_text()),
+            "fine_tuning": {},
+        }  # fmt: skip
+        for task in tasks:
+            print(f"[hf-variants compare] {index}/{len(args.models)} {model_type}: fine-tuning on {task}", flush=True)
+            result = fine_tune(args, source, model_type, task)
+            classifier = AutoModelForSequenceClassification.from_pretrained(model_dir / task)
+            recomputed = recomputed_metric(classifier, tokenizer, source, task, args.max_seq_length)
+            reported = result["eval"]["validation"]
+            metric, value = headline(task, reported)
+            if abs(recomputed[metric] - value) > 1e-6:
+                raise RuntimeError(
+                    f"{model_type}/{task}: the reloaded model scores {metric}={recomputed[metric]:.6f}, the run "
+                    f"reported {value:.6f}: the saved model is not the evaluated one."
+                )
+            state = json.loads((model_dir / task / "trainer_state.json").read_text())
+            entry["fine_tuning"][task] = {
+                "metric": metric,
+                "value": value,
+                "metrics": {k: v for k, v in reported.items() if k not in ("runtime", "samples_per_second",
+                                                                           "steps_per_second", "epoch")},
+                "recomputed_after_reload": recomputed[metric],
+                "train_seconds": result["train"]["train_runtime"],
+                "curve": [{"step": e["step"], "loss": e["loss"]} for e in state["log_history"] if "loss" in e],
+            }  # fmt: skip
+            if task == tasks[0]:
+                eager = AutoModelForSequenceClassification.from_pretrained(
+                    model_dir / task, attn_implementation="eager"
+                )
+                analyses[model_type] = analyse(eager, tokenizer, sentences, args.max_seq_length)
+        entry["wall_seconds"] = time.perf_counter() - model_started
+        summary = analyses[model_type]
+        entry["analysis"] = {k: v for k, v in summary.items() if k not in ("attention_maps", "attention_sentence")}
+        if summary["attention_rank_fraction"] is not None:
+            entry["analysis"]["attention_rank_fraction"] = {
+                "mean": float(np.mean(summary["attention_rank_fraction"])),
+                "values": summary["attention_rank_fraction"],
+            }
+        models[model_type] = entry
+
+    figure_files = figures.write_all(args.output_dir, models, analyses, tasks[0])
+    results = {
+        "command": " ".join(["hf-variants compare", *(argv if argv is not None else sys.argv[2:])]),
+        "data": {"kind": source.kind, "description": source.description},
+        "tasks": tasks,
+        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "tokenizer": tokenizer_name,
+        "models": models,
+        "figures": figure_files,
+        "wall_seconds": time.perf_counter() - started,
+    }
+    (args.output_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    (args.output_dir / "report.md").write_text(report_markdown(results))
+    print(f"[hf-variants compare] Report: {args.output_dir / 'report.md'} ({results['wall_seconds']:.0f} s).")
+    return results
+
+
+def report_markdown(results: dict[str, Any]) -> str:
+    tasks = results["tasks"]
+    task_headers = "".join(f" {t} dev {results['models'][next(iter(results['models']))]['fine_tuning'][t]['metric']} |"
+                           for t in tasks)  # fmt: skip
+    lines = [
+        "# hf-variants compare",
+        "",
+        f"Data: {results['data']['description']}.",
+        "",
+        f"| model | parameters | MLM steps | MLM tokens/s | validation perplexity |{task_headers} wall time |",
+        "|---|---:|---:|---:|---:|" + "---:|" * len(tasks) + "---:|",
+    ]
+    for name, entry in results["models"].items():
+        pre = entry["pretraining"]
+        scores = "".join(f" {100 * entry['fine_tuning'][t]['value']:.1f} |" for t in tasks)
+        lines.append(
+            f"| {name} | {entry['parameters']:,} | {pre['steps']} | {pre['tokens_per_second']:,.0f} | "
+            f"{pre['perplexity']:.2f} |{scores} {entry['wall_seconds']:.0f} s |"
+        )
+    lines += ["", "Dev scores ×100; every fine-tuned model was reloaded with `AutoModelForSequenceClassification`",
+              "and its dev score recomputed (equal to the reported one).", "", "## Figures", ""]  # fmt: skip
+    lines += [f"![{Path(f).stem}]({f})" for f in results["figures"]]
+    lines += ["", "## Command and configuration", "", "```bash", results["command"], "```", "", "```json",
+              json.dumps({"settings": results["settings"],
+                          "config_overrides": {k: v["config_overrides"] for k, v in results["models"].items()}},
+                         indent=2), "```", ""]  # fmt: skip
+    return "\n".join(lines)

@@ -1,0 +1,538 @@
+"""GLUE fine-tuning on ``transformers.Trainer`` (run_glue-style), for any model that
+``AutoModelForSequenceClassification`` loads: the hf-variants models, BERT, or anything on the Hub.
+
+    python scripts/run_glue.py --model_name_or_path runs/pretrain-wikitext2/macaron_bert \\
+        --task_name sst2 --glue_dir ../shared/data/glue --do_train --do_eval --do_predict \\
+        --max_seq_length 128 --per_device_train_batch_size 32 --learning_rate 5e-4 \\
+        --num_train_epochs 3 --output_dir runs/glue/macaron_bert/sst2
+
+Data, in this order: ``--glue_dir`` (a folder in the original GLUE TSV layout, read by
+:mod:`hf_variants.glue`), ``--train_file``/``--validation_file``/``--test_file`` (CSV or JSON; with
+``--task_name`` they must have the task's columns and labels, without it the label set is read from
+the training file), else the Hub's ``nyu-mll/glue``. Metrics are GLUE's (offline ``evaluate``
+module :data:`hf_variants.glue.EVALUATE_MODULE`), with run_glue's ``combined_score``.
+
+Everything else is run_glue's surface: the model/config/tokenizer names, ``--max_seq_length``,
+``--pad_to_max_length``, ``--max_{train,eval,predict}_samples`` and all ``TrainingArguments``
+(eval/save strategies, seeds, ``--resume_from_checkpoint``, ``--report_to``, ``--push_to_hub``).
+Additions: ``--dtype`` (weights' dtype, default float32), ``--random_init`` (the checkpoint's
+architecture with fresh weights — the control for "did pretraining help?"), ``--export_dir``
+(a Hub folder through :mod:`hf_variants.hub`, whose card carries a ``model-index`` with the measured
+dev results; ``--push_to_hub`` uploads that folder for hf-variants models). ``--do_predict`` writes
+run_glue's ``predict_results_<task>.txt`` and the file GLUE's submission server expects
+(``SST-2.tsv``, ``MNLI-m.tsv``, ...; MNLI also predicts ``AX.tsv`` when the diagnostic set is found).
+Results: ``all_results.json`` (Trainer) and ``results.json`` (task, seed, parameters, metrics, command).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import datasets
+import evaluate
+import numpy as np
+import torch
+import transformers
+from datasets import ClassLabel, DatasetDict, Value, load_dataset
+from transformers import (
+    AutoConfig,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    DataCollatorWithPadding,
+    EvalPrediction,
+    HfArgumentParser,
+    Trainer,
+    TrainingArguments,
+    default_data_collator,
+    set_seed,
+)
+from transformers.trainer_utils import get_last_checkpoint
+
+from ..core.registration import VARIANTS
+from ..glue import EVALUATE_MODULE, TASKS, GlueTask, get_task, load_glue
+from ..glue.data import features as glue_features
+from ..glue.data import parse_label
+from .run_mlm import parse_overrides
+
+logger = logging.getLogger(__name__)
+
+#: File names of GLUE's submission server, per predicted split.
+SUBMISSION_FILES = {
+    ("cola", "test"): "CoLA.tsv",
+    ("sst2", "test"): "SST-2.tsv",
+    ("mrpc", "test"): "MRPC.tsv",
+    ("qqp", "test"): "QQP.tsv",
+    ("stsb", "test"): "STS-B.tsv",
+    ("mnli", "test_matched"): "MNLI-m.tsv",
+    ("mnli", "test_mismatched"): "MNLI-mm.tsv",
+    ("qnli", "test"): "QNLI.tsv",
+    ("rte", "test"): "RTE.tsv",
+    ("wnli", "test"): "WNLI.tsv",
+    ("ax", "test"): "AX.tsv",
+}
+#: Tasks whose submission files hold label names rather than class indices.
+SUBMIT_LABEL_NAMES = ("mnli", "qnli", "rte", "ax")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
+
+
+@dataclass
+class ModelArguments:
+    model_name_or_path: str = field(metadata={"help": "Checkpoint path or Hub name."})
+    config_name: str | None = field(default=None, metadata={"help": "Config, if not the checkpoint's."})
+    tokenizer_name: str | None = field(default=None, metadata={"help": "Tokenizer, if not the checkpoint's."})
+    cache_dir: str | None = field(default=None)
+    model_revision: str = field(default="main")
+    token: str | None = field(default=None)
+    trust_remote_code: bool = field(default=False, metadata={"help": "Load Hub code (hf-variants Hub repos)."})
+    ignore_mismatched_sizes: bool = field(
+        default=False, metadata={"help": "Replace a classifier head of another size (e.g. another task's)."}
+    )
+    dtype: str = field(default="float32", metadata={"help": "Weights' dtype.", "choices": list(DTYPES)})
+    config_overrides: str | None = field(
+        default=None, metadata={"help": "Comma-separated key=value config changes, e.g. rtol=1e-3,atol=1e-3."}
+    )
+    random_init: bool = field(
+        default=False, metadata={"help": "Same architecture, freshly initialised weights (no pretraining)."}
+    )
+
+
+@dataclass
+class DataTrainingArguments:
+    task_name: str | None = field(default=None, metadata={"help": f"One of {', '.join(TASKS)}."})
+    glue_dir: str | None = field(default=None, metadata={"help": "Folder in the original GLUE TSV layout."})
+    dataset_name: str | None = field(default=None, metadata={"help": "Hub dataset (default nyu-mll/glue)."})
+    dataset_config_name: str | None = field(default=None)
+    train_file: str | None = field(default=None, metadata={"help": "CSV/JSON training file."})
+    validation_file: str | None = field(default=None)
+    test_file: str | None = field(default=None)
+    max_seq_length: int = field(default=128)
+    pad_to_max_length: bool = field(
+        default=True, metadata={"help": "Pad every sequence to max_seq_length (else: dynamic padding per batch)."}
+    )
+    overwrite_cache: bool = field(default=False)
+    preprocessing_num_workers: int | None = field(default=None)
+    max_train_samples: int | None = field(default=None)
+    max_eval_samples: int | None = field(default=None)
+    max_predict_samples: int | None = field(default=None)
+    export_dir: str | None = field(default=None, metadata={"help": "Write a Hub folder (hf_variants.hub) here."})
+
+    def __post_init__(self) -> None:
+        if self.task_name is not None:
+            self.task_name = get_task(self.task_name).name
+        elif self.train_file is None and self.dataset_name is None:
+            raise ValueError("Give --task_name (GLUE), --train_file or --dataset_name.")
+        for name in ("train_file", "validation_file", "test_file"):
+            path = getattr(self, name)
+            if path is not None and Path(path).suffix.lower() not in (".csv", ".json", ".jsonl"):
+                raise ValueError(f"--{name} {path} must be a .csv or .json(l) file.")
+
+
+@dataclass
+class LabelSpace:
+    """The task's labels: ``names`` for classification, ``None`` for regression."""
+
+    names: list[str] | None
+
+    @property
+    def is_regression(self) -> bool:
+        return self.names is None
+
+    @property
+    def num_labels(self) -> int:
+        return 1 if self.names is None else len(self.names)
+
+
+# --------------------------------------------------------------------------------------------
+# Data
+# --------------------------------------------------------------------------------------------
+def load_raw_datasets(data_args: DataTrainingArguments, model_args: ModelArguments) -> DatasetDict:
+    """The splits, with the task's text columns and a ``label`` column (class index or float score)."""
+    if data_args.train_file is not None or data_args.validation_file is not None:
+        return load_files(data_args)
+    if data_args.task_name is not None and data_args.dataset_name is None:
+        raw = load_glue(data_args.task_name, data_args.glue_dir)
+        if data_args.task_name == "mnli":
+            ax = try_load_ax(data_args.glue_dir)
+            if ax is not None:
+                raw["test_ax"] = ax
+        return raw
+    return load_dataset(
+        data_args.dataset_name, data_args.dataset_config_name or data_args.task_name,
+        cache_dir=model_args.cache_dir, token=model_args.token,
+    )  # fmt: skip
+
+
+def try_load_ax(glue_dir: str | None):
+    """GLUE's diagnostic set (predicted with an MNLI model), or None when it is not available."""
+    try:
+        return load_glue("ax", glue_dir)["test"]
+    except (FileNotFoundError, ConnectionError, OSError, ValueError) as error:
+        logger.info("No AX diagnostic set (%s); skipping AX.tsv.", error)
+        return None
+
+
+def load_files(data_args: DataTrainingArguments) -> DatasetDict:
+    """CSV/JSON files. With ``--task_name`` the labels are checked against (and encoded as) the task's."""
+    files = {
+        split: path
+        for split, path in (("train", data_args.train_file), ("validation", data_args.validation_file),
+                            ("test", data_args.test_file))
+        if path is not None
+    }  # fmt: skip
+    for split, path in files.items():
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"The {split} file {path} does not exist.")
+    suffix = Path(next(iter(files.values()))).suffix.lower()
+    raw = load_dataset("csv" if suffix == ".csv" else "json", data_files=files)
+    if data_args.task_name is None:
+        return raw
+    task = get_task(data_args.task_name)
+    for split, dataset in raw.items():
+        needed = [*task.keys, *(["label"] if split != "test" else [])]
+        missing = [name for name in needed if name not in dataset.column_names]
+        if missing:
+            raise ValueError(
+                f"{files[split]}: missing column(s) {missing} for task {task.name} (columns: {dataset.column_names})."
+            )
+        if "label" in dataset.column_names:
+            labels = [parse_label(task, str(value), f"{files[split]} row {row + 2}")
+                      for row, value in enumerate(dataset["label"])]  # fmt: skip
+            dataset = dataset.remove_columns("label").add_column("label", labels)
+            raw[split] = dataset.cast_column("label", glue_features(task)["label"])
+    return raw
+
+
+def text_keys(raw: DatasetDict, task: GlueTask | None) -> tuple[str, str | None]:
+    """run_glue's choice of input columns: the task's keys, else sentence1/sentence2, else the first
+    one or two non-label columns. Raises when a split lacks one of them."""
+    reference = raw["train"] if "train" in raw else next(iter(raw.values()))
+    if task is not None:
+        keys = task.keys
+    else:
+        columns = [name for name in reference.column_names if name not in ("label", "idx")]
+        if "sentence1" in columns and "sentence2" in columns:
+            keys = ("sentence1", "sentence2")
+        elif len(columns) >= 2:
+            keys = tuple(columns[:2])
+        elif columns:
+            keys = (columns[0],)
+        else:
+            raise ValueError(f"No text column besides the label: columns {reference.column_names}.")
+    for split, dataset in raw.items():
+        missing = [key for key in keys if key not in dataset.column_names]
+        if missing:
+            raise ValueError(f"The {split} split has no column(s) {missing} (columns: {dataset.column_names}).")
+    return keys[0], keys[1] if len(keys) > 1 else None
+
+
+def label_space(raw: DatasetDict, task: GlueTask | None) -> LabelSpace:
+    """The task's label set; for custom files, read from the training labels (floats → regression).
+    Raises when an evaluation split has labels outside the training set."""
+    if task is not None:
+        return LabelSpace(None if task.is_regression else list(task.labels))
+    if "train" not in raw or "label" not in raw["train"].column_names:
+        raise ValueError("Custom data needs a training file with a 'label' column.")
+    feature = raw["train"].features["label"]
+    if isinstance(feature, ClassLabel):
+        return LabelSpace(list(feature.names))
+    if isinstance(feature, Value) and feature.dtype.startswith("float"):
+        return LabelSpace(None)
+    names = sorted({str(v) for v in raw["train"]["label"]})
+    for split, dataset in raw.items():
+        if split != "train" and "label" in dataset.column_names:
+            unknown = sorted({str(v) for v in dataset["label"]} - set(names))
+            if unknown:
+                raise ValueError(f"The {split} split has labels {unknown} that the training set does not: {names}.")
+    return LabelSpace(names)
+
+
+def encode_labels(raw: DatasetDict, labels: LabelSpace) -> DatasetDict:
+    """Custom files' class labels (strings or numbers) as indices into ``labels.names``."""
+    if labels.is_regression:
+        return raw
+    for split, dataset in raw.items():
+        if "label" in dataset.column_names and not isinstance(dataset.features["label"], ClassLabel):
+            if split.startswith("test") and set(dataset["label"]) <= {-1, None}:
+                continue  # unlabeled test rows
+            as_text = dataset.cast_column("label", Value("string"))
+            raw[split] = as_text.cast_column("label", ClassLabel(names=labels.names))
+    return raw
+
+
+def check_task_matches_model(config: transformers.PretrainedConfig, labels: LabelSpace, task: str | None,
+                             ignore_mismatched_sizes: bool) -> None:  # fmt: skip
+    """A checkpoint that already has a classification head must have the task's number of labels."""
+    architectures = getattr(config, "architectures", None) or []
+    has_head = any(name.endswith("ForSequenceClassification") for name in architectures)
+    if has_head and config.num_labels != labels.num_labels and not ignore_mismatched_sizes:
+        raise ValueError(
+            f"The checkpoint has a classification head with num_labels={config.num_labels}, but task "
+            f"{task or 'of the given files'} has {labels.num_labels} label(s)"
+            f"{' (regression)' if labels.is_regression else ''}. Use a checkpoint without a task head, "
+            "or pass --ignore_mismatched_sizes to replace the head."
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Metrics and predictions
+# --------------------------------------------------------------------------------------------
+def metric_function(task: str | None, labels: LabelSpace):
+    """``compute_metrics`` for the Trainer: GLUE's metrics, or accuracy / mse for custom files."""
+    metric = evaluate.load(EVALUATE_MODULE, task) if task is not None else None
+
+    def compute(prediction: EvalPrediction) -> dict[str, float]:
+        logits = prediction.predictions[0] if isinstance(prediction.predictions, tuple) else prediction.predictions
+        predicted = np.squeeze(logits, -1) if labels.is_regression else np.argmax(logits, axis=-1)
+        if metric is not None:
+            return metric.compute(predictions=predicted, references=prediction.label_ids)
+        if labels.is_regression:
+            return {"mse": float(((predicted - prediction.label_ids) ** 2).mean())}
+        return {"accuracy": float((predicted == prediction.label_ids).mean())}
+
+    return compute
+
+
+def write_predictions(
+    path: Path, task: str | None, labels: LabelSpace, predicted: np.ndarray, label_names: bool
+) -> None:
+    """``index<TAB>prediction`` rows: scores (STS-B clipped to GLUE's 0–5), class ids or names."""
+    with path.open("w") as handle:
+        handle.write("index\tprediction\n")
+        for index, value in enumerate(predicted):
+            if labels.is_regression:
+                score = float(np.clip(value, 0.0, 5.0)) if task == "stsb" else float(value)
+                handle.write(f"{index}\t{score:.3f}\n")
+            else:
+                handle.write(f"{index}\t{labels.names[int(value)] if label_names else int(value)}\n")
+
+
+# --------------------------------------------------------------------------------------------
+# Main
+# --------------------------------------------------------------------------------------------
+def parse_args(argv: Sequence[str] | None):
+    parser = HfArgumentParser((ModelArguments, DataTrainingArguments, TrainingArguments))
+    if argv is None and len(sys.argv) == 2 and sys.argv[1].endswith(".json"):
+        return parser.parse_json_file(json_file=os.path.abspath(sys.argv[1]))
+    return parser.parse_args_into_dataclasses(args=argv)
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    import hf_variants  # noqa: F401  (registers the variants with the Auto classes)
+
+    model_args, data_args, training_args = parse_args(argv)
+    logging.basicConfig(format="%(asctime)s - %(levelname)s - %(name)s - %(message)s", level=logging.INFO)
+    log_level = training_args.get_process_log_level()
+    logger.setLevel(log_level)
+    datasets.utils.logging.set_verbosity(log_level)
+    transformers.utils.logging.set_verbosity(log_level)
+
+    # Hub pushes of hf-variants models go through hf_variants.hub (with the card); the Trainer's own
+    # push stays off for them.
+    push_to_hub = training_args.push_to_hub
+    last_checkpoint = None
+    if os.path.isdir(training_args.output_dir) and training_args.do_train and not training_args.resume_from_checkpoint:
+        last_checkpoint = get_last_checkpoint(training_args.output_dir)
+        if last_checkpoint is not None:
+            logger.info("Resuming from %s (the last checkpoint in --output_dir).", last_checkpoint)
+    set_seed(training_args.seed)
+
+    raw = load_raw_datasets(data_args, model_args)
+    task = get_task(data_args.task_name) if data_args.task_name is not None else None
+    labels = label_space(raw, task)
+    raw = encode_labels(raw, labels)
+    sentence1_key, sentence2_key = text_keys(raw, task)
+
+    config = AutoConfig.from_pretrained(
+        model_args.config_name or model_args.model_name_or_path, cache_dir=model_args.cache_dir,
+        revision=model_args.model_revision, token=model_args.token, trust_remote_code=model_args.trust_remote_code,
+    )  # fmt: skip
+    for key, value in parse_overrides(model_args.config_overrides).items():
+        if not hasattr(config, key):
+            raise ValueError(f"--config_overrides: {type(config).__name__} has no field {key!r}.")
+        setattr(config, key, value)
+    if config.model_type in VARIANTS:
+        config.validate()
+    check_task_matches_model(config, labels, data_args.task_name, model_args.ignore_mismatched_sizes)
+    config.num_labels = labels.num_labels
+    config.problem_type = "regression" if labels.is_regression else "single_label_classification"
+    config.finetuning_task = data_args.task_name
+    if not labels.is_regression:
+        config.label2id = {name: i for i, name in enumerate(labels.names)}
+        config.id2label = dict(enumerate(labels.names))
+    tokenizer = AutoTokenizer.from_pretrained(
+        model_args.tokenizer_name or model_args.model_name_or_path, cache_dir=model_args.cache_dir,
+        revision=model_args.model_revision, token=model_args.token, trust_remote_code=model_args.trust_remote_code,
+    )  # fmt: skip
+    dtype = DTYPES[model_args.dtype]
+    if model_args.random_init:
+        model = AutoModelForSequenceClassification.from_config(
+            config, trust_remote_code=model_args.trust_remote_code, dtype=None if dtype == "auto" else dtype
+        )
+    else:
+        model = AutoModelForSequenceClassification.from_pretrained(
+            model_args.model_name_or_path, config=config, cache_dir=model_args.cache_dir,
+            revision=model_args.model_revision, token=model_args.token, dtype=dtype,
+            trust_remote_code=model_args.trust_remote_code, ignore_mismatched_sizes=model_args.ignore_mismatched_sizes,
+        )  # fmt: skip
+    if len(tokenizer) > model.config.vocab_size:
+        raise ValueError(
+            f"The tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {model.config.vocab_size}."
+        )
+
+    max_seq_length = min(data_args.max_seq_length, tokenizer.model_max_length)
+    positions = getattr(model.config, "max_position_embeddings", None)
+    if positions is not None and max_seq_length > positions:
+        raise ValueError(
+            f"--max_seq_length {max_seq_length} exceeds the model's position table (max_position_embeddings="
+            f"{positions}); lower --max_seq_length."
+        )
+    padding = "max_length" if data_args.pad_to_max_length else False
+
+    def preprocess(examples: dict[str, list]) -> dict[str, list]:
+        texts = (
+            (examples[sentence1_key],) if sentence2_key is None else (examples[sentence1_key], examples[sentence2_key])
+        )
+        result = tokenizer(*texts, padding=padding, max_length=max_seq_length, truncation=True)
+        return result
+
+    def prepared(prefix: str, limit: int | None, flag: str) -> dict[str, datasets.Dataset]:
+        """The splits named ``prefix*``, cut to ``limit`` examples, then tokenised."""
+        names = [name for name in raw if name.startswith(prefix)]
+        if not names:
+            raise ValueError(f"--{flag} needs a {prefix} split; the data has {list(raw)}.")
+        splits = {}
+        for name in names:
+            dataset = raw[name] if limit is None else raw[name].select(range(min(limit, len(raw[name]))))
+            with training_args.main_process_first(desc="dataset map pre-processing"):
+                splits[name] = dataset.map(
+                    preprocess, batched=True, num_proc=data_args.preprocessing_num_workers,
+                    load_from_cache_file=not data_args.overwrite_cache, desc=f"Running tokenizer on {name}",
+                )  # fmt: skip
+        return splits
+
+    train_dataset = eval_splits = predict_splits = None
+    if training_args.do_train:
+        train_dataset = prepared("train", data_args.max_train_samples, "do_train")["train"]
+    if training_args.do_eval:
+        eval_splits = prepared("validation", data_args.max_eval_samples, "do_eval")
+    if training_args.do_predict:
+        predict_splits = prepared("test", data_args.max_predict_samples, "do_predict")
+
+    collator = default_data_collator if data_args.pad_to_max_length else DataCollatorWithPadding(tokenizer)
+    compute_metrics = metric_function(data_args.task_name, labels)
+    training_args.push_to_hub = push_to_hub and model.config.model_type not in VARIANTS
+    trainer = Trainer(
+        model=model,
+        args=training_args,
+        train_dataset=train_dataset,
+        eval_dataset=next(iter(eval_splits.values())) if eval_splits else None,
+        compute_metrics=compute_metrics,
+        processing_class=tokenizer,
+        data_collator=collator,
+    )
+
+    results: dict[str, Any] = {
+        "command": " ".join(["run_glue.py", *(argv if argv is not None else sys.argv[1:])]),
+        "task": data_args.task_name,
+        "model_name_or_path": model_args.model_name_or_path,
+        "model_type": model.config.model_type,
+        "random_init": model_args.random_init,
+        "seed": training_args.seed,
+        "parameters": sum(p.numel() for p in model.parameters()),
+    }
+    if training_args.do_train:
+        checkpoint = training_args.resume_from_checkpoint or last_checkpoint
+        train_result = trainer.train(resume_from_checkpoint=checkpoint)
+        metrics = {**train_result.metrics, "train_samples": len(train_dataset)}
+        trainer.save_model()
+        trainer.log_metrics("train", metrics)
+        trainer.save_metrics("train", metrics)
+        trainer.save_state()
+        results["train"] = metrics
+
+    if training_args.do_eval:
+        results["eval"] = {}
+        for name, dataset in eval_splits.items():
+            suffix = name.removeprefix("validation").lstrip("_")
+            prefix = "eval" if not suffix else f"eval_{suffix}"
+            metrics = {**trainer.evaluate(eval_dataset=dataset, metric_key_prefix=prefix),
+                       f"{prefix}_samples": len(dataset)}  # fmt: skip
+            trainer.log_metrics(prefix, metrics)
+            trainer.save_metrics(prefix, metrics, combined=True)
+            results["eval"][name] = {k.removeprefix(f"{prefix}_"): v for k, v in metrics.items()}
+
+    if training_args.do_predict:
+        output_dir = Path(training_args.output_dir)
+        for name, dataset in predict_splits.items():
+            dataset = dataset.remove_columns([c for c in ("label",) if c in dataset.column_names])
+            logits = trainer.predict(dataset, metric_key_prefix="predict").predictions
+            logits = logits[0] if isinstance(logits, tuple) else logits
+            predicted = np.squeeze(logits, -1) if labels.is_regression else np.argmax(logits, axis=-1)
+            split_task = "ax" if name == "test_ax" else data_args.task_name
+            if trainer.is_world_process_zero():
+                base = (
+                    f"predict_results_{split_task or 'custom'}{'_' + name if name not in ('test', 'test_ax') else ''}"
+                )
+                write_predictions(output_dir / f"{base}.txt", split_task, labels, predicted, label_names=True)
+                submission = SUBMISSION_FILES.get((split_task, "test" if name == "test_ax" else name))
+                if submission is not None:
+                    write_predictions(output_dir / submission, split_task, labels, predicted,
+                                      label_names=split_task in SUBMIT_LABEL_NAMES)  # fmt: skip
+
+    if trainer.is_world_process_zero():
+        Path(training_args.output_dir).mkdir(parents=True, exist_ok=True)
+        (Path(training_args.output_dir) / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+        export_if_asked(data_args, training_args, push_to_hub, model, tokenizer, results)
+        if training_args.push_to_hub:  # a model without hf-variants card: the Trainer's own push
+            trainer.push_to_hub(finetuned_from=model_args.model_name_or_path, tasks="text-classification")
+    return results
+
+
+def task_results(task_name: str | None, results: dict[str, Any]) -> list:
+    """The dev metrics as ``model-index`` entries of the card."""
+    from ..hub import TaskResult
+
+    if task_name is None or "eval" not in results:
+        return []
+    task = get_task(task_name)
+    entries = []
+    for split, metrics in results["eval"].items():
+        for metric in task.metrics:
+            if metric in metrics:
+                entries.append(TaskResult("text-classification", "nyu-mll/glue", f"GLUE {task.folder}", metric,
+                                          float(metrics[metric]), dataset_config=task.hub_config,
+                                          dataset_split=split))  # fmt: skip
+    return entries
+
+
+def export_if_asked(data_args, training_args, push_to_hub: bool, model, tokenizer, results: dict) -> None:
+    if data_args.export_dir is None and not push_to_hub:
+        return
+    if model.config.model_type not in VARIANTS:
+        if data_args.export_dir is not None:
+            raise ValueError("--export_dir writes hf-variants model cards; use --push_to_hub for other models.")
+        return
+    from ..hub import export_for_hub, push_folder_to_hub
+
+    folder = Path(data_args.export_dir or Path(training_args.output_dir) / "hub_export")
+    steps = results.get("train", {}).get("train_samples")
+    summary = f"Fine-tuned on GLUE {data_args.task_name or 'custom data'}" + (
+        f" ({steps:,} examples)." if steps else "."
+    )
+    export_for_hub(model, folder, tokenizer, repo_id=training_args.hub_model_id, datasets=["nyu-mll/glue"],
+                   results=task_results(data_args.task_name, results), training_summary=summary)  # fmt: skip
+    if push_to_hub:
+        if not training_args.hub_model_id:
+            raise ValueError("--push_to_hub needs --hub_model_id.")
+        push_folder_to_hub(folder, training_args.hub_model_id, token=training_args.hub_token)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,153 @@
+#!/usr/bin/env python
+"""Fine-tune the pretrained checkpoints of ``scripts/pretrain_comparison.py`` — and, as a control, the
+same architectures from random initialisation with the same budget — on GLUE tasks over several
+seeds, and tabulate dev scores (README "Fine-tuning on GLUE").
+
+    python scripts/glue_comparison.py --pretrained_dir runs/pretrain-wikitext2 \\
+        --glue_dir ../shared/data/glue --output_dir runs/glue-comparison
+
+Every run is ``hf_variants.training.run_glue`` (the command is stored in each ``results.json``),
+``--workers`` runs at a time with one CPU thread each; finished runs are skipped when the command is
+repeated, so an interrupted grid continues. Writes ``summary.json`` and ``summary.md`` (mean ± sample
+standard deviation over seeds, and how many seeds pretraining beat the control on).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+#: The headline metric of each task (all of GLUE's metrics are in every results.json): MRPC and QQP
+#: report F1, STS-B Pearson correlation.
+HEADLINE = {"sst2": "accuracy", "cola": "matthews_correlation", "mrpc": "f1", "rte": "accuracy", "stsb": "pearson",
+            "qnli": "accuracy", "qqp": "f1", "mnli": "accuracy", "wnli": "accuracy"}  # fmt: skip
+MODELS = ("bert", "mgk_bert", "macaron_bert", "transject", "node_transformer")
+
+
+def run_one(argv: list[str]) -> dict:
+    import torch
+
+    torch.set_num_threads(1)
+    from hf_variants.training import run_glue
+
+    return run_glue.main(argv)
+
+
+def job_argv(args: argparse.Namespace, model: str, task: str, seed: int, random_init: bool) -> tuple[Path, list[str]]:
+    output_dir = args.output_dir / model / task / f"{'random' if random_init else 'pretrained'}-seed{seed}"
+    argv = [
+        "--model_name_or_path", str(args.pretrained_dir / model), "--task_name", task,
+        "--glue_dir", str(args.glue_dir), "--do_train", "--do_eval",
+        "--max_train_samples", str(args.max_train_samples), "--max_seq_length", str(args.max_seq_length),
+        "--no_pad_to_max_length", "--per_device_train_batch_size", str(args.batch_size),
+        "--per_device_eval_batch_size", "64", "--learning_rate", str(args.learning_rate),
+        "--num_train_epochs", str(args.num_train_epochs), "--warmup_steps", "0.1", "--weight_decay", "0.01",
+        "--seed", str(seed), "--save_strategy", "no", "--report_to", "none", "--disable_tqdm", "true",
+        "--log_level", "warning", "--dataloader_pin_memory", "false", "--output_dir", str(output_dir),
+    ]  # fmt: skip
+    if random_init:
+        argv.append("--random_init")
+    if model in args.overrides:
+        argv += ["--config_overrides", args.overrides[model]]
+    return output_dir, argv
+
+
+def summarize(args: argparse.Namespace, runs: dict[tuple[str, str, str], list[dict]]) -> dict:
+    table: dict[str, dict] = {}
+    for (model, init, task), results in sorted(runs.items()):
+        metric = HEADLINE[task]
+        scores = [100 * r["eval"]["validation"][metric] for r in results]
+        table.setdefault(f"{model}/{init}", {})[task] = {
+            "metric": metric,
+            "mean": statistics.mean(scores),
+            "std": statistics.stdev(scores) if len(scores) > 1 else 0.0,
+            "seeds": [r["seed"] for r in results],
+            "scores": scores,
+            "train_seconds": statistics.mean(r["train"]["train_runtime"] for r in results),
+        }
+    return table
+
+
+def markdown(args: argparse.Namespace, table: dict) -> str:
+    header = "| model | init | " + " | ".join(f"{t} ({HEADLINE[t]})" for t in args.tasks) + " |"
+    lines = [header, "|---|---|" + "---:|" * len(args.tasks)]
+    for model in args.models:
+        for init in ("pretrained", "random"):
+            row = table.get(f"{model}/{init}", {})
+            cells = [f"{row[t]['mean']:.1f} ± {row[t]['std']:.1f}" if t in row else "–" for t in args.tasks]
+            lines.append(f"| {model} | {init} | " + " | ".join(cells) + " |")
+    lines += ["", "Seeds on which pretraining beat random initialisation (paired by seed):", ""]
+    lines.append("| model | " + " | ".join(args.tasks) + " |")
+    lines.append("|---|" + "---:|" * len(args.tasks))
+    for model in args.models:
+        cells = []
+        for task in args.tasks:
+            pre, ran = table.get(f"{model}/pretrained", {}).get(task), table.get(f"{model}/random", {}).get(task)
+            if pre is None or ran is None:
+                cells.append("–")
+                continue
+            pairs = dict(zip(ran["seeds"], ran["scores"], strict=True))
+            wins = sum(score > pairs[seed] for seed, score in zip(pre["seeds"], pre["scores"], strict=True))
+            cells.append(f"{wins}/{len(pre['seeds'])}")
+        lines.append(f"| {model} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pretrained_dir", type=Path, default=Path("runs/pretrain-wikitext2"))
+    parser.add_argument("--glue_dir", type=Path, default=Path("../shared/data/glue"))
+    parser.add_argument("--output_dir", type=Path, default=Path("runs/glue-comparison"))
+    parser.add_argument("--models", nargs="+", default=list(MODELS))
+    parser.add_argument("--tasks", nargs="+", default=["sst2", "cola", "mrpc", "rte", "stsb"])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
+    parser.add_argument("--max_train_samples", type=int, default=1000)
+    parser.add_argument("--num_train_epochs", type=float, default=1)
+    parser.add_argument("--max_seq_length", type=int, default=64)
+    parser.add_argument("--batch_size", type=int, default=16)
+    parser.add_argument("--learning_rate", type=float, default=5e-4)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--node_tolerance", type=float, default=1e-3, help="rtol = atol of the N-ODE solver while fine-tuning."
+    )
+    args = parser.parse_args()
+    args.overrides = {"node_transformer": f"rtol={args.node_tolerance},atol={args.node_tolerance}"}
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+    jobs = {}
+    for seed in args.seeds:
+        for task in args.tasks:
+            for model in args.models:
+                for random_init in (False, True):
+                    output_dir, argv = job_argv(args, model, task, seed, random_init)
+                    key = (model, "random" if random_init else "pretrained", task)
+                    jobs.setdefault(key, []).append((output_dir, argv))
+    pending = [(d, a) for runs in jobs.values() for d, a in runs if not (d / "results.json").is_file()]
+    print(f"{sum(len(v) for v in jobs.values())} runs, {len(pending)} to do.", flush=True)
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+        for done, ((output_dir, _), result) in enumerate(
+            zip(pending, pool.map(run_one, [a for _, a in pending]), strict=True), 1
+        ):
+            (output_dir / "model.safetensors").unlink(missing_ok=True)  # keep the results, not 150 models
+            score = result["eval"]["validation"][HEADLINE[result["task"]]]
+            print(f"[{done}/{len(pending)}] {output_dir}: {score:.4f}", flush=True)
+
+    runs = {key: [json.loads((d / "results.json").read_text()) for d, _ in value] for key, value in jobs.items()}
+    table = summarize(args, runs)
+    settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+    summary = {"command": " ".join(["scripts/glue_comparison.py", *sys.argv[1:]]), "settings": settings,
+               "results": table}  # fmt: skip
+    (args.output_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    text = markdown(args, table)
+    (args.output_dir / "summary.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,174 @@
+"""``hf-variants``: the compare pipeline on the embedded default (report numbers recomputed from the
+saved models), data resolution order, clear errors for incomplete data folders, info and export."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
+
+from hf_variants import compare
+from hf_variants.cli import main as cli_main
+
+from .helpers import REPO_ROOT
+
+CLI = Path(sys.executable).parent / "hf-variants"
+MODELS = ["bert", "mgk_bert", "transject", "node_transformer"]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory) -> Path:
+    """The console script on the embedded default at a tiny budget (offline, no data folder)."""
+    output = tmp_path_factory.mktemp("compare")
+    env = {k: v for k, v in os.environ.items() if k != compare.DATA_ENV}
+    env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    command = [
+        str(CLI), "compare", "--output_dir", str(output), "--models", *MODELS, "--hidden_size", "32",
+        "--head_size", "16", "--num_layers", "2", "--pretrain_steps", "6", "--finetune_steps", "6",
+        "--pretrain_batch_size", "8", "--finetune_batch_size", "8", "--max_seq_length", "32",
+        "--analysis_sentences", "3", "--disable_tqdm",
+    ]  # fmt: skip
+    completed = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    assert "Data: embedded default" in completed.stdout
+    return output
+
+
+def test_report_is_complete(report: Path) -> None:
+    results = json.loads((report / "results.json").read_text())
+    assert results["data"]["kind"] == "synthetic" and results["tasks"] == [compare.SYNTHETIC_TASK]
+    assert list(results["models"]) == MODELS
+    text = (report / "report.md").read_text()
+    for name in MODELS:
+        assert f"| {name} |" in text
+    expected = {
+        f"figures/{name}.png"
+        for name in ("learning_curves", "attention_rank", "distance_ratios", "nfe_node_transformer",
+                     "attention_bert", "attention_mgk_bert")
+    }  # fmt: skip
+    assert expected <= set(results["figures"])
+    assert "figures/attention_transject.png" not in results["figures"]  # no attention matrices in TransJect
+    for figure in results["figures"]:
+        assert (report / figure).read_bytes()[:8] == PNG_MAGIC, figure
+        assert f"]({figure})" in text
+    assert "hf-variants compare --output_dir" in text
+
+
+def test_report_numbers_match_the_saved_models(report: Path) -> None:
+    results = json.loads((report / "results.json").read_text())
+    dev = [line.rsplit(",", 1) for line in (report / "data" / "agreement_dev.csv").read_text().splitlines()[1:]]
+    sentences, labels = [s for s, _ in dev], np.asarray([int(label) for _, label in dev])
+    tokenizer = AutoTokenizer.from_pretrained(report / "tokenizer")
+    for name, entry in results["models"].items():
+        folder = report / "models" / name
+        mlm = AutoModelForMaskedLM.from_pretrained(folder / "mlm")
+        assert entry["parameters"] == sum(p.numel() for p in mlm.parameters())
+        assert (
+            entry["pretraining"]["perplexity"]
+            == json.loads((folder / "mlm" / "results.json").read_text())["perplexity"]
+        )
+        classifier = AutoModelForSequenceClassification.from_pretrained(folder / "agreement").eval()
+        with torch.no_grad():
+            batch = tokenizer(sentences, padding=True, truncation=True, max_length=32, return_tensors="pt")
+            predicted = classifier(**batch).logits.argmax(-1).numpy()
+        assert entry["fine_tuning"]["agreement"]["value"] == pytest.approx(float((predicted == labels).mean())), name
+        assert f"| {100 * entry['fine_tuning']['agreement']['value']:.1f} |" in (report / "report.md").read_text()
+    nfe = results["models"]["node_transformer"]["analysis"]["nfe_per_block"]
+    assert len(nfe) == 3 and all(len(row) == 2 and min(row) >= 6 for row in nfe)  # dopri5: ≥ 6 per step
+    assert results["models"]["bert"]["analysis"]["attention_rank_fraction"]["mean"] <= 1.0
+    assert len(results["models"]["transject"]["analysis"]["distance_ratio"]) == 2
+
+
+def test_export_writes_a_card_with_the_fine_tuning_result(report: Path, tmp_path: Path) -> None:
+    checkpoint = report / "models" / "mgk_bert" / "agreement"
+    (checkpoint / "results.json").write_text(json.dumps({**json.loads((checkpoint / "results.json").read_text()),
+                                                         "task": "cola"}))  # fmt: skip
+    cli_main(["export", str(checkpoint), "--output_dir", str(tmp_path / "hub"), "--repo_id", "me/mgk"])
+    metadata = yaml.safe_load((tmp_path / "hub" / "README.md").read_text().split("---")[1])
+    assert metadata["pipeline_tag"] == "text-classification"
+    config = json.loads((tmp_path / "hub" / "config.json").read_text())
+    assert config["architectures"] == ["MgkBertForSequenceClassification"] and "auto_map" in config
+
+
+def test_info_lists_every_model_type() -> None:
+    completed = subprocess.run([str(CLI), "info"], capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0, completed.stderr
+    for name in ("macaron_bert", "mgk_bert", "transject", "node_transformer"):
+        assert name in completed.stdout
+    assert "transformers 5." in completed.stdout and "device:" in completed.stdout
+
+
+# ------------------------------------------------------------------------------------------------
+# Data resolution
+# ------------------------------------------------------------------------------------------------
+def make_data_dir(root: Path, tasks: tuple[str, ...] = ("SST-2",), corpus: bool = True) -> Path:
+    if corpus:
+        (root / "wikitext-2").mkdir(parents=True)
+        for name in ("train.txt", "valid.txt"):
+            (root / "wikitext-2" / name).write_text("a line of text\n")
+    for folder in tasks:
+        (root / "glue" / folder).mkdir(parents=True)
+        for name in ("train.tsv", "dev.tsv"):
+            (root / "glue" / folder / name).write_text("sentence\tlabel\nfine .\t1\n")
+    return root
+
+
+def test_resolution_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    given, from_env = make_data_dir(tmp_path / "given"), make_data_dir(tmp_path / "env")
+    monkeypatch.setattr(compare, "hub_reachable", lambda timeout=10.0: True)
+    monkeypatch.setenv(compare.DATA_ENV, str(from_env))
+    source = compare.resolve_data(given, None, tmp_path / "out", seed=0)
+    assert source.kind == "data_dir" and str(given) in source.corpus_args[1]
+    source = compare.resolve_data(None, None, tmp_path / "out", seed=0)
+    assert source.kind == "env" and str(from_env) in source.corpus_args[1]
+    assert source.task_args["sst2"] == ["--task_name", "sst2", "--glue_dir", str(from_env / "glue")]
+    monkeypatch.delenv(compare.DATA_ENV)
+    source = compare.resolve_data(None, None, tmp_path / "out", seed=0)
+    assert source.kind == "hub" and source.corpus_args[:2] == ["--dataset_name", "wikitext"]
+    monkeypatch.setattr(compare, "hub_reachable", lambda timeout=10.0: False)
+    source = compare.resolve_data(None, None, tmp_path / "out", seed=0)
+    assert source.kind == "synthetic" and (tmp_path / "out" / "data" / "agreement_train.csv").is_file()
+
+
+def test_offline_hub_is_not_reachable(monkeypatch: pytest.MonkeyPatch) -> None:
+    import huggingface_hub
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    assert compare.hub_reachable() is False
+
+
+def test_incomplete_data_dir_errors_name_what_is_missing(tmp_path: Path) -> None:
+    no_corpus = make_data_dir(tmp_path / "a", corpus=False)
+    with pytest.raises(FileNotFoundError, match=r"no corpus file wikitext-2/train.txt"):
+        compare.resolve_data(no_corpus, None, tmp_path / "out", seed=0)
+    no_task = make_data_dir(tmp_path / "b")
+    with pytest.raises(FileNotFoundError, match=r"no GLUE task cola: expected .*CoLA/train.tsv"):
+        compare.resolve_data(no_task, ["cola"], tmp_path / "out", seed=0)
+    with pytest.raises(ValueError, match=r"Unknown GLUE task 'nope'"):
+        compare.resolve_data(no_task, ["nope"], tmp_path / "out", seed=0)
+
+
+def test_glue_tasks_without_any_data_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(compare.DATA_ENV, raising=False)
+    with pytest.raises(FileNotFoundError, match=r"embedded default has only the synthetic task 'agreement'"):
+        compare.resolve_data(None, ["sst2"], tmp_path, seed=0, use_hub=False)
+
+
+def test_synthetic_agreement_labels_follow_subject_verb_number() -> None:
+    from hf_variants.synthetic import synthetic_acceptability
+
+    examples = synthetic_acceptability(200, seed=1)
+    assert sum(label for _, label in examples) == 100
+    for sentence, label in examples:
+        subject, verb = sentence.split()[2], sentence.split()[3]
+        plural_subject, singular_verb = subject.endswith("s"), verb.endswith("s")
+        assert label == int(plural_subject != singular_verb), sentence

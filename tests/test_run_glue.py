@@ -1,0 +1,320 @@
+"""GLUE fine-tuning (run_glue on the Trainer): end to end per model type, STS-B regression, resume,
+predictions in GLUE's submission format, Hub export with measured results, clear errors."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+from scipy import stats
+from transformers import AutoConfig, AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
+
+from hf_variants.synthetic import synthetic_acceptability, synthetic_sentences
+from hf_variants.tokenization import train_wordpiece_tokenizer
+from hf_variants.training import run_glue
+from hf_variants.training.run_mlm import parse_overrides
+
+from .test_run_mlm import TINY
+
+PERSON_WORDS = ("teacher", "child", "doctor", "farmer", "writer")
+
+
+def write_tsv(path: Path, header: list[str] | None, rows: list[list]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle, delimiter="\t", quoting=csv.QUOTE_NONE, escapechar="\\")
+        if header:
+            writer.writerow(header)
+        writer.writerows(rows)
+
+
+def topic(sentence: str) -> int:
+    return int(any(word in sentence for word in PERSON_WORDS))
+
+
+@pytest.fixture(scope="module")
+def glue_dir(tmp_path_factory) -> Path:
+    """SST-2, CoLA, RTE, STS-B and MNLI (+ AX) in the original layouts, on the synthetic language.
+    SST-2's label is the sentence's topic (person vs animal): learnable by a tiny model in a few steps."""
+    root = tmp_path_factory.mktemp("glue")
+    sentences = synthetic_sentences(400, seed=11)
+    train, dev, test = sentences[:256], sentences[256:320], sentences[320:336]
+    write_tsv(root / "SST-2/train.tsv", ["sentence", "label"], [[s, topic(s)] for s in train])
+    write_tsv(root / "SST-2/dev.tsv", ["sentence", "label"], [[s, topic(s)] for s in dev])
+    write_tsv(root / "SST-2/test.tsv", ["index", "sentence"], [[i, s] for i, s in enumerate(test)])
+    cola = synthetic_acceptability(96, seed=5)
+    write_tsv(root / "CoLA/train.tsv", None, [["gj04", label, "" if label else "*", s] for s, label in cola[:64]])
+    write_tsv(root / "CoLA/dev.tsv", None, [["gj04", label, "" if label else "*", s] for s, label in cola[64:]])
+    pairs = list(zip(sentences[:96], sentences[96:192], strict=True))
+    rte_label = ["entailment", "not_entailment"]
+    write_tsv(root / "RTE/train.tsv", ["index", "sentence1", "sentence2", "label"],
+              [[i, a, b, rte_label[topic(a) == topic(b)]] for i, (a, b) in enumerate(pairs[:64])])  # fmt: skip
+    write_tsv(root / "RTE/dev.tsv", ["index", "sentence1", "sentence2", "label"],
+              [[i, a, b, rte_label[topic(a) == topic(b)]] for i, (a, b) in enumerate(pairs[64:])])  # fmt: skip
+    write_tsv(
+        root / "RTE/test.tsv", ["index", "sentence1", "sentence2"], [[i, a, b] for i, (a, b) in enumerate(pairs[:8])]
+    )
+    sts_header = ["index", "genre", "filename", "year", "old_index", "source1", "source2", "sentence1", "sentence2"]
+
+    def overlap(a: str, b: str) -> float:
+        return 5.0 * len(set(a.split()) & set(b.split())) / len(set(a.split()) | set(b.split()))
+
+    sts_rows = [[i, "main", "x", "2012", i, "n", "n", a, b] for i, (a, b) in enumerate(pairs)]
+    write_tsv(
+        root / "STS-B/train.tsv", [*sts_header, "score"], [[*r, f"{overlap(r[7], r[8]):.3f}"] for r in sts_rows[:64]]
+    )
+    write_tsv(
+        root / "STS-B/dev.tsv", [*sts_header, "score"], [[*r, f"{overlap(r[7], r[8]):.3f}"] for r in sts_rows[64:]]
+    )
+    write_tsv(root / "STS-B/test.tsv", sts_header, sts_rows[:8])
+    mnli_header = ["index", "promptID", "pairID", "genre", "sentence1", "sentence2", "label1", "gold_label"]
+    labels = ["entailment", "neutral", "contradiction"]
+    mnli = [[i, i, f"{i}e", "gov", a, b, labels[i % 3], labels[i % 3]] for i, (a, b) in enumerate(pairs)]
+    for name, rows in (("train", mnli[:48]), ("dev_matched", mnli[48:64]), ("dev_mismatched", mnli[64:80])):
+        write_tsv(root / f"MNLI/{name}.tsv", mnli_header, rows)
+    for name in ("test_matched", "test_mismatched"):
+        write_tsv(root / f"MNLI/{name}.tsv", mnli_header[:6], [r[:6] for r in mnli[:5]])
+    write_tsv(
+        root / "diagnostic/diagnostic.tsv",
+        ["index", "sentence1", "sentence2"],
+        [[i, a, b] for i, (a, b) in enumerate(pairs[:7])],
+    )
+    return root
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory) -> Path:
+    output = tmp_path_factory.mktemp("glue-tokenizer")
+    train_wordpiece_tokenizer(synthetic_sentences(500, seed=2), vocab_size=120, min_frequency=1).save_pretrained(output)
+    return output
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory, tokenizer_dir: Path) -> dict[str, Path]:
+    """A randomly initialised MLM checkpoint of every model type (the "pretrained" input of run_glue)."""
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    folders = {}
+    for model_type, overrides in TINY.items():
+        torch.manual_seed(0)
+        config = AutoConfig.for_model(model_type, vocab_size=len(tokenizer), max_position_embeddings=64,
+                                      pad_token_id=tokenizer.pad_token_id, **parse_overrides(overrides))  # fmt: skip
+        folder = tmp_path_factory.mktemp(model_type)
+        AutoModelForMaskedLM.from_config(config).save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        folders[model_type] = folder
+    return folders
+
+
+def glue_args(checkpoint: Path, task: str, glue_dir: Path, output: Path, *extra: str) -> list[str]:
+    return [
+        "--model_name_or_path", str(checkpoint), "--task_name", task, "--glue_dir", str(glue_dir),
+        "--output_dir", str(output), "--max_seq_length", "32", "--per_device_train_batch_size", "16",
+        "--per_device_eval_batch_size", "32", "--learning_rate", "3e-3", "--report_to", "none",
+        "--disable_tqdm", "true", "--log_level", "warning", "--dataloader_pin_memory", "false", *extra,
+    ]  # fmt: skip
+
+
+def dev_predictions(model_dir: Path, glue_dir: Path, task: str, pair: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Logits of the saved model on the dev file, computed here, and the dev labels."""
+    from hf_variants.glue import load_glue
+
+    dev = load_glue(task, glue_dir)["validation"]
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
+    keys = ("sentence1", "sentence2") if pair else ("sentence",)
+    batch = tokenizer(*(list(dev[k]) for k in keys), padding=True, truncation=True, max_length=32, return_tensors="pt")
+    with torch.no_grad():
+        logits = model(**batch).logits.numpy()
+    return logits, np.asarray(dev["label"])
+
+
+@pytest.mark.parametrize("model_type", sorted(TINY))
+def test_fine_tuning_reports_the_saved_models_dev_accuracy(
+    model_type: str, checkpoints: dict[str, Path], glue_dir: Path, tmp_path: Path
+) -> None:
+    results = run_glue.main(glue_args(checkpoints[model_type], "sst2", glue_dir, tmp_path,
+                                      "--do_train", "--do_eval", "--max_steps", "12"))  # fmt: skip
+    logits, labels = dev_predictions(tmp_path, glue_dir, "sst2", pair=False)
+    assert results["eval"]["validation"]["accuracy"] == pytest.approx(float((logits.argmax(-1) == labels).mean()))
+    assert json.loads((tmp_path / "all_results.json").read_text())["eval_accuracy"] == pytest.approx(
+        results["eval"]["validation"]["accuracy"]
+    )
+    # The fine-tuned backbone moved away from the checkpoint (training happened, on the loaded weights).
+    before, after = load_file(checkpoints[model_type] / "model.safetensors"), load_file(tmp_path / "model.safetensors")
+    shared = [k for k in after if k in before and "classifier" not in k and before[k].shape == after[k].shape]
+    assert len(shared) > 5 and any(not torch.equal(before[k], after[k]) for k in shared)
+
+
+def test_a_tiny_model_learns_the_topic_task(checkpoints: dict[str, Path], glue_dir: Path, tmp_path: Path) -> None:
+    results = run_glue.main(glue_args(checkpoints["macaron_bert"], "sst2", glue_dir, tmp_path,
+                                      "--do_train", "--do_eval", "--num_train_epochs", "6"))  # fmt: skip
+    assert results["eval"]["validation"]["accuracy"] >= 0.9, results["eval"]
+
+
+def test_random_init_keeps_the_architecture_but_not_the_weights(
+    checkpoints: dict[str, Path], glue_dir: Path, tmp_path: Path
+) -> None:
+    results = run_glue.main(glue_args(checkpoints["mgk_bert"], "sst2", glue_dir, tmp_path, "--do_train",
+                                      "--max_steps", "1", "--learning_rate", "1e-9", "--random_init"))  # fmt: skip
+    assert results["random_init"] and results["model_type"] == "mgk_bert"
+    before, after = load_file(checkpoints["mgk_bert"] / "model.safetensors"), load_file(tmp_path / "model.safetensors")
+    name = next(k for k in after if k.endswith("word_embeddings.weight"))
+    assert before[name].shape == after[name].shape and not torch.allclose(before[name], after[name], atol=1e-4)
+
+
+def test_stsb_is_regression_with_pearson_and_clipped_submission(
+    checkpoints: dict[str, Path], glue_dir: Path, tmp_path: Path
+) -> None:
+    results = run_glue.main(glue_args(checkpoints["node_transformer"], "stsb", glue_dir, tmp_path, "--do_train",
+                                      "--do_eval", "--do_predict", "--max_steps", "8"))  # fmt: skip
+    config = AutoConfig.from_pretrained(tmp_path)
+    assert config.num_labels == 1 and config.problem_type == "regression"
+    logits, scores = dev_predictions(tmp_path, glue_dir, "stsb", pair=True)
+    predicted = logits[:, 0]
+    metrics = results["eval"]["validation"]
+    assert metrics["pearson"] == pytest.approx(stats.pearsonr(predicted, scores)[0], abs=1e-4)
+    assert metrics["spearmanr"] == pytest.approx(stats.spearmanr(predicted, scores)[0], abs=1e-4)
+    assert metrics["combined_score"] == pytest.approx((metrics["pearson"] + metrics["spearmanr"]) / 2)
+    rows = (tmp_path / "STS-B.tsv").read_text().splitlines()
+    assert rows[0] == "index\tprediction" and len(rows) == 9
+    values = [float(row.split("\t")[1]) for row in rows[1:]]
+    assert all(0.0 <= v <= 5.0 for v in values)
+
+
+def test_resume_from_checkpoint_gives_the_same_model(
+    checkpoints: dict[str, Path], glue_dir: Path, tmp_path: Path
+) -> None:
+    common = ["--do_train", "--max_steps", "6", "--save_strategy", "steps", "--save_steps", "3", "--seed", "7",
+              "--logging_steps", "1"]  # fmt: skip
+    run_glue.main(glue_args(checkpoints["transject"], "sst2", glue_dir, tmp_path / "full", *common))
+    # Mark the checkpoint's logged losses: a run that resumes carries them over, one that silently
+    # retrained from scratch would log real values for steps 1-3.
+    checkpoint = tmp_path / "full" / "checkpoint-3"
+    state = json.loads((checkpoint / "trainer_state.json").read_text())
+    for entry in state["log_history"]:
+        entry["loss"] = -1.0
+    (checkpoint / "trainer_state.json").write_text(json.dumps(state))
+    resumed_dir = tmp_path / "resumed"
+    run_glue.main(glue_args(checkpoints["transject"], "sst2", glue_dir, resumed_dir, *common,
+                            "--resume_from_checkpoint", str(checkpoint)))  # fmt: skip
+
+    def logged_losses(folder: Path) -> dict[int, float]:
+        history = json.loads((folder / "trainer_state.json").read_text())["log_history"]
+        return {entry["step"]: entry["loss"] for entry in history if "loss" in entry}
+
+    full_losses, resumed_losses = logged_losses(tmp_path / "full"), logged_losses(resumed_dir)
+    assert [resumed_losses[step] for step in (1, 2, 3)] == [-1.0, -1.0, -1.0]
+    assert [resumed_losses[step] for step in (4, 5, 6)] == pytest.approx([full_losses[s] for s in (4, 5, 6)], rel=1e-5)
+    first, second = load_file(tmp_path / "full/model.safetensors"), load_file(resumed_dir / "model.safetensors")
+    for name in first:
+        torch.testing.assert_close(second[name], first[name], rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_rte_and_mnli_predictions_use_glue_submission_names_and_labels(
+    checkpoints: dict[str, Path], glue_dir: Path, tmp_path: Path
+) -> None:
+    run_glue.main(glue_args(checkpoints["bert"], "rte", glue_dir, tmp_path / "rte", "--do_predict"))
+    rows = (tmp_path / "rte" / "RTE.tsv").read_text().splitlines()
+    assert rows[0] == "index\tprediction" and len(rows) == 9
+    assert {row.split("\t")[1] for row in rows[1:]} <= {"entailment", "not_entailment"}
+    results = run_glue.main(glue_args(checkpoints["macaron_bert"], "mnli", glue_dir, tmp_path / "mnli",
+                                      "--do_eval", "--do_predict"))  # fmt: skip
+    assert set(results["eval"]) == {"validation_matched", "validation_mismatched"}
+    assert results["eval"]["validation_mismatched"]["samples"] == 16
+    for name, count in (("MNLI-m.tsv", 5), ("MNLI-mm.tsv", 5), ("AX.tsv", 7)):
+        rows = (tmp_path / "mnli" / name).read_text().splitlines()
+        assert len(rows) == count + 1, name
+        assert {row.split("\t")[1] for row in rows[1:]} <= {"entailment", "neutral", "contradiction"}
+
+
+def test_export_card_carries_the_measured_dev_results(
+    checkpoints: dict[str, Path], glue_dir: Path, tmp_path: Path
+) -> None:
+    export = tmp_path / "hub"
+    results = run_glue.main(glue_args(checkpoints["macaron_bert"], "cola", glue_dir, tmp_path / "run", "--do_train",
+                                      "--do_eval", "--max_steps", "4", "--export_dir", str(export)))  # fmt: skip
+    card = (export / "README.md").read_text()
+    metadata = yaml.safe_load(card.split("---")[1])
+    entry = metadata["model-index"][0]["results"][0]
+    assert entry["dataset"]["config"] == "cola" and entry["dataset"]["split"] == "validation"
+    assert entry["metrics"][0]["type"] == "matthews_correlation"
+    assert entry["metrics"][0]["value"] == pytest.approx(results["eval"]["validation"]["matthews_correlation"])
+    assert json.loads((export / "config.json").read_text())["auto_map"]["AutoModelForSequenceClassification"]
+
+
+def test_custom_csv_files_with_a_label_set_read_from_training(checkpoints: dict[str, Path], tmp_path: Path) -> None:
+    rng = random.Random(0)
+    rows = [(s, ["animal", "person"][topic(s)]) for s in synthetic_sentences(80, seed=4)]
+    rng.shuffle(rows)
+    for name, part in (("train.csv", rows[:64]), ("dev.csv", rows[64:])):
+        with (tmp_path / name).open("w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["text", "label"])
+            writer.writerows(part)
+    results = run_glue.main([
+        "--model_name_or_path", str(checkpoints["mgk_bert"]), "--train_file", str(tmp_path / "train.csv"),
+        "--validation_file", str(tmp_path / "dev.csv"), "--do_train", "--do_eval", "--max_steps", "2",
+        "--output_dir", str(tmp_path / "out"), "--report_to", "none", "--disable_tqdm", "true",
+        "--max_seq_length", "32", "--log_level", "warning",
+    ])  # fmt: skip
+    assert AutoConfig.from_pretrained(tmp_path / "out").id2label == {0: "animal", 1: "person"}
+    assert 0.0 <= results["eval"]["validation"]["accuracy"] <= 1.0
+
+
+# ------------------------------------------------------------------------------------------------
+# Clear errors
+# ------------------------------------------------------------------------------------------------
+def write_csv(path: Path, header: list[str], rows: list[list]) -> Path:
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+def test_missing_column_is_named(checkpoints: dict[str, Path], tmp_path: Path) -> None:
+    train = write_csv(tmp_path / "train.csv", ["text", "label"], [["good", 1], ["bad", 0]])
+    with pytest.raises(ValueError, match=r"missing column\(s\) \['sentence'\] for task sst2"):
+        run_glue.main(["--model_name_or_path", str(checkpoints["bert"]), "--task_name", "sst2",
+                       "--train_file", str(train), "--do_train", "--output_dir", str(tmp_path / "o")])  # fmt: skip
+
+
+def test_labels_outside_the_task_label_set_are_named(checkpoints: dict[str, Path], tmp_path: Path) -> None:
+    train = write_csv(tmp_path / "train.csv", ["sentence1", "sentence2", "label"],
+                      [["a", "b", "entailment"], ["c", "d", "maybe"]])  # fmt: skip
+    with pytest.raises(ValueError, match=r"label 'maybe' is not in the rte label set"):
+        run_glue.main(["--model_name_or_path", str(checkpoints["bert"]), "--task_name", "rte",
+                       "--train_file", str(train), "--do_train", "--output_dir", str(tmp_path / "o")])  # fmt: skip
+    dev = write_csv(tmp_path / "dev.csv", ["text", "label"], [["x", "neutral"]])
+    custom = write_csv(tmp_path / "custom.csv", ["text", "label"], [["x", "yes"], ["y", "no"]])
+    with pytest.raises(ValueError, match=r"validation split has labels \['neutral'\]"):
+        run_glue.main(["--model_name_or_path", str(checkpoints["bert"]), "--train_file", str(custom),
+                       "--validation_file", str(dev), "--do_train", "--output_dir", str(tmp_path / "p")])  # fmt: skip
+
+
+def test_task_and_num_labels_mismatch_is_refused(checkpoints: dict[str, Path], glue_dir: Path, tmp_path: Path) -> None:
+    classifier = tmp_path / "sst2-model"
+    run_glue.main(
+        glue_args(checkpoints["macaron_bert"], "sst2", glue_dir, classifier, "--do_train", "--max_steps", "1")
+    )
+    with pytest.raises(ValueError, match=r"num_labels=2, but task stsb has 1 label\(s\) \(regression\)"):
+        run_glue.main(glue_args(classifier, "stsb", glue_dir, tmp_path / "stsb", "--do_train"))
+    # The explicit switch replaces the head.
+    results = run_glue.main(glue_args(classifier, "stsb", glue_dir, tmp_path / "stsb", "--do_eval",
+                                      "--ignore_mismatched_sizes"))  # fmt: skip
+    assert "pearson" in results["eval"]["validation"]
+
+
+def test_sequence_length_beyond_the_position_table_is_refused(
+    checkpoints: dict[str, Path], glue_dir: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(ValueError, match=r"--max_seq_length 100 exceeds the model's position table"):
+        run_glue.main(glue_args(checkpoints["mgk_bert"], "sst2", glue_dir, tmp_path, "--do_eval",
+                                "--max_seq_length", "100"))  # fmt: skip
