@@ -43,7 +43,8 @@ def job_argv(args: argparse.Namespace, model: str, task: str, seed: int, random_
     argv = [
         "--model_name_or_path", str(args.pretrained_dir / model), "--task_name", task,
         "--glue_dir", str(args.glue_dir), "--do_train", "--do_eval",
-        "--max_train_samples", str(args.max_train_samples), "--max_seq_length", str(args.max_seq_length),
+        "--max_train_samples", str(args.max_train_samples), "--max_eval_samples", str(args.max_eval_samples),
+        "--max_seq_length", str(args.max_seq_length),
         "--no_pad_to_max_length", "--per_device_train_batch_size", str(args.batch_size),
         "--per_device_eval_batch_size", "64", "--learning_rate", str(args.learning_rate),
         "--num_train_epochs", str(args.num_train_epochs), "--warmup_steps", "0.1", "--weight_decay", "0.01",
@@ -106,14 +107,15 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=list(MODELS))
     parser.add_argument("--tasks", nargs="+", default=["sst2", "cola", "mrpc", "rte", "stsb"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
-    parser.add_argument("--max_train_samples", type=int, default=1000)
+    parser.add_argument("--max_train_samples", type=int, default=500)
     parser.add_argument("--num_train_epochs", type=float, default=1)
+    parser.add_argument("--max_eval_samples", type=int, default=500, help="The first N dev examples.")
     parser.add_argument("--max_seq_length", type=int, default=64)
     parser.add_argument("--batch_size", type=int, default=16)
     parser.add_argument("--learning_rate", type=float, default=5e-4)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument(
-        "--node_tolerance", type=float, default=1e-3, help="rtol = atol of the N-ODE solver while fine-tuning."
+        "--node_tolerance", type=float, default=1e-2, help="rtol = atol of the N-ODE solver while fine-tuning."
     )
     args = parser.parse_args()
     args.overrides = {"node_transformer": f"rtol={args.node_tolerance},atol={args.node_tolerance}"}
