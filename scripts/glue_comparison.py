@@ -117,6 +117,9 @@ def main() -> None:
     parser.add_argument(
         "--node_tolerance", type=float, default=1e-2, help="rtol = atol of the N-ODE solver while fine-tuning."
     )
+    parser.add_argument(
+        "--summarize_only", action="store_true", help="Tabulate the finished cells (every seed done), run nothing."
+    )
     args = parser.parse_args()
     args.overrides = {"node_transformer": f"rtol={args.node_tolerance},atol={args.node_tolerance}"}
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -132,6 +135,8 @@ def main() -> None:
                     jobs.setdefault(key, []).append((output_dir, argv))
     pending = [(d, a) for runs in jobs.values() for d, a in runs if not (d / "results.json").is_file()]
     print(f"{sum(len(v) for v in jobs.values())} runs, {len(pending)} to do.", flush=True)
+    if args.summarize_only:
+        pending = []
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         for done, ((output_dir, _), result) in enumerate(
             zip(pending, pool.map(run_one, [a for _, a in pending]), strict=True), 1
@@ -140,7 +145,8 @@ def main() -> None:
             score = result["eval"]["validation"][HEADLINE[result["task"]]]
             print(f"[{done}/{len(pending)}] {output_dir}: {score:.4f}", flush=True)
 
-    runs = {key: [json.loads((d / "results.json").read_text()) for d, _ in value] for key, value in jobs.items()}
+    complete = {key: value for key, value in jobs.items() if all((d / "results.json").is_file() for d, _ in value)}
+    runs = {key: [json.loads((d / "results.json").read_text()) for d, _ in value] for key, value in complete.items()}
     table = summarize(args, runs)
     settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
     summary = {"command": " ".join(["scripts/glue_comparison.py", *sys.argv[1:]]), "settings": settings,
