@@ -5,24 +5,30 @@ of attention matrices (MGK paper Fig. 2–3), ODE function evaluations per block
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import torch
 
 
 @torch.no_grad()
-def layer_distance_ratios(
-    model: torch.nn.Module, encodings: Iterable[dict[str, torch.Tensor]]
-) -> dict[str, list[np.ndarray]]:
+def encoder_outputs(
+    model: torch.nn.Module, encodings: Iterable[dict[str, torch.Tensor]], attentions: bool = False
+) -> list[Any]:
+    """One eval-mode forward per encoding with ``hidden_states`` (and ``attentions`` when asked):
+    every measurement below reads these outputs, so each sentence runs through the model once."""
+    model.eval()
+    return [model(**encoding, output_hidden_states=True, output_attentions=attentions) for encoding in encodings]
+
+
+def distance_ratios(outputs: Iterable[Any]) -> dict[str, list[np.ndarray]]:
     """Per layer l, every ratio ‖h_i^(l) − h_j^(l)‖ / ‖h_i^(l−1) − h_j^(l−1)‖ over the token pairs of
     each sentence, and every per-token norm ratio ‖h_i^(l)‖ / ‖h_i^(l−1)‖. One unpadded sentence
-    per encoding; ``model`` returns ``hidden_states`` (embeddings first)."""
-    model.eval()
+    per output; ``hidden_states`` start with the embeddings."""
     distance: list[list[np.ndarray]] = []
     norm: list[list[np.ndarray]] = []
-    for encoding in encodings:
-        states = model(**encoding, output_hidden_states=True).hidden_states
-        states = [s[0].double() for s in states]
+    for output in outputs:
+        states = [s[0].double() for s in output.hidden_states]
         for layer in range(1, len(states)):
             if len(distance) < layer:
                 distance.append([])
@@ -38,6 +44,13 @@ def layer_distance_ratios(
     }
 
 
+def layer_distance_ratios(
+    model: torch.nn.Module, encodings: Iterable[dict[str, torch.Tensor]]
+) -> dict[str, list[np.ndarray]]:
+    """:func:`distance_ratios` of ``model`` on ``encodings``."""
+    return distance_ratios(encoder_outputs(model, encodings))
+
+
 def summarise(values: np.ndarray) -> dict[str, float]:
     """min, 1st percentile, median, 99th percentile, max and count of ``values``."""
     return {
@@ -50,16 +63,10 @@ def summarise(values: np.ndarray) -> dict[str, float]:
     }
 
 
-@torch.no_grad()
-def attention_maps(model: torch.nn.Module, encoding: dict[str, torch.Tensor]) -> list[np.ndarray] | None:
+def attention_maps(output: Any) -> list[np.ndarray] | None:
     """One sentence's attention probabilities, ``[layer] → (heads, N, N)``; ``None`` for models
-    without attention matrices (TransJect's orthogonal attention, N-ODE blocks)."""
-    model.eval()
-    try:
-        outputs = model(**encoding, output_attentions=True)
-    except (ValueError, NotImplementedError):
-        return None
-    attentions = getattr(outputs, "attentions", None)
+    without attention matrices (TransJect's orthogonal attention)."""
+    attentions = getattr(output, "attentions", None)
     if not attentions or any(a is None for a in attentions):
         return None
     return [a[0].float().numpy() for a in attentions]
@@ -71,13 +78,11 @@ def numerical_rank(matrix: np.ndarray, relative_tolerance: float = 1e-3) -> int:
     return int((singular > relative_tolerance * singular[0]).sum()) if singular.size and singular[0] > 0 else 0
 
 
-def attention_rank_fractions(
-    model: torch.nn.Module, encodings: Iterable[dict[str, torch.Tensor]], relative_tolerance: float = 1e-3
-) -> list[float] | None:
+def attention_rank_fractions(outputs: Iterable[Any], relative_tolerance: float = 1e-3) -> list[float] | None:
     """numerical rank / N of every head's attention matrix in every layer, over the sentences."""
     fractions = []
-    for encoding in encodings:
-        maps = attention_maps(model, encoding)
+    for output in outputs:
+        maps = attention_maps(output)
         if maps is None:
             return None
         length = maps[0].shape[-1]
@@ -85,15 +90,11 @@ def attention_rank_fractions(
     return fractions
 
 
-@torch.no_grad()
-def function_evaluations(
-    model: torch.nn.Module, encodings: Iterable[dict[str, torch.Tensor]]
-) -> list[list[int]] | None:
+def function_evaluations(outputs: Iterable[Any]) -> list[list[int]] | None:
     """ODE function evaluations per block for each sentence; ``None`` for models without ODE blocks."""
-    model.eval()
     counts = []
-    for encoding in encodings:
-        diagnostics = getattr(model(**encoding), "diagnostics", None) or {}
+    for output in outputs:
+        diagnostics = getattr(output, "diagnostics", None) or {}
         if "nfe_per_block" not in diagnostics:
             return None
         counts.append([int(n) for n in torch.as_tensor(diagnostics["nfe_per_block"]).reshape(-1)])

@@ -61,17 +61,17 @@ def print_info() -> None:
 
 
 def auto_class_for(config) -> type:
-    """The Auto class of the checkpoint's saved head (``architectures[0]``), else ``AutoModel``."""
+    """The Auto class registered for the checkpoint's saved head (``architectures[0]``)."""
     import transformers
 
-    from hf_variants.hub import PIPELINE_TAG_BY_AUTO_CLASS
+    from hf_variants.core.registration import VARIANTS
 
+    if config.model_type not in VARIANTS:
+        raise ValueError(f"model_type {config.model_type!r} is not an hf-variants model; export writes their cards.")
     architecture = (getattr(config, "architectures", None) or [""])[0]
-    for auto_name in PIPELINE_TAG_BY_AUTO_CLASS:
-        suffix = auto_name.removeprefix("AutoModel")
-        if suffix and architecture.endswith(suffix):
-            return getattr(transformers, auto_name)
-    return transformers.AutoModel
+    models = VARIANTS[config.model_type].models
+    auto_name = next((auto for auto, cls in models.items() if cls.__name__ == architecture), "AutoModel")
+    return getattr(transformers, auto_name)
 
 
 def export(argv: Sequence[str]) -> Path:

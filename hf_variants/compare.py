@@ -33,8 +33,6 @@ import torch
 DATA_ENV = "HF_VARIANTS_DATA"
 DEFAULT_MODELS = ("bert", "macaron_bert", "mgk_bert", "transject", "node_transformer")
 SYNTHETIC_TASK = "agreement"
-#: The metric the report's table shows per task (all metrics are in results.json).
-HEADLINE_METRIC = {"cola": "matthews_correlation", "mrpc": "f1", "qqp": "f1", "stsb": "pearson"}
 
 
 @dataclass
@@ -172,7 +170,10 @@ def size_overrides(model_type: str, hidden: int, layers: int, head_size: int, no
 
 
 def headline(task: str, metrics: dict[str, float]) -> tuple[str, float]:
-    name = HEADLINE_METRIC.get(task, "accuracy")
+    """The task's headline metric and its value (accuracy for the synthetic task)."""
+    from .glue import get_task
+
+    name = "accuracy" if task == SYNTHETIC_TASK else get_task(task).headline_metric
     return name, metrics[name]
 
 
@@ -286,28 +287,26 @@ def analyse(model, tokenizer, sentences: list[str], max_length: int) -> dict[str
     from . import analysis
 
     encodings = [tokenizer(s, truncation=True, max_length=max_length, return_tensors="pt") for s in sentences]
-    maps = analysis.attention_maps(model, encodings[0])
-    ranks = analysis.attention_rank_fractions(model, encodings)
-    nfe = analysis.function_evaluations(model, encodings)
-    ratios = analysis.layer_distance_ratios(model, encodings)["distance_ratio"]
+    outputs = analysis.encoder_outputs(model, encodings, attentions=True)
+    ratios = analysis.distance_ratios(outputs)["distance_ratio"]
     return {
         "attention_sentence": tokenizer.convert_ids_to_tokens(encodings[0]["input_ids"][0].tolist()),
-        "attention_maps": maps,
-        "attention_rank_fraction": ranks,
-        "nfe_per_block": nfe,
+        "attention_maps": analysis.attention_maps(outputs[0]),
+        "attention_rank_fraction": analysis.attention_rank_fractions(outputs),
+        "nfe_per_block": analysis.function_evaluations(outputs),
         "distance_ratio": [analysis.summarise(values) for values in ratios],
     }
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
+
     import hf_variants  # noqa: F401  (registers the variants)
 
     from . import figures
     from .training.run_mlm import parse_overrides
 
     args = parse_args(argv)
-    from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
-
     started = time.perf_counter()
     args.output_dir.mkdir(parents=True, exist_ok=True)
     source = resolve_data(args.data_dir, args.tasks, args.output_dir, args.seed, use_hub=not args.no_hub)
@@ -391,8 +390,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 def report_markdown(results: dict[str, Any]) -> str:
     tasks = results["tasks"]
-    task_headers = "".join(f" {t} dev {results['models'][next(iter(results['models']))]['fine_tuning'][t]['metric']} |"
-                           for t in tasks)  # fmt: skip
+    first_model = next(iter(results["models"].values()))
+    task_headers = "".join(f" {task} dev {first_model['fine_tuning'][task]['metric']} |" for task in tasks)
     lines = [
         "# hf-variants compare",
         "",

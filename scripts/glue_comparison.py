@@ -22,10 +22,8 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-#: The headline metric of each task (all of GLUE's metrics are in every results.json): MRPC and QQP
-#: report F1, STS-B Pearson correlation.
-HEADLINE = {"sst2": "accuracy", "cola": "matthews_correlation", "mrpc": "f1", "rte": "accuracy", "stsb": "pearson",
-            "qnli": "accuracy", "qqp": "f1", "mnli": "accuracy", "wnli": "accuracy"}  # fmt: skip
+from hf_variants.glue import get_task
+
 MODELS = ("bert", "mgk_bert", "macaron_bert", "transject", "node_transformer")
 
 
@@ -61,7 +59,7 @@ def job_argv(args: argparse.Namespace, model: str, task: str, seed: int, random_
 def summarize(args: argparse.Namespace, runs: dict[tuple[str, str, str], list[dict]]) -> dict:
     table: dict[str, dict] = {}
     for (model, init, task), results in sorted(runs.items()):
-        metric = HEADLINE[task]
+        metric = get_task(task).headline_metric
         scores = [100 * r["eval"]["validation"][metric] for r in results]
         table.setdefault(f"{model}/{init}", {})[task] = {
             "metric": metric,
@@ -75,7 +73,7 @@ def summarize(args: argparse.Namespace, runs: dict[tuple[str, str, str], list[di
 
 
 def markdown(args: argparse.Namespace, table: dict) -> str:
-    header = "| model | init | " + " | ".join(f"{t} ({HEADLINE[t]})" for t in args.tasks) + " |"
+    header = "| model | init | " + " | ".join(f"{t} ({get_task(t).headline_metric})" for t in args.tasks) + " |"
     lines = [header, "|---|---|" + "---:|" * len(args.tasks)]
     for model in args.models:
         for init in ("pretrained", "random"):
@@ -142,7 +140,7 @@ def main() -> None:
             zip(pending, pool.map(run_one, [a for _, a in pending]), strict=True), 1
         ):
             (output_dir / "model.safetensors").unlink(missing_ok=True)  # keep the results, not 150 models
-            score = result["eval"]["validation"][HEADLINE[result["task"]]]
+            score = result["eval"]["validation"][get_task(result["task"]).headline_metric]
             print(f"[{done}/{len(pending)}] {output_dir}: {score:.4f}", flush=True)
 
     complete = {key: value for key, value in jobs.items() if all((d / "results.json").is_file() for d, _ in value)}

@@ -33,6 +33,11 @@ class GlueTask:
     def num_labels(self) -> int:
         return 1 if self.labels is None else len(self.labels)
 
+    @property
+    def headline_metric(self) -> str:
+        """The one number a summary table shows: F1 for MRPC/QQP, Pearson for STS-B, else the metric."""
+        return "f1" if "f1" in self.metrics else self.metrics[0]
+
 
 def _pair(first: str, second: str, header_first: str, header_second: str) -> dict[str, str]:
     return {first: header_first, second: header_second}
