@@ -14,18 +14,19 @@ of the machine hits all alike), ratios to BERT from the same rounds. Also:
   matmuls on this machine with the same threads;
 * memory: bytes of the tensors saved for backward (distinct storages, ``saved_tensors_hooks``) plus
   parameters, gradients and AdamW's two moments — the resident training state of a step;
-* the exponent of step time in N, fitted between the two longest lengths measured per model;
+* the exponent of step time in N, a least-squares fit over the measured lengths from 512 up;
 * N-ODE: per solver tolerance, function evaluations and forward time, and time per function
   evaluation against one vanilla block of the same width (``block_type="vanilla"``);
-* TransJect: time of evaluating its orthogonal parametrisations (forward and backward), as a
-  fraction of its training step.
+* TransJect: the fraction of its training step spent on its orthogonal parametrisations (against a
+  twin holding the same matrices as plain weights), for its default Cayley map and for matrix_exp.
 
-Writes ``model_benchmark.json`` and ``model_benchmark.png``.
+Writes ``model_benchmark.json``, ``model_benchmark.md`` (the README tables) and ``model_benchmark.png``.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import statistics
 import sys
@@ -92,11 +93,11 @@ def timed(function) -> float:
 
 def interleaved_timings(
     models: dict[str, torch.nn.Module], optimizers: dict[str, torch.optim.Optimizer], inputs: dict, repeats: int
-) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
-    """Training-step and inference seconds per model, every model once per round."""
+) -> tuple[dict[str, list[float]], dict[str, list[float]], dict[str, int]]:
+    """Training-step and inference seconds per model, every model once per round, and the training
+    state bytes of each model's warm-up step."""
     forward = {"input_ids": inputs["input_ids"], "attention_mask": inputs["attention_mask"]}
-    for name, model in models.items():  # warm-up (and the first AdamW state allocation)
-        train_step(model.train(), optimizers[name], inputs)
+    memory = {name: state_memory(model.train(), optimizers[name], inputs) for name, model in models.items()}
     step: dict[str, list[float]] = {name: [] for name in models}
     infer: dict[str, list[float]] = {name: [] for name in models}
     for _ in range(repeats):
@@ -110,19 +111,26 @@ def interleaved_timings(
                 started = time.perf_counter()
                 model(**forward)
                 infer[name].append(time.perf_counter() - started)
-    return step, infer
+    return step, infer, memory
 
 
 def training_flops(name: str, hidden: int, layers: int, vocab: int, length: int, size: int) -> int:
+    """FLOPs of forward + backward for a batch of ``size``, extrapolated from batches of 1 and 2: the
+    count is affine in the batch (per-sequence work plus per-step work such as TransJect's orthogonal
+    matrices), and small batches keep the eager N×N attention matrices small at N = 4096."""
     model = build(name, hidden, layers, vocab, length, "eager").train()
-    inputs = batch(vocab, size, length)
-    with FlopCounterMode(display=False) as counter:
-        model(**inputs).loss.backward()
-    return int(counter.get_total_flops())
+    counts = []
+    for sequences in (1, 2):
+        with FlopCounterMode(display=False) as counter:
+            model(**batch(vocab, sequences, length)).loss.backward()
+        model.zero_grad(set_to_none=True)
+        counts.append(int(counter.get_total_flops()))
+    return counts[0] + (size - 1) * (counts[1] - counts[0])
 
 
-def state_memory(model: torch.nn.Module, inputs: dict) -> int:
-    """Bytes saved for backward (distinct storages) + parameters, gradients and AdamW moments."""
+def state_memory(model: torch.nn.Module, optimizer: torch.optim.Optimizer, inputs: dict) -> int:
+    """One training step (the warm-up: it also allocates AdamW's state) that returns the bytes saved
+    for backward (distinct storages) + parameters, gradients and AdamW's two moments."""
     storages: dict[int, int] = {}
 
     def pack(tensor: torch.Tensor) -> torch.Tensor:
@@ -133,7 +141,8 @@ def state_memory(model: torch.nn.Module, inputs: dict) -> int:
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
         loss = model(**inputs).loss
     loss.backward()
-    model.zero_grad(set_to_none=True)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
     parameters = sum(p.numel() * p.element_size() for p in model.parameters())
     return sum(storages.values()) + 4 * parameters
 
@@ -145,25 +154,39 @@ def matmul_peak(size: int = 4096, repeats: int = 5) -> float:
     return 2 * size**3 / best
 
 
-def orthogonal_overhead_seconds(model: torch.nn.Module, repeats: int) -> float:
-    """Time to evaluate (and backpropagate through) every orthogonal parametrisation once."""
+def twin(model: torch.nn.Module) -> torch.nn.Module:
+    clone = AutoModelForMaskedLM.from_config(copy.deepcopy(model.config))
+    clone.load_state_dict(model.state_dict())
+    return clone
+
+
+def orthogonal_overhead(model: torch.nn.Module, inputs: dict, repeats: int) -> dict[str, float]:
+    """Fraction of a TransJect training step spent on its orthogonal parametrisations, per map:
+    ``1 − step(twin with the same matrices as plain weights) / step(model)``, interleaved. At
+    initialisation the offsets are zero, where ``matrix_exp`` is at its cheapest (its degree grows
+    with the weights' norm), so its fraction here is a lower bound."""
     from torch.nn.utils import parametrize
 
-    modules = [m for m in model.modules() if parametrize.is_parametrized(m)]
+    plain, matrix_exp = (twin(model) for _ in range(2))  # (deepcopy cannot copy parametrized modules)
+    for module in list(plain.modules()):
+        if parametrize.is_parametrized(module, "weight"):
+            parametrize.remove_parametrizations(module, "weight", leave_parametrized=True)
+    matrix_exp.set_orthogonal_map("matrix_exp")
+    twins = {"default": model, "matrix_exp": matrix_exp, "plain": plain}
+    optimizers = {name: torch.optim.AdamW(twin.parameters(), lr=1e-4) for name, twin in twins.items()}
+    step, _, _ = interleaved_timings(twins, optimizers, inputs, repeats)
+    plain_seconds = statistics.median(step["plain"])
+    names = {model.config.orthogonal_map: "default", "matrix_exp": "matrix_exp"}
+    return {label: 1 - plain_seconds / statistics.median(step[name]) for label, name in names.items()}
 
-    def evaluate() -> None:
-        total = sum(getattr(m, name).sum() for m in modules for name in m.parametrizations)
-        total.backward()
-        model.zero_grad(set_to_none=True)
 
-    evaluate()
-    return statistics.median(timed(evaluate) for _ in range(repeats))
-
-
-def fit_exponent(lengths: list[int], seconds: list[float]) -> float | None:
-    if len(lengths) < 2:
+def fit_exponent(points: list[tuple[int, float]], shortest: int = 512) -> float | None:
+    """Least-squares slope of log(step time) against log(N) over the lengths ≥ ``shortest``."""
+    points = [(length, seconds) for length, seconds in points if length >= shortest]
+    if len(points) < 2:
         return None
-    return float(np.polyfit(np.log(lengths[-2:]), np.log(seconds[-2:]), 1)[0])
+    lengths, seconds = zip(*points, strict=True)
+    return float(np.polyfit(np.log(lengths), np.log(seconds), 1)[0])
 
 
 def main() -> None:
@@ -171,16 +194,33 @@ def main() -> None:
     parser.add_argument("--output_dir", type=Path, default=Path("docs/benchmarks"))
     parser.add_argument("--hidden_sizes", nargs="+", type=int, default=[256, 512])
     parser.add_argument("--lengths", nargs="+", type=int, default=[128, 512, 2048])
-    parser.add_argument("--mlk_lengths", nargs="+", type=int, default=[4096], help="Extra lengths for MLK/BERT.")
+    parser.add_argument("--mlk_lengths", nargs="*", type=int, default=[4096], help="Extra lengths for MLK/BERT.")
+    parser.add_argument("--mlk_hidden_sizes", nargs="*", type=int, default=[256], help="Where --mlk_lengths run.")
+    parser.add_argument("--overhead_max_length", type=int, default=512,
+                        help="Measure TransJect's parametrisation share up to this N (a per-step cost, "
+                             "independent of N: longer steps only dilute it).")  # fmt: skip
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
-    parser.add_argument("--max_length_by_model", default="node_transformer=512,transject=2048",
+    parser.add_argument("--max_length_by_model", default="node_transformer=128,transject=2048",
                         help="Skip longer lengths for these models (too slow on a CPU).")  # fmt: skip
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--vocab_size", type=int, default=8000)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--long_repeats", type=int, default=3, help="Repeats for lengths above 512.")
     parser.add_argument("--tolerances", nargs="+", type=float, default=[1e-2, 1e-3, 1e-4, 1e-5])
+    parser.add_argument("--render_only", action="store_true", help="Re-render the .md/.png from the saved JSON.")
+    parser.add_argument("--recount_flops", action="store_true", help="Recount FLOPs/MFU of the saved JSON's rows.")
     args = parser.parse_args()
+    if args.render_only or args.recount_flops:
+        results = json.loads((args.output_dir / "model_benchmark.json").read_text())
+        if args.recount_flops:  # FLOP counts are deterministic: no re-timing needed
+            for r in results["rows"]:
+                r["step_flops"] = training_flops(r["model"], r["hidden"], args.layers, args.vocab_size, r["length"],
+                                                 r["batch"])  # fmt: skip
+                r["mfu"] = r["step_flops"] / r["step_seconds"] / results["matmul_peak_flops"]
+            (args.output_dir / "model_benchmark.json").write_text(json.dumps(results, indent=2) + "\n")
+        render(results, args.output_dir)
+        return
     limits = {k: int(v) for k, v in (item.split("=") for item in args.max_length_by_model.split(",") if item)}
     torch.manual_seed(0)
     peak = matmul_peak()
@@ -188,7 +228,8 @@ def main() -> None:
 
     rows = []
     for hidden in args.hidden_sizes:
-        for length in [*args.lengths, *args.mlk_lengths]:
+        mlk_lengths = args.mlk_lengths if hidden in args.mlk_hidden_sizes else []
+        for length in [*args.lengths, *mlk_lengths]:
             extra = length in args.mlk_lengths and length not in args.lengths
             names = [
                 n for n in args.models if length <= limits.get(n, length) and (not extra or n in ("bert", "mlk_bert"))
@@ -198,7 +239,8 @@ def main() -> None:
             inputs = batch(args.vocab_size, args.batch_size, length)
             models = {n: build(n, hidden, args.layers, args.vocab_size, length, "sdpa") for n in names}
             optimizers = {n: torch.optim.AdamW(m.parameters(), lr=1e-4) for n, m in models.items()}
-            step, infer = interleaved_timings(models, optimizers, inputs, args.repeats)
+            repeats = args.repeats if length <= 512 else args.long_repeats
+            step, infer, memory = interleaved_timings(models, optimizers, inputs, repeats)
             bert_step = statistics.median(step["bert"])
             for name in names:
                 flops = training_flops(name, hidden, args.layers, args.vocab_size, length, args.batch_size)
@@ -209,12 +251,11 @@ def main() -> None:
                     "step_seconds": seconds, "tokens_per_second": args.batch_size * length / seconds,
                     "throughput_vs_bert": bert_step / seconds,
                     "inference_seconds": statistics.median(infer[name]),
-                    "training_state_bytes": state_memory(models[name].train(), inputs),
+                    "training_state_bytes": memory[name],
                     "step_flops": flops, "mfu": flops / seconds / peak,
                 }  # fmt: skip
-                if name == "transject":
-                    overhead = orthogonal_overhead_seconds(models[name], args.repeats)
-                    row["orthogonal_overhead_fraction"] = overhead / seconds
+                if name == "transject" and length <= args.overhead_max_length:
+                    row["orthogonal_overhead_fraction"] = orthogonal_overhead(models[name], inputs, repeats)
                 rows.append(row)
                 print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
 
@@ -224,9 +265,10 @@ def main() -> None:
             points = sorted(
                 (r["length"], r["step_seconds"]) for r in rows if r["model"] == name and r["hidden"] == hidden
             )
-            exponent = fit_exponent([p[0] for p in points], [p[1] for p in points])
+            exponent = fit_exponent(points)
             if exponent is not None:
-                exponents[f"{name}/h{hidden}"] = {"exponent": exponent, "between": [points[-2][0], points[-1][0]]}
+                fitted = [length for length, _ in points if length >= 512]
+                exponents[f"{name}/h{hidden}"] = {"exponent": exponent, "lengths": fitted}
 
     ode = node_tolerance_sweep(args)
     results = {
@@ -239,7 +281,7 @@ def main() -> None:
     }
     args.output_dir.mkdir(parents=True, exist_ok=True)
     (args.output_dir / "model_benchmark.json").write_text(json.dumps(results, indent=2) + "\n")
-    plot(results, args.output_dir / "model_benchmark.png")
+    render(results, args.output_dir)
     print(json.dumps({"exponents": exponents, "node_transformer": ode}, indent=2))
 
 
@@ -263,6 +305,52 @@ def node_tolerance_sweep(args: argparse.Namespace, hidden: int = 256, length: in
                 "seconds_per_nfe": seconds / nfe, "per_nfe_vs_vanilla_block": seconds / nfe / block,
             })  # fmt: skip
     return {"hidden": hidden, "length": length, "vanilla_block_seconds": block, "sweep": sweep}
+
+
+def render(results: dict, output_dir: Path) -> None:
+    (output_dir / "model_benchmark.md").write_text(markdown(results))
+    plot(results, output_dir / "model_benchmark.png")
+
+
+def markdown(results: dict) -> str:
+    """The README tables: one row per model × hidden × length, then exponents, N-ODE and TransJect."""
+    lines = [
+        f"`python {results['command']}` — {results['threads']} threads, fp32 matmul peak "
+        f"{results['matmul_peak_flops'] / 1e9:.0f} GFLOP/s; batch {results['rows'][0]['batch']}, medians.",
+        "",
+        "| hidden | N | model | parameters | train tokens/s | × BERT | inference ms | training state MiB | MFU |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in results["rows"]:
+        lines.append(
+            f"| {r['hidden']} | {r['length']} | {r['model']} | {r['parameters'] / 1e6:.2f} M | "
+            f"{r['tokens_per_second']:,.0f} | {r['throughput_vs_bert']:.2f} | {1000 * r['inference_seconds']:,.0f} | "
+            f"{r['training_state_bytes'] / 2**20:,.0f} | {100 * r['mfu']:.0f}% |"
+        )
+    lines += ["", "| step-time exponent in N | lengths | exponent |", "|---|---|---:|"]
+    for key, value in results["exponents"].items():
+        lines.append(f"| {key} | {', '.join(map(str, value['lengths']))} | {value['exponent']:.2f} |")
+    ode = results["node_transformer"]
+    lines += [
+        "",
+        f"N-ODE (hidden {ode['hidden']}, N = {ode['length']}, inference; one vanilla block "
+        f"{1000 * ode['vanilla_block_seconds']:.1f} ms):",
+        "",
+        "| rtol = atol | NFE (all blocks) | forward ms | ms per NFE | per NFE / vanilla block |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for point in ode["sweep"]:
+        lines.append(
+            f"| {point['tolerance']:g} | {point['nfe_total']} | {1000 * point['forward_seconds']:,.0f} | "
+            f"{1000 * point['seconds_per_nfe']:.1f} | {point['per_nfe_vs_vanilla_block']:.2f} |"
+        )
+    lines += ["", "| TransJect: orthogonal parametrisation share of a step | hidden | N | cayley | matrix_exp |"]
+    lines.append("|---|---:|---:|---:|---:|")
+    for r in results["rows"]:
+        if "orthogonal_overhead_fraction" in r:
+            cayley, matrix_exp = (100 * r["orthogonal_overhead_fraction"][m] for m in ("cayley", "matrix_exp"))
+            lines.append(f"| | {r['hidden']} | {r['length']} | {cayley:.0f}% | {matrix_exp:.0f}% |")
+    return "\n".join(lines) + "\n"
 
 
 def plot(results: dict, path: Path) -> None:

@@ -41,14 +41,15 @@ def job_argv(args: argparse.Namespace, model: str, task: str, seed: int, random_
     argv = [
         "--model_name_or_path", str(args.pretrained_dir / model), "--task_name", task,
         "--glue_dir", str(args.glue_dir), "--do_train", "--do_eval",
-        "--max_train_samples", str(args.max_train_samples), "--max_eval_samples", str(args.max_eval_samples),
-        "--max_seq_length", str(args.max_seq_length),
+        "--max_train_samples", str(args.max_train_samples), "--max_seq_length", str(args.max_seq_length),
         "--no_pad_to_max_length", "--per_device_train_batch_size", str(args.batch_size),
         "--per_device_eval_batch_size", "64", "--learning_rate", str(args.learning_rate),
         "--num_train_epochs", str(args.num_train_epochs), "--warmup_steps", "0.1", "--weight_decay", "0.01",
         "--seed", str(seed), "--save_strategy", "no", "--report_to", "none", "--disable_tqdm", "true",
         "--log_level", "warning", "--dataloader_pin_memory", "false", "--output_dir", str(output_dir),
     ]  # fmt: skip
+    if args.max_eval_samples is not None:
+        argv += ["--max_eval_samples", str(args.max_eval_samples)]
     if random_init:
         argv.append("--random_init")
     if model in args.overrides:
@@ -105,9 +106,9 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=list(MODELS))
     parser.add_argument("--tasks", nargs="+", default=["sst2", "cola", "mrpc", "rte", "stsb"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
-    parser.add_argument("--max_train_samples", type=int, default=500)
-    parser.add_argument("--num_train_epochs", type=float, default=1)
-    parser.add_argument("--max_eval_samples", type=int, default=500, help="The first N dev examples.")
+    parser.add_argument("--max_train_samples", type=int, default=1000)
+    parser.add_argument("--num_train_epochs", type=float, default=2)
+    parser.add_argument("--max_eval_samples", type=int, help="The first N dev examples (default: all).")
     parser.add_argument("--max_seq_length", type=int, default=64)
     parser.add_argument("--batch_size", type=int, default=16)
     parser.add_argument("--learning_rate", type=float, default=5e-4)
@@ -119,14 +120,17 @@ def main() -> None:
         "--summarize_only", action="store_true", help="Tabulate the finished cells (every seed done), run nothing."
     )
     args = parser.parse_args()
-    args.overrides = {"node_transformer": f"rtol={args.node_tolerance},atol={args.node_tolerance}"}
+    args.overrides = {
+        "node_transformer": f"rtol={args.node_tolerance},atol={args.node_tolerance}",
+        "transject": "orthogonal_map=cayley",  # checkpoints trained with matrix_exp load exactly, then switch
+    }
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-    jobs = {}
-    for seed in args.seeds:
-        for task in args.tasks:
-            for model in args.models:
+    jobs = {}  # task by task, so that an interrupted grid leaves whole tasks finished
+    for task in args.tasks:
+        for model in args.models:
+            for seed in args.seeds:
                 for random_init in (False, True):
                     output_dir, argv = job_argv(args, model, task, seed, random_init)
                     key = (model, "random" if random_init else "pretrained", task)

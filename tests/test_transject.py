@@ -11,6 +11,7 @@ import pytest
 import torch
 from torch.nn.utils import parametrize
 from torch.nn.utils.parametrizations import _Orthogonal
+from transformers import AutoModelForMaskedLM
 
 from hf_variants import transject
 from hf_variants.transject import (
@@ -100,9 +101,10 @@ def test_position_code_is_recomputed_after_loading(tmp_path) -> None:
     torch.testing.assert_close(loaded.embeddings(input_ids=ids)[..., 8:], code)
 
 
-def test_orthogonal_after_training_and_after_save_load(tmp_path) -> None:
+@pytest.mark.parametrize("orthogonal_map", ["cayley", "matrix_exp"])
+def test_orthogonal_after_training_and_after_save_load(tmp_path, orthogonal_map: str) -> None:
     torch.manual_seed(0)
-    config = small_config(num_labels=2)
+    config = small_config(num_labels=2, orthogonal_map=orthogonal_map)
     model = TransJectForSequenceClassification(config).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=5e-2)
     inputs = make_inputs(config, batch=4)
@@ -121,6 +123,45 @@ def test_orthogonal_after_training_and_after_save_load(tmp_path) -> None:
     assert_orthogonal(loaded)
     for name, weight in orthogonal_matrices(loaded).items():
         assert torch.equal(weight, after[name]), name
+
+
+def test_switching_the_orthogonal_map_keeps_the_trained_function(tmp_path) -> None:
+    torch.manual_seed(0)
+    config = small_config(orthogonal_map="matrix_exp")
+    model = TransJectForMaskedLM(config).train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=5e-2)
+    inputs = make_inputs(config, batch=4)
+    for _ in range(5):
+        model(**inputs, labels=inputs["input_ids"]).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    model.eval()
+    with torch.no_grad():
+        before = model(**inputs).logits
+    matrices = orthogonal_matrices(model)
+    model.set_orthogonal_map("cayley")
+    assert model.config.orthogonal_map == "cayley"
+    maps = {str(m.parametrizations.weight[0].orthogonal_map) for m in model.modules() if hasattr(m, "parametrizations")}
+    assert maps == {"_OrthMaps.cayley"}
+    for name, weight in orthogonal_matrices(model).items():
+        torch.testing.assert_close(weight, matrices[name], atol=1e-6, rtol=0)
+    with torch.no_grad():
+        torch.testing.assert_close(model(**inputs).logits, before, atol=1e-5, rtol=1e-5)
+    model.save_pretrained(tmp_path)
+    loaded = TransJectForMaskedLM.from_pretrained(tmp_path).eval()
+    assert loaded.config.orthogonal_map == "cayley"
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(**inputs).logits, before, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="orthogonal_map must be one of"):
+        model.set_orthogonal_map("svd")
+    # Loading with another map than the checkpoint's (kwarg or config override) switches exactly.
+    for loaded in (
+        TransJectForMaskedLM.from_pretrained(tmp_path, orthogonal_map="matrix_exp"),
+        AutoModelForMaskedLM.from_pretrained(tmp_path, config=small_config(orthogonal_map="matrix_exp")),
+    ):
+        assert loaded.config.orthogonal_map == "matrix_exp"
+        with torch.no_grad():
+            torch.testing.assert_close(loaded.eval()(**inputs).logits, before, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("alpha", [0.95, -0.95])

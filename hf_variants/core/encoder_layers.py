@@ -153,9 +153,10 @@ class SublayerConnection(nn.Module):
     def forward(
         self, hidden_states: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor], scale: float = 1.0
     ) -> torch.Tensor:
+        # torch.add's alpha fuses the step size into the residual add (no separate multiply)
         if self.pre_norm:
-            return hidden_states + scale * self.dropout(sublayer(self.LayerNorm(hidden_states)))
-        return self.LayerNorm(hidden_states + scale * self.dropout(sublayer(hidden_states)))
+            return torch.add(hidden_states, self.dropout(sublayer(self.LayerNorm(hidden_states))), alpha=scale)
+        return self.LayerNorm(torch.add(hidden_states, self.dropout(sublayer(hidden_states)), alpha=scale))
 
 
 class Pooler(nn.Module):

@@ -44,7 +44,13 @@ class TransJectConfig(EncoderConfig):
             ``1.5x + r``, ``1.5x − r``, ``4r`` or ``x`` with probability ¼ each (expectation ``x + r``).
         entropic_eval: ``"expectation"`` (default: deterministic predictions, ``x + r``) or
             ``"sample"`` (authors' code: keeps sampling at evaluation).
-        orthogonal_map: Map of ``torch.nn.utils.parametrizations.orthogonal`` (``"matrix_exp"``).
+        orthogonal_map: Map of ``torch.nn.utils.parametrizations.orthogonal``: ``"cayley"`` (default:
+            ``Q = B (I + A)⁻¹(I − A)``, one d × d solve forward and backward) or ``"matrix_exp"``
+            (torch's default, hence the authors' code: ``Q = B exp(A)``, whose backward is a 2d × 2d
+            exponential whose degree grows with the weights: several times the cost, and the largest
+            part of a TransJect step; ``scripts/benchmark.py`` measures both). Both give orthogonal
+            matrices; the paper does not fix the parametrisation. ``model.set_orthogonal_map``
+            switches a trained model exactly.
         use_token_type_embeddings: Add token-type embeddings to the token half of the input (our
             addition for sentence pairs; off by default, as in the paper).
         pooling: ``"mean"`` (default; the authors' classifiers mean-pool, and with tokens mixed only
@@ -63,7 +69,7 @@ class TransJectConfig(EncoderConfig):
         expert_weights: str = "constant",
         entropic: bool = False,
         entropic_eval: str = "expectation",
-        orthogonal_map: str = "matrix_exp",
+        orthogonal_map: str = "cayley",
         use_token_type_embeddings: bool = False,
         pooling: str = "mean",
         hidden_size: int = 512,

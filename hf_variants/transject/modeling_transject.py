@@ -14,12 +14,13 @@ representations are preserved within a bound (paper §3, Theorems 1–2).
 
 Each layer is therefore ``(1 + |s|)²``-Lipschitz and ``(1 − |s|)²``-co-Lipschitz; with ``|s| < 1/L``
 the L-layer encoder stays within ``[(1 − 1/L)^{2L}, e²]`` (Theorem 2). Orthogonal matrices come from
-``torch.nn.utils.parametrizations.orthogonal`` and are computed once per forward pass
-(``parametrize.cached()``).
+``torch.nn.utils.parametrizations.orthogonal`` (Cayley map by default, ``config.orthogonal_map``) and
+are computed once per forward pass (``parametrize.cached()``).
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import ClassVar
 
@@ -42,7 +43,9 @@ from ..core.modeling_encoder import (
     EncoderPreTrainedModel,
     LayerInputs,
 )
-from .configuration_transject import TransJectConfig
+from .configuration_transject import ORTHOGONAL_MAPS, TransJectConfig
+
+HUB_KWARGS = ("cache_dir", "force_download", "proxies", "token", "local_files_only", "revision", "subfolder")
 
 
 def sinusoidal_positions(position_ids: torch.Tensor, width: int, dtype: torch.dtype) -> torch.Tensor:
@@ -228,7 +231,7 @@ class TransJectPreTrainedModel(EncoderPreTrainedModel):
     def _init_weights(self, module: nn.Module) -> None:
         super()._init_weights(module)
         if parametrize.is_parametrized(module, "weight"):
-            # weight = base @ exp(skew(original)): a random orthogonal base and a zero offset.
+            # weight = base @ map(skew(original)): a random orthogonal base and a zero offset.
             init.orthogonal_(module.parametrizations.weight[0].base)
             init.zeros_(module.parametrizations.weight.original)
         if isinstance(module, TransJectLayer):
@@ -237,6 +240,41 @@ class TransJectPreTrainedModel(EncoderPreTrainedModel):
                 init.zeros_(module.expert_logits)
         if isinstance(module, EigenvalueEstimator) and module.random_eigenvalues is not None:
             init.uniform_(module.random_eigenvalues, -1.0, 1.0)
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
+        """``from_pretrained`` that honours a requested ``orthogonal_map`` exactly: the stored weights
+        are parametrised with the checkpoint's map (the same tensors under another map would be
+        other matrices), so the model is loaded with that map and then switched."""
+        config = kwargs.get("config")
+        requested = kwargs.pop("orthogonal_map", None) or getattr(config, "orthogonal_map", None)
+        if requested is None:
+            return super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+        hub = {key: kwargs[key] for key in HUB_KWARGS if key in kwargs}
+        saved = cls.config_class.get_config_dict(pretrained_model_name_or_path, **hub)[0]
+        saved_map = saved.get("orthogonal_map", requested)
+        if saved_map != requested and config is not None:
+            kwargs["config"] = copy.deepcopy(config)
+            kwargs["config"].orthogonal_map = saved_map
+        elif saved_map != requested:
+            kwargs["orthogonal_map"] = saved_map
+        model = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+        if saved_map != requested:
+            model.set_orthogonal_map(requested)
+        return model
+
+    def set_orthogonal_map(self, orthogonal_map: str) -> None:
+        """Re-parametrise every orthogonal weight with another map without changing the function:
+        each current matrix Q becomes the new parametrisation's base (``right_inverse``), so a
+        checkpoint trained with ``matrix_exp`` continues with ``cayley`` (or back) from the same
+        weights. Updates ``config.orthogonal_map``."""
+        if orthogonal_map not in ORTHOGONAL_MAPS:
+            raise ValueError(f"orthogonal_map must be one of {ORTHOGONAL_MAPS}, got {orthogonal_map!r}.")
+        for module in list(self.modules()):
+            if parametrize.is_parametrized(module, "weight"):
+                parametrize.remove_parametrizations(module, "weight", leave_parametrized=True)
+                orthogonal(module, orthogonal_map=orthogonal_map)
+        self.config.orthogonal_map = orthogonal_map
 
 
 class TransJectModel(TransJectPreTrainedModel, EncoderModel):

@@ -1,0 +1,55 @@
+"""scripts/benchmark.py: its FLOP extrapolation, exponent fit and a tiny end-to-end run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from torch.utils.flop_counter import FlopCounterMode
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import benchmark  # noqa: E402
+
+
+@pytest.mark.parametrize("name", ["bert", "transject", "mlk_bert"])
+def test_flops_extrapolated_from_batches_of_one_and_two_equal_the_direct_count(name: str) -> None:
+    model = benchmark.build(name, 64, 2, 100, 32, "eager").train()
+    with FlopCounterMode(display=False) as counter:
+        model(**benchmark.batch(100, 5, 32)).loss.backward()
+    assert benchmark.training_flops(name, 64, 2, 100, 32, 5) == counter.get_total_flops()
+
+
+def test_exponent_fit_recovers_a_power_law_from_512_up() -> None:
+    points = [(128, 99.0), *((n, 3e-4 * n**1.5) for n in (512, 2048, 4096))]  # 128 is left out
+    assert benchmark.fit_exponent(points) == pytest.approx(1.5)
+    assert benchmark.fit_exponent([(128, 1.0), (512, 2.0)]) is None
+
+
+def test_tiny_run_writes_consistent_json_and_tables(tmp_path) -> None:
+    command = [
+        sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--output_dir", str(tmp_path),
+        "--hidden_sizes", "64", "--lengths", "16", "32", "--mlk_lengths", "--repeats", "1",
+        "--long_repeats", "1", "--tolerances", "1e-2", "--vocab_size", "100", "--layers", "2",
+    ]  # fmt: skip
+    subprocess.run(command, check=True, capture_output=True, text=True, cwd=ROOT)
+    results = json.loads((tmp_path / "model_benchmark.json").read_text())
+    rows = results["rows"]
+    assert {r["model"] for r in rows} == set(benchmark.MODELS)
+    assert {r["length"] for r in rows if r["model"] == "node_transformer"} == {16, 32}
+    for row in rows:
+        assert row["mfu"] == pytest.approx(row["step_flops"] / row["step_seconds"] / results["matmul_peak_flops"])
+        assert row["tokens_per_second"] == pytest.approx(row["batch"] * row["length"] / row["step_seconds"])
+        if row["model"] == "bert":
+            assert row["throughput_vs_bert"] == 1.0
+        if row["model"] == "transject":
+            assert set(row["orthogonal_overhead_fraction"]) == {"cayley", "matrix_exp"}
+    sweep = results["node_transformer"]["sweep"]
+    assert [p["tolerance"] for p in sweep] == [1e-2] and sweep[0]["nfe_total"] >= 6
+    table = (tmp_path / "model_benchmark.md").read_text()
+    assert sum(line.startswith("| 64 | 32 |") for line in table.splitlines()) == len(benchmark.MODELS)
+    assert (tmp_path / "model_benchmark.png").stat().st_size > 0
