@@ -154,6 +154,18 @@ def matmul_peak(size: int = 4096, repeats: int = 5) -> float:
     return 2 * size**3 / best
 
 
+def profile_step(name: str, hidden: int, length: int, args: argparse.Namespace) -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    model = build(name, hidden, args.layers, args.vocab_size, length, "sdpa").train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    inputs = batch(args.vocab_size, args.batch_size, length)
+    train_step(model, optimizer, inputs)  # warm-up
+    with profile(activities=[ProfilerActivity.CPU]) as profiler:
+        train_step(model, optimizer, inputs)
+    print(profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=15))
+
+
 def twin(model: torch.nn.Module) -> torch.nn.Module:
     clone = AutoModelForMaskedLM.from_config(copy.deepcopy(model.config))
     clone.load_state_dict(model.state_dict())
@@ -210,7 +222,13 @@ def main() -> None:
     parser.add_argument("--tolerances", nargs="+", type=float, default=[1e-2, 1e-3, 1e-4, 1e-5])
     parser.add_argument("--render_only", action="store_true", help="Re-render the .md/.png from the saved JSON.")
     parser.add_argument("--recount_flops", action="store_true", help="Recount FLOPs/MFU of the saved JSON's rows.")
+    parser.add_argument("--profile", metavar="MODEL,HIDDEN,N",
+                        help="Print torch.profiler's top operators of one training step there, then exit.")  # fmt: skip
     args = parser.parse_args()
+    if args.profile:
+        name, hidden, length = args.profile.split(",")
+        profile_step(name, int(hidden), int(length), args)
+        return
     if args.render_only or args.recount_flops:
         results = json.loads((args.output_dir / "model_benchmark.json").read_text())
         if args.recount_flops:  # FLOP counts are deterministic: no re-timing needed
