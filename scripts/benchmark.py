@@ -33,8 +33,8 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
+from benchmark_attention import fit_exponent as slope_between
 from torch.utils.flop_counter import FlopCounterMode
 from transformers import AutoConfig, AutoModelForMaskedLM, BertConfig, BertForMaskedLM
 
@@ -193,12 +193,12 @@ def orthogonal_overhead(model: torch.nn.Module, inputs: dict, repeats: int) -> d
 
 
 def fit_exponent(points: list[tuple[int, float]], shortest: int = 512) -> float | None:
-    """Least-squares slope of log(step time) against log(N) over the lengths ≥ ``shortest``."""
-    points = [(length, seconds) for length, seconds in points if length >= shortest]
-    if len(points) < 2:
+    """Least-squares slope of log(step time) against log(N) over the lengths ≥ ``shortest`` (the
+    attention benchmark's fit), or None with fewer than two such lengths."""
+    lengths = [length for length, _ in points if length >= shortest]
+    if len(lengths) < 2:
         return None
-    lengths, seconds = zip(*points, strict=True)
-    return float(np.polyfit(np.log(lengths), np.log(seconds), 1)[0])
+    return slope_between([n for n, _ in points], [t for _, t in points], shortest, max(lengths))
 
 
 def main() -> None:
