@@ -8,14 +8,16 @@ seeds, and tabulate dev scores (README "Fine-tuning on GLUE").
 
 Every run is ``hf_variants.training.run_glue`` (the command is stored in each ``results.json``),
 ``--workers`` runs at a time with one CPU thread each; finished runs are skipped when the command is
-repeated, so an interrupted grid continues. Writes ``summary.json`` and ``summary.md`` (mean ± sample
-standard deviation over seeds, and how many seeds pretraining beat the control on).
+repeated, so an interrupted grid continues (a run made with other settings in the same folder is an
+error, not reused). Writes ``summary.json`` and ``summary.md`` (mean ± sample standard deviation over
+seeds, and how many seeds pretraining beat the control on).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -57,20 +59,60 @@ def job_argv(args: argparse.Namespace, model: str, task: str, seed: int, random_
     return output_dir, argv
 
 
+def finished(output_dir: Path, argv: list[str]) -> bool:
+    """Whether ``output_dir`` holds this exact run's results; results of another command are an error, not a
+    silent reuse (a grid repeated with other settings into the same ``--output_dir``)."""
+    results = output_dir / "results.json"
+    if not results.is_file():
+        return False
+    command, expected = json.loads(results.read_text()).get("command"), " ".join(["run_glue.py", *argv])
+    if command != expected:
+        raise SystemExit(
+            f"{output_dir} holds a run made with another command:\n  {command}\nthis grid would run:\n  {expected}\n"
+            "Choose another --output_dir for other settings, or delete that run to redo it."
+        )
+    return True
+
+
 def summarize(args: argparse.Namespace, runs: dict[tuple[str, str, str], list[dict]]) -> dict:
+    """Mean ± sample std (``None`` below 2 scores) per (model, init, task) over the seeds whose score is
+    defined: a correlation of constant predictions is NaN (``hf_variants.glue.metrics``), counted in
+    ``undefined_seeds`` and stored as ``null``, never averaged in."""
     table: dict[str, dict] = {}
     for (model, init, task), results in sorted(runs.items()):
         metric = get_task(task).headline_metric
         scores = [100 * r["eval"]["validation"][metric] for r in results]
+        defined = [score for score in scores if not math.isnan(score)]
         table.setdefault(f"{model}/{init}", {})[task] = {
             "metric": metric,
-            "mean": statistics.mean(scores),
-            "std": statistics.stdev(scores) if len(scores) > 1 else 0.0,
+            "mean": statistics.mean(defined) if defined else None,
+            "std": statistics.stdev(defined) if len(defined) > 1 else None,
+            "undefined_seeds": len(scores) - len(defined),
             "seeds": [r["seed"] for r in results],
-            "scores": scores,
+            "scores": [None if math.isnan(score) else score for score in scores],
             "train_seconds": statistics.mean(r["train"]["train_runtime"] for r in results),
         }
     return table
+
+
+def score_cell(cell: dict | None) -> str:
+    if cell is None:
+        return "–"
+    undefined = cell["undefined_seeds"]
+    if cell["mean"] is None:
+        return "undefined†"
+    text = f"{cell['mean']:.1f}" + ("" if cell["std"] is None else f" ± {cell['std']:.1f}")
+    return text + (f" ({undefined} undefined†)" if undefined else "")
+
+
+def wins_cell(pretrained: dict | None, random: dict | None) -> str:
+    """Seeds on which pretraining scored higher, out of the seeds where both scores are defined."""
+    if pretrained is None or random is None:
+        return "–"
+    control = dict(zip(random["seeds"], random["scores"], strict=True))
+    pairs = [(score, control[seed]) for seed, score in zip(pretrained["seeds"], pretrained["scores"], strict=True)]
+    compared = [(score, other) for score, other in pairs if score is not None and other is not None]
+    return f"{sum(score > other for score, other in compared)}/{len(compared)}" if compared else "–†"
 
 
 def markdown(args: argparse.Namespace, table: dict) -> str:
@@ -79,26 +121,22 @@ def markdown(args: argparse.Namespace, table: dict) -> str:
     for model in args.models:
         for init in ("pretrained", "random"):
             row = table.get(f"{model}/{init}", {})
-            cells = [f"{row[t]['mean']:.1f} ± {row[t]['std']:.1f}" if t in row else "–" for t in args.tasks]
-            lines.append(f"| {model} | {init} | " + " | ".join(cells) + " |")
+            lines.append(f"| {model} | {init} | " + " | ".join(score_cell(row.get(t)) for t in args.tasks) + " |")
     lines += ["", "Seeds on which pretraining beat random initialisation (paired by seed):", ""]
     lines.append("| model | " + " | ".join(args.tasks) + " |")
     lines.append("|---|" + "---:|" * len(args.tasks))
     for model in args.models:
-        cells = []
-        for task in args.tasks:
-            pre, ran = table.get(f"{model}/pretrained", {}).get(task), table.get(f"{model}/random", {}).get(task)
-            if pre is None or ran is None:
-                cells.append("–")
-                continue
-            pairs = dict(zip(ran["seeds"], ran["scores"], strict=True))
-            wins = sum(score > pairs[seed] for seed, score in zip(pre["seeds"], pre["scores"], strict=True))
-            cells.append(f"{wins}/{len(pre['seeds'])}")
-        lines.append(f"| {model} | " + " | ".join(cells) + " |")
+        pretrained, random = table.get(f"{model}/pretrained", {}), table.get(f"{model}/random", {})
+        lines.append(
+            f"| {model} | " + " | ".join(wins_cell(pretrained.get(t), random.get(t)) for t in args.tasks) + " |"
+        )
+    if any(cell["undefined_seeds"] for row in table.values() for cell in row.values()):
+        lines += ["", "† The model predicted one constant score for the whole dev set: its correlation is "
+                  "undefined (NaN), and such seeds are left out of the mean and of the pairing."]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pretrained_dir", type=Path, default=Path("runs/pretrain-wikitext2"))
     parser.add_argument("--glue_dir", type=Path, default=Path("../shared/data/glue"))
@@ -119,11 +157,17 @@ def main() -> None:
     parser.add_argument(
         "--summarize_only", action="store_true", help="Tabulate the finished cells (every seed done), run nothing."
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     args.overrides = {
         "node_transformer": f"rtol={args.node_tolerance},atol={args.node_tolerance}",
         "transject": "orthogonal_map=cayley",  # checkpoints trained with matrix_exp load exactly, then switch
     }
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -132,10 +176,9 @@ def main() -> None:
         for model in args.models:
             for seed in args.seeds:
                 for random_init in (False, True):
-                    output_dir, argv = job_argv(args, model, task, seed, random_init)
                     key = (model, "random" if random_init else "pretrained", task)
-                    jobs.setdefault(key, []).append((output_dir, argv))
-    pending = [(d, a) for runs in jobs.values() for d, a in runs if not (d / "results.json").is_file()]
+                    jobs.setdefault(key, []).append(job_argv(args, model, task, seed, random_init))
+    pending = [(d, a) for runs in jobs.values() for d, a in runs if not finished(d, a)]
     print(f"{sum(len(v) for v in jobs.values())} runs, {len(pending)} to do.", flush=True)
     if args.summarize_only:
         pending = []
@@ -147,11 +190,12 @@ def main() -> None:
             score = result["eval"]["validation"][get_task(result["task"]).headline_metric]
             print(f"[{done}/{len(pending)}] {output_dir}: {score:.4f}", flush=True)
 
-    complete = {key: value for key, value in jobs.items() if all((d / "results.json").is_file() for d, _ in value)}
+    complete = {key: value for key, value in jobs.items() if all(finished(d, a) for d, a in value)}
     runs = {key: [json.loads((d / "results.json").read_text()) for d, _ in value] for key, value in complete.items()}
     table = summarize(args, runs)
-    settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
-    summary = {"command": " ".join(["scripts/glue_comparison.py", *sys.argv[1:]]), "settings": settings,
+    settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "summarize_only"}
+    grid_argv = [a for a in argv if a != "--summarize_only"]  # the table is the grid's, however written
+    summary = {"command": " ".join(["scripts/glue_comparison.py", *grid_argv]), "settings": settings,
                "results": table}  # fmt: skip
     (args.output_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     text = markdown(args, table)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import evaluate
@@ -170,6 +171,17 @@ def test_metrics_on_hand_computed_cases() -> None:
     assert compute_glue_metrics("rte", [0, 1, 1], [0, 1, 0]) == {"accuracy": pytest.approx(2 / 3)}
     with pytest.raises(ValueError, match="2 predictions for 3 references"):
         compute_glue_metrics("sst2", [0, 1], [0, 1, 1])
+
+
+def test_correlations_of_a_constant_predictor_are_undefined_and_said(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="hf_variants.glue.metrics"):
+        stsb = compute_glue_metrics("stsb", [2.5, 2.5, 2.5], [1.0, 2.0, 4.5])
+    assert math.isnan(stsb["pearson"]) and math.isnan(stsb["spearmanr"]) and math.isnan(stsb["combined_score"])
+    assert "All 3 predictions are equal (2.5)" in caplog.text
+    # a constant classifier has Matthews correlation 0 (scikit-learn's convention, which GLUE uses)
+    assert compute_glue_metrics("cola", [1, 1, 1], [1, 0, 1])["matthews_correlation"] == 0.0
+    with pytest.raises(ValueError, match="No examples to score for sst2"):
+        compute_glue_metrics("sst2", [], [])
 
 
 def test_evaluate_module_works_offline() -> None:

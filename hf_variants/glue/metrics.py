@@ -3,14 +3,22 @@
 CoLA: Matthews correlation; STS-B: Pearson and Spearman correlation; MRPC and QQP: accuracy and F1
 of the positive class; every other task: accuracy. ``combined_score`` is the mean of a task's metrics
 when it has more than one, as transformers' run_glue reports.
+
+Correlations of a constant predictor: Matthews correlation is 0 (scikit-learn's convention, which
+GLUE's metric uses); Pearson and Spearman are undefined and reported as NaN (scipy's answer, which
+GLUE's metric returns), with a warning that says why.
 """
 
 from __future__ import annotations
+
+import logging
 
 import numpy as np
 from scipy import stats
 
 from .tasks import get_task
+
+logger = logging.getLogger(__name__)
 
 
 def accuracy(predictions: np.ndarray, references: np.ndarray) -> float:
@@ -32,17 +40,31 @@ def matthews_correlation(predictions: np.ndarray, references: np.ndarray) -> flo
     return 0.0 if denominator == 0 else float((tp * tn - fp * fn) / denominator)
 
 
+def correlations(predictions: np.ndarray, references: np.ndarray) -> dict[str, float]:
+    """Pearson and Spearman correlation; NaN (with a warning) when either side is constant."""
+    for side, values in (("predictions", predictions), ("references", references)):
+        if np.ptp(values) == 0:
+            logger.warning(
+                f"All {len(values)} {side} are equal ({float(values.flat[0]):.4g}): Pearson and Spearman "
+                "correlations are undefined and reported as NaN."
+            )
+            return {"pearson": float("nan"), "spearmanr": float("nan")}
+    return {
+        "pearson": float(stats.pearsonr(predictions, references)[0]),
+        "spearmanr": float(stats.spearmanr(predictions, references)[0]),
+    }
+
+
 def compute_glue_metrics(task_name: str, predictions, references) -> dict[str, float]:
     """The task's metrics for class predictions (or scores for STS-B) against references."""
     task = get_task(task_name)
     predictions, references = np.asarray(predictions), np.asarray(references)
     if predictions.shape != references.shape:
         raise ValueError(f"{len(predictions)} predictions for {len(references)} references.")
+    if references.size == 0:
+        raise ValueError(f"No examples to score for {task.name}.")
     if task.is_regression:
-        result = {
-            "pearson": float(stats.pearsonr(predictions, references)[0]),
-            "spearmanr": float(stats.spearmanr(predictions, references)[0]),
-        }
+        result = correlations(predictions, references)
     elif task.name == "cola":
         result = {"matthews_correlation": matthews_correlation(predictions, references)}
     elif "f1" in task.metrics:
