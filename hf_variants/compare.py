@@ -205,7 +205,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pretrain_batch_size", type=int, default=16)
     parser.add_argument("--pretrain_learning_rate", type=float, default=1e-3)
     parser.add_argument("--max_pretrain_eval_samples", type=int, default=256)
-    parser.add_argument("--finetune_steps", type=int, default=150)
+    parser.add_argument("--finetune_steps", type=int, default=600)
     parser.add_argument("--finetune_batch_size", type=int, default=32)
     parser.add_argument("--finetune_learning_rate", type=float, default=5e-4)
     parser.add_argument("--analysis_sentences", type=int, default=32)

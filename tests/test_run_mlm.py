@@ -16,6 +16,7 @@ from safetensors.torch import load_file
 from transformers import AutoModelForMaskedLM, AutoTokenizer, pipeline
 
 from hf_variants.synthetic import synthetic_sentences
+from hf_variants.tokenization import train_wordpiece_tokenizer
 from hf_variants.training import run_mlm, train_tokenizer
 
 from .helpers import REPO_ROOT
@@ -108,6 +109,14 @@ def test_resume_continues_exactly(corpus: Path, tokenizer_dir: Path, tmp_path: P
         assert loss == uninterrupted[step], (step, loss, uninterrupted[step])
     a, b = load_file(full / "model.safetensors"), load_file(resumed / "model.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+    other = tmp_path / "other-tokenizer"  # same size, another corpus: other ids for the same rows
+    train_wordpiece_tokenizer(
+        [line[::-1] for line in corpus.read_text().splitlines()], 120, min_frequency=1
+    ).save_pretrained(other)
+    with pytest.raises(ValueError, match="checkpoint-4 was trained with another vocabulary"):
+        run_mlm.main(mlm_args(corpus, other, tmp_path / "wrong", "macaron_bert", *common,
+                              "--resume_from_checkpoint", str(full / "checkpoint-4")))  # fmt: skip
 
 
 def test_sparse_prediction_trains_like_dense(corpus: Path, tokenizer_dir: Path, tmp_path: Path) -> None:

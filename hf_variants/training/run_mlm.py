@@ -283,6 +283,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         args.text_column, args.validation_split_percentage, args.seed,
     )  # fmt: skip
     tokenizer = build_tokenizer(args, corpus)
+    if args.resume_from_checkpoint is not None:
+        check_checkpoint_tokenizer(args.resume_from_checkpoint, tokenizer)
     if tokenizer.model_max_length < args.max_seq_length:
         tokenizer.model_max_length = args.max_seq_length
     with accelerator.main_process_first():
@@ -393,7 +395,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                     ),
                 )
             if args.checkpointing_steps and state["global_step"] % args.checkpointing_steps == 0:
-                save_checkpoint(accelerator, args.output_dir / f"checkpoint-{state['global_step']}", state)
+                save_checkpoint(accelerator, args.output_dir / f"checkpoint-{state['global_step']}", state, tokenizer)
             over_budget = args.time_budget_seconds is not None and state["train_seconds"] >= args.time_budget_seconds
             stop = state["global_step"] >= max_steps or bool(
                 accelerator.reduce(torch.tensor(float(over_budget), device=accelerator.device), reduction="max")
@@ -430,11 +432,22 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     return results
 
 
-def save_checkpoint(accelerator: Accelerator, directory: Path, state: dict) -> None:
+def save_checkpoint(accelerator: Accelerator, directory: Path, state: dict, tokenizer: PreTrainedTokenizerBase) -> None:
     accelerator.save_state(str(directory))
     if accelerator.is_main_process:
         (directory / STATE_FILE).write_text(json.dumps(state) + "\n")
+        tokenizer.save_pretrained(directory / "tokenizer")
     accelerator.wait_for_everyone()
+
+
+def check_checkpoint_tokenizer(checkpoint: Path, tokenizer: PreTrainedTokenizerBase) -> None:
+    """A checkpoint resumes only with the vocabulary it was trained with (ids are rows of its embeddings)."""
+    saved = checkpoint / "tokenizer"
+    if saved.is_dir() and AutoTokenizer.from_pretrained(saved).get_vocab() != tokenizer.get_vocab():
+        raise ValueError(
+            f"{checkpoint} was trained with another vocabulary than this run's tokenizer; resume with "
+            f"--tokenizer_name {saved} (and without --train_tokenizer_vocab_size)."
+        )
 
 
 def export_if_asked(args: argparse.Namespace, model, tokenizer, results: dict) -> None:
