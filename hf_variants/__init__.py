@@ -3,7 +3,8 @@
 ``import hf_variants`` registers every variant with the transformers Auto classes.
 """
 
-from . import macaron_bert, mgk_bert, node_transformer, transject
+from . import bert_control, macaron_bert, mgk_bert, node_transformer, transject
+from .bert_control import BertControlConfig, BertControlForMaskedLM, BertControlModel
 from .core import VARIANTS, EncoderConfig, register_variant
 from .macaron_bert import MacaronBertConfig, MacaronBertForMaskedLM, MacaronBertModel
 from .mgk_bert import MgkBertConfig, MgkBertForMaskedLM, MgkBertModel
@@ -14,6 +15,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "VARIANTS",
+    "BertControlConfig",
+    "BertControlForMaskedLM",
+    "BertControlModel",
     "EncoderConfig",
     "MacaronBertConfig",
     "MacaronBertForMaskedLM",
@@ -28,6 +32,7 @@ __all__ = [
     "TransJectForMaskedLM",
     "TransJectModel",
     "__version__",
+    "bert_control",
     "macaron_bert",
     "mgk_bert",
     "node_transformer",

@@ -31,8 +31,76 @@ import numpy as np
 import torch
 
 DATA_ENV = "HF_VARIANTS_DATA"
-DEFAULT_MODELS = ("bert", "macaron_bert", "mgk_bert", "transject", "node_transformer")
+#: The BERT control from this package's core first (the baseline), then the four variants. ``bert``
+#: (``transformers``' own BertForMaskedLM) can be added as an external reference.
+DEFAULT_MODELS = ("bert_control", "macaron_bert", "mgk_bert", "transject", "node_transformer")
+EXTERNAL_REFERENCE = "bert"
 SYNTHETIC_TASK = "agreement"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model of the comparison: ``model_type`` or ``model_type:key=value,...`` (config fields,
+    e.g. ``macaron_bert:attention_type=mgk`` or ``node_transformer:attention_type=mlk,rtol=1e-4``)."""
+
+    model_type: str
+    overrides: str = ""
+
+    @property
+    def name(self) -> str:
+        """The spec as written: the model's label in tables and ``results.json``."""
+        return f"{self.model_type}:{self.overrides}" if self.overrides else self.model_type
+
+    @property
+    def folder(self) -> str:
+        """A file-system name for the spec's run folders."""
+        return self.name.replace(":", "__").replace(",", "_").replace("=", "-").replace("[", "").replace("]", "")
+
+    def pair(self) -> tuple[str, str]:
+        """``(attention_type, layer_scheme)`` of the spec (``transformers`` BERT: softmax × Lie–Trotter)."""
+        if self.model_type == EXTERNAL_REFERENCE:
+            return "softmax", "lie_trotter"
+        from transformers import AutoConfig
+
+        from .training.run_mlm import parse_overrides
+
+        config = AutoConfig.for_model(self.model_type, **parse_overrides(self.overrides))
+        return config.attention_type, config.layer_scheme
+
+
+def parse_model_spec(text: str) -> ModelSpec:
+    """``"macaron_bert:attention_type=mgk"`` → a :class:`ModelSpec`, checked by building its config
+    (an unknown model type, field or value is an error naming it)."""
+    import hf_variants  # noqa: F401  (registers the variants)
+
+    from .core.registration import VARIANTS
+    from .training.run_mlm import parse_overrides
+
+    model_type, _, overrides = text.partition(":")
+    known = [*VARIANTS, EXTERNAL_REFERENCE]
+    if model_type not in known:
+        raise argparse.ArgumentTypeError(f"unknown model type {model_type!r} in {text!r}; choose from {known}")
+    if overrides and model_type == EXTERNAL_REFERENCE:
+        raise argparse.ArgumentTypeError(f"{text!r}: transformers' BERT takes no overrides here; use bert_control")
+    spec = ModelSpec(model_type, overrides)
+    try:
+        parsed = parse_overrides(overrides)
+        spec.pair()
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"{text!r}: {error}") from error
+    unknown = sorted(set(parsed) - set(_known_fields(model_type, parsed)))
+    if unknown:
+        raise argparse.ArgumentTypeError(f"{text!r}: {', '.join(unknown)} is not a field of {model_type}'s config")
+    return spec
+
+
+def _known_fields(model_type: str, overrides: dict[str, Any]) -> set[str]:
+    """The fields of ``model_type``'s config with the pair the overrides select (a config takes any
+    keyword, so a misspelt field would otherwise pass silently)."""
+    from transformers import AutoConfig
+
+    pair = {key: overrides[key] for key in ("attention_type", "layer_scheme") if key in overrides}
+    return set(AutoConfig.for_model(model_type, **pair).to_dict())
 
 
 @dataclass
@@ -155,18 +223,27 @@ def resolve_data(
 # --------------------------------------------------------------------------------------------
 # Models
 # --------------------------------------------------------------------------------------------
-def size_overrides(model_type: str, hidden: int, layers: int, head_size: int, node_tolerance: float) -> str:
-    """One matched size: hidden width, depth and head width shared; MGK with half the heads (the
-    paper's comparison), TransJect with 4 experts, N-ODE with ``layers`` ODE blocks."""
+def size_overrides(spec: ModelSpec, hidden: int, layers: int, head_size: int, node_tolerance: float) -> str:
+    """One matched size, by axis: hidden width, depth, FFN width (4 × hidden; TransJect's orthogonal
+    FFN has none) and head width shared; MGK/MLK with half the heads (the paper's comparison), the
+    injective scheme with 4 experts, the ODE scheme with ``layers`` blocks at the given tolerance.
+    The spec's own overrides come last and win."""
+    attention_type, layer_scheme = spec.pair()
     heads = max(hidden // head_size, 1)
-    common = f"hidden_size={hidden},num_hidden_layers={layers},intermediate_size={4 * hidden}"
-    return {
-        "bert": f"{common},num_attention_heads={heads}",
-        "macaron_bert": f"{common},num_attention_heads={heads}",
-        "mgk_bert": f"{common},num_attention_heads={max(heads // 2, 1)},head_dim={head_size}",
-        "transject": f"hidden_size={hidden},num_hidden_layers={layers},num_experts=4",
-        "node_transformer": f"{common},num_attention_heads={heads},rtol={node_tolerance},atol={node_tolerance}",
-    }[model_type]
+    parts = [f"hidden_size={hidden}", f"num_hidden_layers={layers}"]
+    if (attention_type, layer_scheme) != ("orthogonal", "injective"):
+        parts.append(f"intermediate_size={4 * hidden}")
+    if attention_type in ("mgk", "mlk"):
+        parts += [f"num_attention_heads={max(heads // 2, 1)}", f"head_dim={head_size}"]
+    elif attention_type == "softmax":
+        parts.append(f"num_attention_heads={heads}")
+    if layer_scheme == "ode":
+        parts += [f"rtol={node_tolerance}", f"atol={node_tolerance}"]
+    if layer_scheme == "injective":
+        parts.append("num_experts=4")
+    if spec.overrides:
+        parts.append(spec.overrides)
+    return ",".join(parts)
 
 
 def headline(task: str, metrics: dict[str, float]) -> tuple[str, float]:
@@ -188,7 +265,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--models", nargs="+", default=list(DEFAULT_MODELS), choices=list(DEFAULT_MODELS))
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        type=parse_model_spec,
+        default=[ModelSpec(name) for name in DEFAULT_MODELS],
+        help="Model types, each optionally with config fields: e.g. macaron_bert:attention_type=mgk or "
+        "node_transformer:attention_type=mlk. Default: the BERT control and the four variants; add 'bert' for "
+        "transformers' BertForMaskedLM as an external reference.",
+    )
     parser.add_argument("--output_dir", type=Path, default=Path("outputs/compare"))
     parser.add_argument("--data_dir", type=Path, help="Folder with wikitext-2/ and glue/ (GLUE TSV layout).")
     parser.add_argument("--tasks", nargs="+", help="GLUE tasks (default sst2; 'agreement' on the embedded data).")
@@ -225,19 +310,19 @@ def train_or_take_tokenizer(args: argparse.Namespace, source: DataSource) -> str
     return str(folder)
 
 
-def pretrain(args: argparse.Namespace, source: DataSource, tokenizer: str, model_type: str) -> dict[str, Any]:
+def pretrain(args: argparse.Namespace, source: DataSource, tokenizer: str, spec: ModelSpec) -> dict[str, Any]:
     from .training import run_mlm
 
     argv = [
-        "--model_type", model_type,
-        "--config_overrides", size_overrides(model_type, args.hidden_size, args.num_layers, args.head_size,
+        "--model_type", spec.model_type,
+        "--config_overrides", size_overrides(spec, args.hidden_size, args.num_layers, args.head_size,
                                              args.node_tolerance),
         *source.corpus_args, "--tokenizer_name", tokenizer, "--max_seq_length", str(args.max_seq_length),
         "--per_device_train_batch_size", str(args.pretrain_batch_size),
         "--learning_rate", str(args.pretrain_learning_rate), "--num_warmup_steps", "0.1",
         "--max_train_steps", str(args.pretrain_steps), "--max_eval_samples", str(args.max_pretrain_eval_samples),
         "--logging_steps", "5", "--seed", str(args.seed),
-        "--output_dir", str(args.output_dir / "models" / model_type / "mlm"),
+        "--output_dir", str(args.output_dir / "models" / spec.folder / "mlm"),
     ]  # fmt: skip
     if args.pretrain_seconds is not None:
         argv += ["--time_budget_seconds", str(args.pretrain_seconds)]
@@ -246,11 +331,11 @@ def pretrain(args: argparse.Namespace, source: DataSource, tokenizer: str, model
     return run_mlm.main(argv)
 
 
-def fine_tune(args: argparse.Namespace, source: DataSource, model_type: str, task: str) -> dict[str, Any]:
+def fine_tune(args: argparse.Namespace, source: DataSource, spec: ModelSpec, task: str) -> dict[str, Any]:
     from .training import run_glue
 
     argv = [
-        "--model_name_or_path", str(args.output_dir / "models" / model_type / "mlm"), *source.task_args[task],
+        "--model_name_or_path", str(args.output_dir / "models" / spec.folder / "mlm"), *source.task_args[task],
         "--do_train", "--do_eval", "--max_steps", str(args.finetune_steps),
         "--max_train_samples", str(args.finetune_steps * args.finetune_batch_size),
         "--per_device_train_batch_size", str(args.finetune_batch_size), "--per_device_eval_batch_size", "64",
@@ -258,7 +343,7 @@ def fine_tune(args: argparse.Namespace, source: DataSource, model_type: str, tas
         "--max_seq_length", str(args.max_seq_length), "--no_pad_to_max_length", "--seed", str(args.seed),
         "--logging_steps", "5", "--save_strategy", "no", "--report_to", "none", "--log_level", "error",
         "--dataloader_pin_memory", "false", "--disable_tqdm", str(args.disable_tqdm).lower(),
-        "--output_dir", str(args.output_dir / "models" / model_type / task),
+        "--output_dir", str(args.output_dir / "models" / spec.folder / task),
     ]  # fmt: skip
     return run_glue.main(argv)
 
@@ -318,15 +403,23 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     models: dict[str, dict[str, Any]] = {}
     analyses: dict[str, dict[str, Any]] = {}
-    for index, model_type in enumerate(args.models, 1):
+    names = [spec.name for spec in args.models]
+    if len(set(names)) != len(names):
+        raise ValueError(f"--models names a model twice: {names}")
+    for index, spec in enumerate(args.models, 1):
+        model_type = spec.name
         print(f"[hf-variants compare] {index}/{len(args.models)} {model_type}: MLM pretraining", flush=True)
         model_started = time.perf_counter()
-        mlm = pretrain(args, source, tokenizer_name, model_type)
-        model_dir = args.output_dir / "models" / model_type
+        mlm = pretrain(args, source, tokenizer_name, spec)
+        model_dir = args.output_dir / "models" / spec.folder
         reloaded_mlm = AutoModelForMaskedLM.from_pretrained(model_dir / "mlm")
+        attention_type, layer_scheme = spec.pair()
         entry: dict[str, Any] = {
-            "model_type": model_type,
-            "config_overrides": parse_overrides(size_overrides(model_type, args.hidden_size, args.num_layers,
+            "model_type": spec.model_type,
+            "attention_type": attention_type,
+            "layer_scheme": layer_scheme,
+            "external_reference": spec.model_type == EXTERNAL_REFERENCE,
+            "config_overrides": parse_overrides(size_overrides(spec, args.hidden_size, args.num_layers,
                                                                args.head_size, args.node_tolerance)),
             "parameters": sum(p.numel() for p in reloaded_mlm.parameters()),
             "pretraining": {key: mlm[key] for key in ("steps", "train_seconds", "train_tokens", "tokens_per_second",
@@ -336,7 +429,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         }  # fmt: skip
         for task in tasks:
             print(f"[hf-variants compare] {index}/{len(args.models)} {model_type}: fine-tuning on {task}", flush=True)
-            result = fine_tune(args, source, model_type, task)
+            result = fine_tune(args, source, spec, task)
             classifier = AutoModelForSequenceClassification.from_pretrained(model_dir / task)
             recomputed = recomputed_metric(classifier, tokenizer, source, task, args.max_seq_length)
             reported = result["eval"]["validation"]
@@ -376,7 +469,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "command": " ".join(["hf-variants compare", *(argv if argv is not None else sys.argv[2:])]),
         "data": {"kind": source.kind, "description": source.description},
         "tasks": tasks,
-        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "settings": {k: _setting(v) for k, v in vars(args).items()},
         "tokenizer": tokenizer_name,
         "models": models,
         "figures": figure_files,
@@ -386,6 +479,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     (args.output_dir / "report.md").write_text(report_markdown(results))
     print(f"[hf-variants compare] Report: {args.output_dir / 'report.md'} ({results['wall_seconds']:.0f} s).")
     return results
+
+
+def _setting(value: Any) -> Any:
+    """A command-line setting as JSON: paths as text, model specs by name."""
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, list) and value and isinstance(value[0], ModelSpec):
+        return [spec.name for spec in value]
+    return value
 
 
 def report_markdown(results: dict[str, Any]) -> str:
@@ -403,8 +505,9 @@ def report_markdown(results: dict[str, Any]) -> str:
     for name, entry in results["models"].items():
         pre = entry["pretraining"]
         scores = "".join(f" {100 * entry['fine_tuning'][t]['value']:.1f} |" for t in tasks)
+        label = f"{name} (transformers BERT, external reference)" if entry.get("external_reference") else name
         lines.append(
-            f"| {name} | {entry['parameters']:,} | {pre['steps']} | {pre['tokens_per_second']:,.0f} | "
+            f"| {label} | {entry['parameters']:,} | {pre['steps']} | {pre['tokens_per_second']:,.0f} | "
             f"{pre['perplexity']:.2f} |{scores} {entry['wall_seconds']:.0f} s |"
         )
     lines += ["", "Dev scores ×100; every fine-tuned model was reloaded with `AutoModelForSequenceClassification`",

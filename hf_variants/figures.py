@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,7 @@ def write_all(output_dir: Path, models: dict[str, dict], analyses: dict[str, dic
     written = []
 
     def record(name: str) -> Path:
+        name = re.sub(r"[^\w.-]+", "_", name)  # model specs such as "macaron_bert:attention_type=mgk"
         written.append(f"figures/{name}")
         return folder / name
 

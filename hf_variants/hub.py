@@ -177,6 +177,7 @@ def render_model_card(
         for key in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
         if hasattr(config, key)
     }
+    defaults = variant.config_class()
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(template_dir)), keep_trailing_newline=True, undefined=jinja2.StrictUndefined
     )
@@ -185,6 +186,10 @@ def render_model_card(
         model_name=model_name,
         repo_id=repo_id or f"your-name/{model_name}",
         model_type=variant.model_type,
+        attention_type=config.attention_type,
+        layer_scheme=config.layer_scheme,
+        default_attention_type=defaults.attention_type,
+        default_layer_scheme=defaults.layer_scheme,
         config_json=json.dumps(config.to_diff_dict(), indent=2, sort_keys=True, default=str),
         sizes=sizes,
         results=list(results),

@@ -52,9 +52,9 @@ def build(name: str, hidden: int, layers: int, vocab: int, max_len: int, attenti
     if name == "bert":
         return BertForMaskedLM(BertConfig(num_attention_heads=heads, attn_implementation=attention, **common))
     if name in ("mgk_bert", "mlk_bert"):
-        kind = "linear" if name == "mlk_bert" else "gaussian"
+        kind = "mlk" if name == "mlk_bert" else "mgk"
         config = AutoConfig.for_model("mgk_bert", num_attention_heads=max(heads // 2, 1), head_dim=64,
-                                      attention_kind=kind, **common)  # fmt: skip
+                                      attention_type=kind, **common)  # fmt: skip
     elif name == "transject":
         common.pop("intermediate_size")
         config = AutoConfig.for_model("transject", num_experts=4, **common)

@@ -58,7 +58,7 @@ def build_attention(kind: str) -> torch.nn.Module:
     if kind == "mgk_reference":
         return MixtureOfKeysAttention(MgkBertConfig(attn_implementation="eager", **mgk))
     if kind == "mlk":
-        return MixtureOfKeysAttention(MgkBertConfig(attention_kind="linear", **mgk))
+        return MixtureOfKeysAttention(MgkBertConfig(attention_type="mlk", **mgk))
     raise ValueError(f"unknown attention kind {kind!r}")
 
 

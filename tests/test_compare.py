@@ -21,7 +21,9 @@ from hf_variants.cli import main as cli_main
 from .helpers import REPO_ROOT
 
 CLI = Path(sys.executable).parent / "hf-variants"
-MODELS = ["bert", "mgk_bert", "transject", "node_transformer"]
+#: The control, the external reference, a mixed model (Macaron layer with MGK attention) and two variants.
+MODELS = ["bert_control", "bert", "macaron_bert:attention_type=mgk", "transject", "node_transformer"]
+MIXED_FOLDER = "macaron_bert__attention_type-mgk"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -49,11 +51,13 @@ def test_report_is_complete(report: Path) -> None:
     assert list(results["models"]) == MODELS
     text = (report / "report.md").read_text()
     for name in MODELS:
-        assert f"| {name} |" in text
+        assert f"| {name} |" in text or f"| {name} (transformers BERT, external reference) |" in text
+    assert results["models"]["macaron_bert:attention_type=mgk"]["attention_type"] == "mgk"
+    assert results["models"]["macaron_bert:attention_type=mgk"]["layer_scheme"] == "strang"
     expected = {
         f"figures/{name}.png"
         for name in ("learning_curves", "attention_rank", "distance_ratios", "nfe_node_transformer",
-                     "attention_bert", "attention_mgk_bert")
+                     "attention_bert", "attention_bert_control", "attention_macaron_bert_attention_type_mgk")
     }  # fmt: skip
     assert expected <= set(results["figures"])
     assert "figures/attention_transject.png" not in results["figures"]  # no attention matrices in TransJect
@@ -69,7 +73,7 @@ def test_report_numbers_match_the_saved_models(report: Path) -> None:
     sentences, labels = [s for s, _ in dev], np.asarray([int(label) for _, label in dev])
     tokenizer = AutoTokenizer.from_pretrained(report / "tokenizer")
     for name, entry in results["models"].items():
-        folder = report / "models" / name
+        folder = report / "models" / compare.parse_model_spec(name).folder
         mlm = AutoModelForMaskedLM.from_pretrained(folder / "mlm")
         assert entry["parameters"] == sum(p.numel() for p in mlm.parameters())
         assert (
@@ -84,25 +88,58 @@ def test_report_numbers_match_the_saved_models(report: Path) -> None:
         assert f"| {100 * entry['fine_tuning']['agreement']['value']:.1f} |" in (report / "report.md").read_text()
     nfe = results["models"]["node_transformer"]["analysis"]["nfe_per_block"]
     assert len(nfe) == 3 and all(len(row) == 2 and min(row) >= 6 for row in nfe)  # dopri5: ≥ 6 per step
-    assert results["models"]["bert"]["analysis"]["attention_rank_fraction"]["mean"] <= 1.0
+    assert results["models"]["bert_control"]["analysis"]["attention_rank_fraction"]["mean"] <= 1.0
     assert len(results["models"]["transject"]["analysis"]["distance_ratio"]) == 2
 
 
 def test_export_writes_a_card_with_the_fine_tuning_result(report: Path, tmp_path: Path) -> None:
-    checkpoint = report / "models" / "mgk_bert" / "agreement"
+    checkpoint = report / "models" / MIXED_FOLDER / "agreement"
     (checkpoint / "results.json").write_text(json.dumps({**json.loads((checkpoint / "results.json").read_text()),
                                                          "task": "cola"}))  # fmt: skip
     cli_main(["export", str(checkpoint), "--output_dir", str(tmp_path / "hub"), "--repo_id", "me/mgk"])
-    metadata = yaml.safe_load((tmp_path / "hub" / "README.md").read_text().split("---")[1])
+    card = (tmp_path / "hub" / "README.md").read_text()
+    metadata = yaml.safe_load(card.split("---")[1])
     assert metadata["pipeline_tag"] == "text-classification"
+    assert 'attention_type="mgk"` × layer scheme\n`layer_scheme="strang"`' in card and "**mixed**" in card
     config = json.loads((tmp_path / "hub" / "config.json").read_text())
-    assert config["architectures"] == ["MgkBertForSequenceClassification"] and "auto_map" in config
+    assert config["architectures"] == ["MacaronBertForSequenceClassification"] and "auto_map" in config
+    assert config["attention_type"] == "mgk" and config["num_key_components"] == 2
+
+
+def test_model_specs_parse_and_unknown_names_are_refused() -> None:
+    spec = compare.parse_model_spec("node_transformer:attention_type=mlk,rtol=1e-4")
+    assert spec.name == "node_transformer:attention_type=mlk,rtol=1e-4" and spec.pair() == ("mlk", "ode")
+    assert "/" not in spec.folder and ":" not in spec.folder
+    for text, message in (
+        ("bert_kontrol", "unknown model type 'bert_kontrol'"),
+        ("macaron_bert:attention_type=performer", "attention_type must be one of"),
+        ("macaron_bert:attention_type=mgk,num_key_component=3", "num_key_component is not a field of macaron_bert"),
+        ("bert:attention_type=mgk", "use bert_control"),
+    ):
+        with pytest.raises(Exception, match=message):
+            compare.parse_model_spec(text)
+
+
+def test_default_models_keep_their_sizes_and_specs_add_theirs() -> None:
+    """The defaults give the sizes the recorded reports used; a switched axis brings its own size rule."""
+    sizes = {name: compare.size_overrides(compare.ModelSpec(name), 128, 2, 32, 1e-3) for name in compare.DEFAULT_MODELS}
+    assert sizes == {
+        "bert_control": "hidden_size=128,num_hidden_layers=2,intermediate_size=512,num_attention_heads=4",
+        "macaron_bert": "hidden_size=128,num_hidden_layers=2,intermediate_size=512,num_attention_heads=4",
+        "mgk_bert": "hidden_size=128,num_hidden_layers=2,intermediate_size=512,num_attention_heads=2,head_dim=32",
+        "transject": "hidden_size=128,num_hidden_layers=2,num_experts=4",
+        "node_transformer": "hidden_size=128,num_hidden_layers=2,intermediate_size=512,num_attention_heads=4,"
+        "rtol=0.001,atol=0.001",
+    }
+    mixed = compare.size_overrides(compare.parse_model_spec("macaron_bert:attention_type=mgk"), 128, 2, 32, 1e-3)
+    assert mixed == "hidden_size=128,num_hidden_layers=2,intermediate_size=512,num_attention_heads=2,head_dim=32," \
+        "attention_type=mgk"
 
 
 def test_info_lists_every_model_type() -> None:
     completed = subprocess.run([str(CLI), "info"], capture_output=True, text=True, timeout=120)
     assert completed.returncode == 0, completed.stderr
-    for name in ("macaron_bert", "mgk_bert", "transject", "node_transformer"):
+    for name in ("bert_control", "macaron_bert", "mgk_bert", "transject", "node_transformer"):
         assert name in completed.stdout
     assert "transformers 5." in completed.stdout and "device:" in completed.stdout
 

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from transformers import BertConfig, BertModel
 
 from hf_variants import macaron_bert
+from hf_variants.core.composition import build_layer
 from hf_variants.macaron_bert import MacaronBertConfig, MacaronBertLayer, MacaronBertModel
 
 from .common import CommonEncoderTests
@@ -86,7 +87,8 @@ def test_layer_matches_equations_17_to_19(position: str, first_activation: str |
         attention_probs_dropout_prob=0.0,
         attn_implementation="eager",
     )
-    layer = MacaronBertLayer(config).double().eval()
+    layer = build_layer(config, 0).double().eval()
+    assert isinstance(layer, MacaronBertLayer)
     with torch.no_grad():
         for parameter in layer.parameters():  # LayerNorm scales/biases away from 1/0 too
             parameter.add_(0.1 * torch.randn_like(parameter))

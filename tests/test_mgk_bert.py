@@ -15,8 +15,8 @@ from transformers import BertConfig
 from transformers.models.bert.modeling_bert import BertAttention
 
 from hf_variants import mgk_bert
+from hf_variants.core.mixture_of_keys import mixture_log_scores
 from hf_variants.mgk_bert import MgkBertConfig, MgkBertForMaskedLM, MixtureOfKeysAttention
-from hf_variants.mgk_bert.modeling_mgk_bert import mixture_log_scores
 
 from .common import CommonEncoderTests, make_inputs
 
@@ -46,7 +46,7 @@ class TestHardMgkBertCommon(CommonEncoderTests):
 
 class TestMlkBertCommon(CommonEncoderTests):
     variant = mgk_bert.VARIANT
-    config_kwargs: ClassVar[dict] = {**MGK_SMALL, "attention_kind": "linear"}
+    config_kwargs: ClassVar[dict] = {**MGK_SMALL, "attention_type": "mlk"}
     softmax_attention = False
 
 
@@ -207,7 +207,7 @@ def naive_mlk(module: MixtureOfKeysAttention, hidden: torch.Tensor, mask: torch.
 
 @pytest.mark.parametrize("key_mode", ["separate", "shifted"])
 def test_mlk_equals_the_quadratic_formula(key_mode: str) -> None:
-    module, _ = attention_pair(attention_kind="linear", key_mode=key_mode)
+    module, _ = attention_pair(attention_type="mlk", key_mode=key_mode)
     hidden, mask = padded_hidden()
     got, weights = module.eval()(hidden, mask, output_attentions=True)
     expected = naive_mlk(module, hidden, mask)
@@ -232,7 +232,7 @@ class ShapeRecorder(TorchDispatchMode):
 
 
 def test_mlk_never_forms_an_n_by_n_tensor() -> None:
-    module, _ = attention_pair(attention_kind="linear")
+    module, _ = attention_pair(attention_type="mlk")
     seq_len = 97  # distinct from every other dimension
     hidden = torch.randn(2, seq_len, 32, requires_grad=True)
     mask = torch.ones(2, seq_len, dtype=torch.bool)
@@ -316,7 +316,7 @@ def test_mgk_config_errors() -> None:
     with pytest.raises(ValueError, match="key_mode must be one of"):
         MgkBertConfig(key_mode="tied")
     with pytest.raises(ValueError, match="supports only mixture_weights='learned'"):
-        MgkBertConfig(attention_kind="linear", mixture_weights="hard")
+        MgkBertConfig(attention_type="mlk", mixture_weights="hard")
     with pytest.raises(ValueError, match="variance_factors must be positive"):
         MgkBertConfig(variance_factors=[1.0, -3.0])
     with pytest.raises(ValueError, match="head_dim must be a positive integer"):

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torchdiffeq import odeint
 
 from hf_variants import node_transformer
+from hf_variants.core.composition import build_layer
 from hf_variants.node_transformer import (
     NodeTransformerBlock,
     NodeTransformerConfig,
@@ -69,9 +70,11 @@ def test_eq9_with_one_euler_step_is_a_vanilla_block() -> None:
     """One Euler step of size T_F = 1 of eq. (9) is eq. (1) with the same weights (time terms vanish
     at t = 0), checked against VanillaTransformerBlock and a hand-written eq. (1)."""
     config = small(ode_function="eq9", ode_method="euler", time_dependent_attention=True)
-    block = NodeTransformerBlock(config).eval()
+    block = build_layer(config, 0).eval()
+    assert isinstance(block, NodeTransformerBlock)
     randomise(block)
-    vanilla = VanillaTransformerBlock(small(block_type="vanilla")).eval()
+    vanilla = build_layer(small(block_type="vanilla"), 0).eval()
+    assert isinstance(vanilla, VanillaTransformerBlock)
     state = {k.removeprefix("dynamics."): v for k, v in block.state_dict().items() if "time_coefficient" not in k}
     vanilla.load_state_dict(state)
     x = torch.randn(2, 5, 16, dtype=torch.float32)
@@ -205,3 +208,13 @@ def test_node_config_errors() -> None:
         small(ode_method="euler", step_size=1e-4, max_num_steps=100)
     with pytest.raises(ValueError, match="kinetic_regularization"):
         small(kinetic_regularization=-1)
+    with pytest.raises(ValueError, match="max_num_steps must be at most 100000"):
+        small(max_num_steps=10**9)
+
+
+def test_a_solve_over_its_evaluation_budget_stops_with_a_clear_error() -> None:
+    """The step cap bounds steps; the evaluation budget bounds the work of one solve, whatever the method."""
+    model = NodeTransformerModel(small(max_num_steps=3)).eval()
+    model.encoder.layer[0].dynamics.max_evaluations = 5  # fewer than one dopri5 step needs (6)
+    with pytest.raises(ODESolverError, match="exceeded its budget of 5 function evaluations"):
+        model(**make_inputs(model.config))

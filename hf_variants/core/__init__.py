@@ -1,6 +1,9 @@
-"""The shared core: config base, building blocks, encoder skeleton, heads and registration."""
+"""The shared core: config base, building blocks, the two composition registries (token mixers and
+layer schemes), encoder skeleton, heads and registration."""
 
+from .composition import ATTENTION_TYPES, LAYER_SCHEMES, build_layer
 from .configuration_encoder import EncoderConfig
+from .encoder_layers import LayerScheme, TokenMixer, TransformerLayer
 from .modeling_encoder import (
     EncoderForMaskedLM,
     EncoderForMultipleChoice,
@@ -9,12 +12,13 @@ from .modeling_encoder import (
     EncoderForTokenClassification,
     EncoderModel,
     EncoderPreTrainedModel,
-    TransformerLayer,
 )
 from .registration import AUTO_CLASS_BY_HEAD, VARIANTS, Variant, register_variant
 
 __all__ = [
+    "ATTENTION_TYPES",
     "AUTO_CLASS_BY_HEAD",
+    "LAYER_SCHEMES",
     "VARIANTS",
     "EncoderConfig",
     "EncoderForMaskedLM",
@@ -24,7 +28,10 @@ __all__ = [
     "EncoderForTokenClassification",
     "EncoderModel",
     "EncoderPreTrainedModel",
+    "LayerScheme",
+    "TokenMixer",
     "TransformerLayer",
     "Variant",
+    "build_layer",
     "register_variant",
 ]

@@ -1,17 +1,20 @@
-"""The configuration every hf-variants encoder shares: BERT's sizes, plus validation.
+"""The configuration every hf-variants encoder shares: BERT's sizes, the two composition switches
+(``attention_type``, ``layer_scheme``) with the fields of the selected pair, plus validation.
 
-A variant subclasses :class:`EncoderConfig`, adds its own fields in ``__init__`` and extends
-:meth:`EncoderConfig.validate` for them. Bad values raise ``ValueError`` naming the field, at
-construction time and again when a saved config is loaded.
+A variant subclasses :class:`EncoderConfig` and sets its paper's defaults in ``__init__``. Bad values
+raise ``ValueError`` naming the field, at construction time and again when a saved config is loaded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import copy
 from typing import Any, ClassVar
 
 from transformers import PretrainedConfig
 from transformers.activations import ACT2FN
+
+from .composition import LAYER_SCHEMES, option_defaults, validate_composition
+from .validation import require_choice, require_positive_int, require_probability
 
 
 class EncoderConfig(PretrainedConfig):
@@ -44,6 +47,13 @@ class EncoderConfig(PretrainedConfig):
             token instead of ``(batch, seq_len, vocab)``.
         tie_word_embeddings: Tie the masked-LM decoder to the input word embeddings (transformers 5
             no longer declares this on the base config, so every encoder config must).
+        attention_type: The token mixer, a key of ``hf_variants.core.composition.ATTENTION_TYPES``:
+            ``"softmax"`` (BERT), ``"mgk"`` / ``"mlk"`` (MGK-BERT), ``"orthogonal"`` (TransJect).
+        layer_scheme: How a layer composes its sub-steps, a key of ``LAYER_SCHEMES``:
+            ``"lie_trotter"`` (BERT), ``"strang"`` (Macaron), ``"ode"`` (N-ODE), ``"injective"`` (TransJect).
+        **kwargs: The fields the selected token mixer and layer scheme own (documented on their classes,
+            e.g. ``num_key_components`` of MGK or ``rtol`` of the ODE scheme; missing ones get their
+            defaults), then ``PretrainedConfig``'s.
     """
 
     # Subclasses set ``model_type``; the base class is never registered.
@@ -72,8 +82,14 @@ class EncoderConfig(PretrainedConfig):
         classifier_dropout: float | None = None,
         sparse_prediction: bool = False,
         tie_word_embeddings: bool = True,
+        attention_type: str = "softmax",
+        layer_scheme: str = "lie_trotter",
         **kwargs: Any,
     ) -> None:
+        self.attention_type = attention_type
+        self.layer_scheme = layer_scheme
+        for name, default in option_defaults(attention_type, layer_scheme).items():
+            setattr(self, name, copy.deepcopy(kwargs.pop(name, default)))
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.num_hidden_layers = num_hidden_layers
@@ -114,12 +130,20 @@ class EncoderConfig(PretrainedConfig):
 
     @property
     def uses_final_layer_norm(self) -> bool:
-        """Pre-LN stacks end with a LayerNorm so that the output is normalised like a post-LN one."""
-        return self.layer_norm_position == "pre"
+        """Pre-LN stacks end with a LayerNorm so that the output is normalised like a post-LN one (not
+        schemes without LayerNorms, such as the injective one)."""
+        return self.layer_norm_position == "pre" and LAYER_SCHEMES[self.layer_scheme].has_layer_norm
 
     # ----------------------------------------------------------------------------------------
     def validate(self) -> None:
-        """Raise ``ValueError`` naming the first field whose value cannot build a model."""
+        """Raise ``ValueError`` naming the first field whose value cannot build a model.
+
+        Fields of the selected pair that are missing (``attention_type`` or ``layer_scheme`` was
+        changed after construction, e.g. by a ``from_pretrained`` keyword) first get their defaults.
+        """
+        for name, default in option_defaults(self.attention_type, self.layer_scheme).items():
+            if not hasattr(self, name):
+                setattr(self, name, copy.deepcopy(default))
         for name in (
             "vocab_size",
             "hidden_size",
@@ -153,23 +177,4 @@ class EncoderConfig(PretrainedConfig):
             raise ValueError(
                 f"pad_token_id ({self.pad_token_id}) must be a token id in [0, vocab_size={self.vocab_size})."
             )
-
-
-def require_positive_int(config: PretrainedConfig, name: str) -> None:
-    value = getattr(config, name)
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}.")
-
-
-def require_probability(config: PretrainedConfig, name: str) -> None:
-    value = getattr(config, name)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-        raise ValueError(f"{name} must be a probability in [0, 1), got {value!r}.")
-
-
-def require_choice(config: PretrainedConfig, name: str, choices: Iterable[Any]) -> None:
-    choices = list(choices)
-    value = getattr(config, name)
-    if value not in choices:
-        shown = ", ".join(repr(c) for c in choices[:12]) + (", ..." if len(choices) > 12 else "")
-        raise ValueError(f"{name} must be one of {shown}; got {value!r}.")
+        validate_composition(self)

@@ -1,5 +1,6 @@
 """Building blocks shared by the variants: embeddings, softmax self-attention, feed-forward,
-residual connections, pooler and the masked-LM prediction head.
+residual connections, BERT's (Lie–Trotter) layer, pooler and the masked-LM prediction head — and
+the two base classes of the composition registries (:class:`TokenMixer`, :class:`LayerScheme`).
 
 Naming follows BERT where it helps a reader (``word_embeddings``, ``LayerNorm``, ``query``/``key``/
 ``value``); variants import these blocks instead of re-writing them.
@@ -8,15 +9,85 @@ Naming follows BERT where it helps a reader (``word_embeddings``, ``LayerNorm``,
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import nn
 from transformers.activations import ACT2FN
+from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.bert.modeling_bert import eager_attention_forward
 
-from .configuration_encoder import EncoderConfig
 from .inputs import additive_attention_bias, embedding_ids, sdpa_attention_mask
+
+if TYPE_CHECKING:
+    from .configuration_encoder import EncoderConfig
+
+#: What a backbone computes once per forward for its layers: extra tensors every layer receives
+#: (after ``hidden_states`` and ``padding_mask``), a weighted auxiliary loss, and named diagnostics.
+LayerInputs = tuple[tuple[torch.Tensor, ...], torch.Tensor | None, dict[str, torch.Tensor]]
+
+
+class ConfigurableIdea:
+    """What the composition registries need from a token mixer or a layer scheme: the config fields
+    it owns (with defaults, set on every config that selects it) and their validation, which runs
+    only for configs that select it."""
+
+    #: Config fields this idea owns and their defaults.
+    config_defaults: ClassVar[dict[str, Any]] = {}
+    #: Whether ``output_attentions=True`` yields attention probabilities (False: ``None``).
+    has_attention_probabilities: ClassVar[bool] = True
+
+    @classmethod
+    def validate_config(cls, config: EncoderConfig) -> None:
+        """Raise ``ValueError`` naming the field when a value of this idea's fields (or its pairing
+        with the other axis) cannot build a meaningful model."""
+
+    @classmethod
+    def gradient_checkpointing_error(cls, config: EncoderConfig) -> str | None:
+        """Why gradient checkpointing would change this idea's results, or ``None`` when it is fine."""
+        return None
+
+
+class TokenMixer(ConfigurableIdea):
+    """Base of the ``attention_type`` registry (``hf_variants.core.composition.ATTENTION_TYPES``).
+
+    A token mixer is an ``nn.Module`` built as ``cls(config, layer_idx=...)`` and called as
+    ``mixer(hidden_states, padding_mask, *context, output_attentions=False)``; it returns
+    ``(output (B, N, hidden), attention probabilities (B, H, N, N) or None)``. ``context`` are the
+    per-forward tensors its :attr:`context_module` computes once from the embeddings.
+    """
+
+    #: ``(backbone attribute, module class)`` built once per backbone; its ``layer_inputs(embeddings,
+    #: padding_mask)`` returns :data:`LayerInputs` (e.g. TransJect's eigenvalues Σ). ``None``: no context.
+    context_module: ClassVar[tuple[str, type[nn.Module]] | None] = None
+
+
+class LayerScheme(ConfigurableIdea, GradientCheckpointingLayer):
+    """Base of the ``layer_scheme`` registry (``hf_variants.core.composition.LAYER_SCHEMES``).
+
+    A layer scheme composes a layer's sub-steps around a token mixer it receives as a factory:
+    ``cls.build(config, layer_idx, make_attention)``. Called as ``layer(hidden_states, padding_mask,
+    *context, output_attentions=...)``, it returns ``(hidden_states, attention probabilities or None,
+    *extra_outputs)``; :meth:`summarize_outputs` turns the extra outputs of all layers into an
+    auxiliary loss and diagnostics.
+    """
+
+    #: Whether the scheme's sub-layers carry LayerNorms, so that a pre-LN stack ends with one.
+    has_layer_norm: ClassVar[bool] = True
+
+    @classmethod
+    def build(
+        cls, config: EncoderConfig, layer_idx: int | None, make_attention: Callable[[], nn.Module]
+    ) -> LayerScheme:
+        return cls(config, layer_idx, make_attention)
+
+    @classmethod
+    def summarize_outputs(
+        cls, config: EncoderConfig, extra_outputs: list[tuple[torch.Tensor, ...]], padding_mask: torch.Tensor | None
+    ) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
+        """The layers' extra outputs → (weighted auxiliary loss or None, diagnostics)."""
+        return None, {}
 
 
 class EncoderEmbeddings(nn.Module):
@@ -58,8 +129,9 @@ class EncoderEmbeddings(nn.Module):
         return self.dropout(self.LayerNorm(embeddings))
 
 
-class MultiHeadSelfAttention(nn.Module):
-    """Scaled dot-product multi-head self-attention with eager and SDPA implementations.
+class MultiHeadSelfAttention(TokenMixer, nn.Module):
+    """``attention_type="softmax"``: scaled dot-product multi-head self-attention with eager and SDPA
+    implementations.
 
     ``softmax(Q Kᵀ / √D) V`` per head (Vaswani et al. 2017, eq. 1), followed by the output projection
     from ``heads * head_dim`` to ``hidden_size``. The implementation comes from
@@ -94,6 +166,7 @@ class MultiHeadSelfAttention(nn.Module):
         self,
         hidden_states: torch.Tensor,
         padding_mask: torch.Tensor | None = None,
+        *context: torch.Tensor,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         query = self.split_heads(self.query(hidden_states))
@@ -157,6 +230,57 @@ class SublayerConnection(nn.Module):
         if self.pre_norm:
             return torch.add(hidden_states, self.dropout(sublayer(self.LayerNorm(hidden_states))), alpha=scale)
         return self.LayerNorm(torch.add(hidden_states, self.dropout(sublayer(hidden_states)), alpha=scale))
+
+
+class AttentionCall:
+    """Adapts a token mixer to the ``x -> f(x)`` form of :class:`SublayerConnection`, keeping the
+    attention probabilities it returned."""
+
+    def __init__(
+        self,
+        attention: nn.Module,
+        padding_mask: torch.Tensor | None,
+        context: tuple[torch.Tensor, ...],
+        output_attentions: bool,
+    ) -> None:
+        self.attention = attention
+        self.padding_mask = padding_mask
+        self.context = context
+        self.output_attentions = output_attentions
+        self.weights: torch.Tensor | None = None
+
+    def __call__(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        output, self.weights = self.attention(
+            hidden_states, self.padding_mask, *self.context, output_attentions=self.output_attentions
+        )
+        return output
+
+
+class TransformerLayer(LayerScheme):
+    """``layer_scheme="lie_trotter"``, BERT's layer: ``x̃ = x + MHSA(x)``, ``x' = x̃ + FFN(x̃)``.
+
+    The Lie–Trotter splitting step of Lu et al. (2019), eq. (12)–(13), with LayerNorm placed as
+    ``config.layer_norm_position`` says and any token mixer in place of MHSA.
+    """
+
+    def __init__(self, config: EncoderConfig, layer_idx: int | None, make_attention: Callable[[], nn.Module]) -> None:
+        super().__init__()
+        self.attention = make_attention()
+        self.attention_residual = SublayerConnection(config, config.layer_norm_position)
+        self.feed_forward = FeedForward(config.hidden_size, config.intermediate_size, config.hidden_act)
+        self.feed_forward_residual = SublayerConnection(config, config.layer_norm_position)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        padding_mask: torch.Tensor | None = None,
+        *context: torch.Tensor,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        attend = AttentionCall(self.attention, padding_mask, context, output_attentions)
+        hidden_states = self.attention_residual(hidden_states, attend)
+        hidden_states = self.feed_forward_residual(hidden_states, self.feed_forward)
+        return hidden_states, attend.weights
 
 
 class Pooler(nn.Module):

@@ -1,12 +1,12 @@
 """The encoder skeleton and task heads shared by every variant.
 
-A variant provides a config (subclass of :class:`EncoderConfig`) and a layer class, then declares
-its models as one-line subclasses::
+A variant provides a config (subclass of :class:`EncoderConfig`, whose ``attention_type`` and
+``layer_scheme`` pick the layer from ``hf_variants.core.composition``) and declares its models as
+one-line subclasses::
 
     class MyPreTrainedModel(EncoderPreTrainedModel):
         config_class = MyConfig
         base_model_prefix = "my_variant"
-        layer_class = MyLayer
 
     class MyModel(MyPreTrainedModel, EncoderModel): ...
     class MyForMaskedLM(MyPreTrainedModel, EncoderForMaskedLM): ...
@@ -16,38 +16,43 @@ its models as one-line subclasses::
 Defining ``MyModel`` makes it the backbone that every ``My*`` head builds under the attribute
 ``base_model_prefix``, so checkpoints load across heads the way BERT's do.
 
-The layer protocol: ``layer(hidden_states, padding_mask, *extra_inputs, output_attentions=...)``
-returns ``(hidden_states, attention_probabilities_or_None, *extra_outputs)``. ``extra_inputs`` come
-from ``EncoderModel.prepare_layer_inputs`` (e.g. TransJect's eigenvalues Σ) and the per-layer
-``extra_outputs`` go to ``EncoderModel.summarize_layer_outputs`` (e.g. N-ODE function evaluations);
-both are plain tensors passed positionally so gradient checkpointing keeps their gradients.
+The layer protocol (:class:`~hf_variants.core.encoder_layers.LayerScheme`): ``layer(hidden_states,
+padding_mask, *context, output_attentions=...)`` returns ``(hidden_states, attention probabilities or
+None, *extra_outputs)``. ``context`` comes from the token mixer's context module (e.g. TransJect's
+eigenvalues Σ) and the per-layer ``extra_outputs`` go to the scheme's ``summarize_outputs`` (e.g.
+N-ODE function evaluations); both are plain tensors passed positionally so gradient checkpointing
+keeps their gradients.
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
 from typing import Any, ClassVar
 
 import torch
 from torch import nn
-from transformers import PreTrainedModel
+from torch.nn.utils import parametrize
+from transformers import PretrainedConfig, PreTrainedModel
+from transformers import initialization as init
 from transformers.loss.loss_utils import (
     ForMaskedLMLoss,
     ForQuestionAnsweringLoss,
     ForSequenceClassificationLoss,
     ForTokenClassification,
 )
-from transformers.modeling_layers import GradientCheckpointingLayer
 
-from .configuration_encoder import EncoderConfig
-from .encoder_layers import (
-    EncoderEmbeddings,
-    FeedForward,
-    MaskedLMHead,
-    MultiHeadSelfAttention,
-    Pooler,
-    SublayerConnection,
+from .composition import (
+    LAYER_SCHEMES,
+    build_layer,
+    context_modules,
+    gradient_checkpointing_error,
 )
+from .configuration_encoder import EncoderConfig
+from .encoder_layers import EncoderEmbeddings, LayerInputs, MaskedLMHead, Pooler
 from .inputs import key_padding_mask
+from .ode_layer import VanillaTransformerBlock
+from .orthogonal_attention import set_orthogonal_map
 from .outputs import (
     EncoderMaskedLMOutput,
     EncoderMultipleChoiceOutput,
@@ -57,61 +62,17 @@ from .outputs import (
     EncoderTokenClassifierOutput,
 )
 
-#: What a variant's model adds to a forward pass: extra tensors every layer receives (after
-#: ``hidden_states`` and ``padding_mask``), a weighted auxiliary loss, and named diagnostics.
-LayerInputs = tuple[tuple[torch.Tensor, ...], torch.Tensor | None, dict[str, torch.Tensor]]
-
-
-class TransformerLayer(GradientCheckpointingLayer):
-    """BERT's layer: ``x̃ = x + MHSA(x)``, ``x' = x̃ + FFN(x̃)``.
-
-    This is the Lie–Trotter splitting step of Lu et al. (2019), eq. (12)–(13), with LayerNorm placed
-    as ``config.layer_norm_position`` says. Variants that only change the attention subclass it and
-    set ``attention_class``.
-    """
-
-    attention_class: ClassVar[type[nn.Module]] = MultiHeadSelfAttention
-
-    def __init__(self, config: EncoderConfig, layer_idx: int | None = None) -> None:
-        super().__init__()
-        self.attention = self.attention_class(config, layer_idx=layer_idx)
-        self.attention_residual = SublayerConnection(config, config.layer_norm_position)
-        self.feed_forward = FeedForward(config.hidden_size, config.intermediate_size, config.hidden_act)
-        self.feed_forward_residual = SublayerConnection(config, config.layer_norm_position)
-
-    def forward(
-        self,
-        hidden_states: torch.Tensor,
-        padding_mask: torch.Tensor | None = None,
-        output_attentions: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        attend = AttentionCall(self.attention, padding_mask, output_attentions)
-        hidden_states = self.attention_residual(hidden_states, attend)
-        hidden_states = self.feed_forward_residual(hidden_states, self.feed_forward)
-        return hidden_states, attend.weights
-
-
-class AttentionCall:
-    """Adapts an attention module to the ``x -> f(x)`` form of :class:`SublayerConnection`,
-    keeping the attention probabilities it returned."""
-
-    def __init__(self, attention: nn.Module, padding_mask: torch.Tensor | None, output_attentions: bool) -> None:
-        self.attention = attention
-        self.padding_mask = padding_mask
-        self.output_attentions = output_attentions
-        self.weights: torch.Tensor | None = None
-
-    def __call__(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        output, self.weights = self.attention(hidden_states, self.padding_mask, self.output_attentions)
-        return output
+#: Keyword arguments of ``from_pretrained`` that say where a checkpoint is (to read its saved config).
+HUB_KWARGS = ("cache_dir", "force_download", "proxies", "token", "local_files_only", "revision", "subfolder")
 
 
 class EncoderStack(nn.Module):
-    """``num_hidden_layers`` layers of one class, then a final LayerNorm for pre-LN stacks."""
+    """``num_hidden_layers`` layers of the config's (scheme, token mixer), then a final LayerNorm for
+    pre-LN stacks."""
 
-    def __init__(self, config: EncoderConfig, layer_class: type[nn.Module]) -> None:
+    def __init__(self, config: EncoderConfig) -> None:
         super().__init__()
-        self.layer = nn.ModuleList(layer_class(config, layer_idx=i) for i in range(config.num_hidden_layers))
+        self.layer = nn.ModuleList(build_layer(config, i) for i in range(config.num_hidden_layers))
         self.final_layer_norm = (
             nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.uses_final_layer_norm else None
         )
@@ -149,19 +110,18 @@ class EncoderStack(nn.Module):
 class EncoderPreTrainedModel(PreTrainedModel):
     """Base of every hf-variants model: init, embeddings access and the class-level wiring.
 
-    Class attributes a variant sets: ``config_class``, ``base_model_prefix``, ``layer_class`` and,
-    when it replaces BERT's, ``embeddings_class``. Softmax-attention variants keep
-    ``_supports_sdpa = True``.
+    Class attributes a variant sets: ``config_class``, ``base_model_prefix`` and, when it replaces
+    BERT's, ``embeddings_class``.
     """
 
     config_class = EncoderConfig
     base_model_prefix = "encoder_model"
     main_input_name = "input_ids"
     supports_gradient_checkpointing = True
+    # Softmax attention (under any scheme) runs eager or sdpa; the other token mixers ignore the choice.
     _supports_sdpa = True
     # Losses are means over the batch; the Trainer must scale them for gradient accumulation.
     accepts_loss_kwargs = False
-    layer_class: ClassVar[type[nn.Module]] = TransformerLayer
     embeddings_class: ClassVar[type[nn.Module]] = EncoderEmbeddings
     # Set when the variant's ``EncoderModel`` subclass is defined (see ``EncoderModel.__init_subclass__``).
     base_model_class: ClassVar[type[PreTrainedModel] | None] = None
@@ -169,15 +129,61 @@ class EncoderPreTrainedModel(PreTrainedModel):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "_no_split_modules" not in cls.__dict__:
-            cls._no_split_modules = [cls.embeddings_class.__name__, cls.layer_class.__name__]
+            layers = [scheme.__name__ for scheme in LAYER_SCHEMES.values()]
+            cls._no_split_modules = [cls.embeddings_class.__name__, *layers, VanillaTransformerBlock.__name__]
+
+    def __init__(self, config: EncoderConfig, *args: Any, **kwargs: Any) -> None:
+        config.validate()  # also fills the fields of a pair changed after the config was built
+        super().__init__(config, *args, **kwargs)
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
-        """Normal(0, initializer_range) for Linear/Embedding weights, zeros for biases and the padding
-        row, ones/zeros for LayerNorm (``PreTrainedModel._init_weights``, which only touches tensors
-        that were not loaded). Variants with extra parameters extend this with
-        ``transformers.initialization``."""
+        """``PreTrainedModel._init_weights`` (normal(0, initializer_range) for Linear/Embedding weights,
+        zeros for biases and the padding row, ones/zeros for LayerNorm), then a random orthogonal base
+        and zero offset for orthogonally parametrised weights, then the module's own parameters
+        (``init_extra_parameters``) — all through ``transformers.initialization``, which only touches
+        tensors that were not loaded."""
         super()._init_weights(module)
+        if parametrize.is_parametrized(module, "weight"):
+            # weight = base @ map(skew(original)): a random orthogonal base and a zero offset.
+            init.orthogonal_(module.parametrizations.weight[0].base)
+            init.zeros_(module.parametrizations.weight.original)
+        if hasattr(module, "init_extra_parameters"):
+            module.init_extra_parameters(self.config)
+
+    def gradient_checkpointing_enable(self, *args: Any, **kwargs: Any) -> None:
+        reason = gradient_checkpointing_error(self.config)
+        if reason is not None:
+            raise ValueError(reason)
+        super().gradient_checkpointing_enable(*args, **kwargs)
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
+        """``from_pretrained`` that honours a requested ``orthogonal_map`` exactly: orthogonal weights
+        are stored as parameters of the checkpoint's map (the same tensors under another map would be
+        other matrices), so the model is loaded with that map and then switched."""
+        config = kwargs.get("config")
+        requested = kwargs.pop("orthogonal_map", None) or getattr(config, "orthogonal_map", None)
+        saved_map = requested
+        if requested is not None and pretrained_model_name_or_path is not None:
+            hub = {key: kwargs[key] for key in HUB_KWARGS if key in kwargs}
+            saved = cls.config_class.get_config_dict(pretrained_model_name_or_path, **hub)[0]
+            saved_map = saved.get("orthogonal_map", requested)
+        if requested is not None and isinstance(config, PretrainedConfig):  # (remote code has its own classes)
+            kwargs["config"] = copy.deepcopy(config)
+            kwargs["config"].orthogonal_map = saved_map
+        elif requested is not None:
+            kwargs["orthogonal_map"] = saved_map
+        model = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+        if saved_map != requested:
+            model.set_orthogonal_map(requested)
+        return model
+
+    def set_orthogonal_map(self, orthogonal_map: str) -> None:
+        """Re-parametrise every orthogonal weight with another map without changing the function
+        (see :func:`~hf_variants.core.orthogonal_attention.set_orthogonal_map`); updates the config."""
+        set_orthogonal_map(self, orthogonal_map)
+        self.config.orthogonal_map = orthogonal_map
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.base_model.embeddings.word_embeddings
@@ -223,21 +229,24 @@ class EncoderModel(EncoderPreTrainedModel):
         super().__init_subclass__(**kwargs)
         for base in cls.__mro__[1:]:
             if issubclass(base, EncoderPreTrainedModel) and not issubclass(base, EncoderModel):
-                if base is not EncoderPreTrainedModel:
+                # The first backbone defined for a variant is its backbone: a later subclass (a user's)
+                # must not rewire the package's heads.
+                if base is not EncoderPreTrainedModel and "base_model_class" not in base.__dict__:
                     base.base_model_class = cls
                 break
-
-    #: Extra backbone modules a variant needs, ``{attribute: class(config)}`` (e.g. TransJect's
-    #: eigenvalue estimator); built before ``post_init`` so they are initialised and loaded as usual.
-    extra_modules: ClassVar[dict[str, type[nn.Module]]] = {}
 
     def __init__(self, config: EncoderConfig, add_pooling_layer: bool = True) -> None:
         super().__init__(config)
         self.embeddings = self.embeddings_class(config)
-        for name, module_class in self.extra_modules.items():
-            setattr(self, name, module_class(config))
-        self.encoder = EncoderStack(config, self.layer_class)
+        # Per-backbone modules of the token mixer (e.g. TransJect's eigenvalue estimator), built before
+        # ``post_init`` so that they are initialised and loaded as usual.
+        self.context_names = []
+        for name, module in context_modules(config).items():
+            setattr(self, name, module)
+            self.context_names.append(name)
+        self.encoder = EncoderStack(config)
         self.pooler = Pooler(config) if add_pooling_layer else None
+        self.parametrized = any(parametrize.is_parametrized(m) for m in self.modules())
         self.post_init()
 
     def forward(
@@ -255,32 +264,44 @@ class EncoderModel(EncoderPreTrainedModel):
         if output_hidden_states is None:
             output_hidden_states = self.config.output_hidden_states
         return_dict = self.config.return_dict if return_dict is None else return_dict
-
-        embeddings = self.embeddings(
-            input_ids=input_ids, token_type_ids=token_type_ids, position_ids=position_ids, inputs_embeds=inputs_embeds
-        )
-        padding_mask = key_padding_mask(attention_mask, embeddings.shape[:2])
-        extra_inputs, auxiliary_loss, diagnostics = self.prepare_layer_inputs(embeddings, padding_mask)
-        outputs, extra_outputs = self.encoder(
-            embeddings, padding_mask, extra_inputs, output_attentions, output_hidden_states
-        )
-        layer_loss, layer_diagnostics = self.summarize_layer_outputs(extra_outputs, padding_mask)
-        outputs.auxiliary_loss = _add_optional(auxiliary_loss, layer_loss)
-        outputs.diagnostics = {**diagnostics, **layer_diagnostics} or None
-        if self.pooler is not None:
-            outputs.pooler_output = self.pooler(outputs.last_hidden_state, padding_mask)
+        # Orthogonally parametrised weights are computed once per forward pass, not once per use.
+        with parametrize.cached() if self.parametrized else contextlib.nullcontext():
+            embeddings = self.embeddings(
+                input_ids=input_ids,
+                token_type_ids=token_type_ids,
+                position_ids=position_ids,
+                inputs_embeds=inputs_embeds,
+            )
+            padding_mask = key_padding_mask(attention_mask, embeddings.shape[:2])
+            extra_inputs, auxiliary_loss, diagnostics = self.prepare_layer_inputs(embeddings, padding_mask)
+            outputs, extra_outputs = self.encoder(
+                embeddings, padding_mask, extra_inputs, output_attentions, output_hidden_states
+            )
+            layer_loss, layer_diagnostics = self.summarize_layer_outputs(extra_outputs, padding_mask)
+            outputs.auxiliary_loss = _add_optional(auxiliary_loss, layer_loss)
+            outputs.diagnostics = {**diagnostics, **layer_diagnostics} or None
+            if self.pooler is not None:
+                outputs.pooler_output = self.pooler(outputs.last_hidden_state, padding_mask)
         return outputs if return_dict else outputs.to_tuple()
 
     def prepare_layer_inputs(self, embeddings: torch.Tensor, padding_mask: torch.Tensor | None) -> LayerInputs:
-        """Hook: extra per-forward tensors for every layer, plus an auxiliary loss and diagnostics.
-        BERT-style variants need none."""
-        return (), None, {}
+        """Extra per-forward tensors for every layer, plus an auxiliary loss and diagnostics, from the
+        token mixer's context module (none for softmax, MGK and MLK attention)."""
+        extra_inputs: tuple[torch.Tensor, ...] = ()
+        auxiliary_loss, diagnostics = None, {}
+        for name in self.context_names:
+            inputs, loss, named = getattr(self, name).layer_inputs(embeddings, padding_mask)
+            extra_inputs += inputs
+            auxiliary_loss = _add_optional(auxiliary_loss, loss)
+            diagnostics.update(named)
+        return extra_inputs, auxiliary_loss, diagnostics
 
     def summarize_layer_outputs(
         self, extra_outputs: list[tuple[torch.Tensor, ...]], padding_mask: torch.Tensor | None
     ) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
-        """Hook: turn the layers' extra outputs into an auxiliary loss and diagnostics."""
-        return None, {}
+        """The layers' extra outputs → an auxiliary loss and diagnostics, by the layer scheme."""
+        scheme = LAYER_SCHEMES[self.config.layer_scheme]
+        return scheme.summarize_outputs(self.config, extra_outputs, padding_mask)
 
 
 # ------------------------------------------------------------------------------------------------

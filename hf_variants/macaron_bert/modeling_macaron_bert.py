@@ -1,25 +1,12 @@
-"""Macaron-BERT: BERT whose layers follow the Strang–Marchuk splitting scheme.
+"""Macaron-BERT: BERT whose layers follow the Strang–Marchuk splitting scheme, eq. (17)–(19).
 
-Lu et al. (2019) read a Transformer layer as one Lie–Trotter splitting step of a convection
-(FFN) – diffusion (attention) ODE. The Strang–Marchuk scheme, eq. (14)–(16), splits the convection
-into two half steps around the diffusion step, which gives the Macaron layer, eq. (17)–(19)::
-
-    x̃ = x + ½ · FFN_down(x)          (17)
-    x̂ = x̃ + MultiHeadAtt(x̃)          (18)
-    x' = x̂ + ½ · FFN_up(x̂)           (19)
-
-The ½ multiplies the FFN output (after dropout) before the residual add; attention has no factor.
-Everything else (embeddings, heads, attention) is the shared BERT-style core.
+The layer is :class:`~hf_variants.core.strang_layer.StrangLayer` (``layer_scheme="strang"``);
+embeddings, heads and attention are the shared BERT-style core.
 """
 
 from __future__ import annotations
 
-import torch
-from transformers.modeling_layers import GradientCheckpointingLayer
-
-from ..core.encoder_layers import FeedForward, MultiHeadSelfAttention, SublayerConnection
 from ..core.modeling_encoder import (
-    AttentionCall,
     EncoderForMaskedLM,
     EncoderForMultipleChoice,
     EncoderForQuestionAnswering,
@@ -28,40 +15,16 @@ from ..core.modeling_encoder import (
     EncoderModel,
     EncoderPreTrainedModel,
 )
+from ..core.strang_layer import StrangLayer
 from .configuration_macaron_bert import MacaronBertConfig
 
-
-class MacaronBertLayer(GradientCheckpointingLayer):
-    """One Macaron layer, eq. (17)–(19), each sub-layer with its own residual LayerNorm."""
-
-    def __init__(self, config: MacaronBertConfig, layer_idx: int | None = None) -> None:
-        super().__init__()
-        position = config.layer_norm_position
-        first_activation = config.first_ffn_activation or config.hidden_act
-        self.ffn_down = FeedForward(config.hidden_size, config.ffn_inner_size, first_activation)
-        self.ffn_down_residual = SublayerConnection(config, position)
-        self.attention = MultiHeadSelfAttention(config, layer_idx=layer_idx)
-        self.attention_residual = SublayerConnection(config, position)
-        self.ffn_up = FeedForward(config.hidden_size, config.ffn_inner_size, config.hidden_act)
-        self.ffn_up_residual = SublayerConnection(config, position)
-
-    def forward(
-        self,
-        hidden_states: torch.Tensor,
-        padding_mask: torch.Tensor | None = None,
-        output_attentions: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        hidden_states = self.ffn_down_residual(hidden_states, self.ffn_down, scale=0.5)  # eq. (17)
-        attend = AttentionCall(self.attention, padding_mask, output_attentions)
-        hidden_states = self.attention_residual(hidden_states, attend)  # eq. (18)
-        hidden_states = self.ffn_up_residual(hidden_states, self.ffn_up, scale=0.5)  # eq. (19)
-        return hidden_states, attend.weights
+#: The Macaron layer under its historical name.
+MacaronBertLayer = StrangLayer
 
 
 class MacaronBertPreTrainedModel(EncoderPreTrainedModel):
     config_class = MacaronBertConfig
     base_model_prefix = "macaron_bert"
-    layer_class = MacaronBertLayer
 
 
 class MacaronBertModel(MacaronBertPreTrainedModel, EncoderModel):

@@ -1,6 +1,7 @@
 """MGK-BERT (``model_type="mgk_bert"``): attention with a mixture of Gaussian keys (MGK) or of
 linear keys (MLK)."""
 
+from ..core.mixture_of_keys import LinearMixtureAttention, MixtureOfKeysAttention
 from ..core.registration import register_variant
 from .configuration_mgk_bert import MgkBertConfig
 from .modeling_mgk_bert import (
@@ -9,10 +10,8 @@ from .modeling_mgk_bert import (
     MgkBertForQuestionAnswering,
     MgkBertForSequenceClassification,
     MgkBertForTokenClassification,
-    MgkBertLayer,
     MgkBertModel,
     MgkBertPreTrainedModel,
-    MixtureOfKeysAttention,
 )
 
 VARIANT = register_variant(
@@ -27,13 +26,13 @@ VARIANT = register_variant(
 
 __all__ = [
     "VARIANT",
+    "LinearMixtureAttention",
     "MgkBertConfig",
     "MgkBertForMaskedLM",
     "MgkBertForMultipleChoice",
     "MgkBertForQuestionAnswering",
     "MgkBertForSequenceClassification",
     "MgkBertForTokenClassification",
-    "MgkBertLayer",
     "MgkBertModel",
     "MgkBertPreTrainedModel",
     "MixtureOfKeysAttention",

@@ -1,10 +1,15 @@
 """N-ODE Transformer (``model_type="node_transformer"``): every block an ODE solved with torchdiffeq."""
 
+from ..core.ode_layer import (
+    NodeDynamics,
+    NodeTransformerBlock,
+    ODESolverError,
+    TimeDependentLinear,
+    VanillaTransformerBlock,
+)
 from ..core.registration import register_variant
 from .configuration_node_transformer import NodeTransformerConfig
 from .modeling_node_transformer import (
-    NodeDynamics,
-    NodeTransformerBlock,
     NodeTransformerForMaskedLM,
     NodeTransformerForMultipleChoice,
     NodeTransformerForQuestionAnswering,
@@ -12,9 +17,6 @@ from .modeling_node_transformer import (
     NodeTransformerForTokenClassification,
     NodeTransformerModel,
     NodeTransformerPreTrainedModel,
-    ODESolverError,
-    TimeDependentLinear,
-    VanillaTransformerBlock,
 )
 
 VARIANT = register_variant(

@@ -1,11 +1,10 @@
 """TransJect (``model_type="transject"``): orthogonal attention experts with injective residuals."""
 
+from ..core.orthogonal_attention import EigenvalueEstimator, OrthogonalAttention
 from ..core.registration import register_variant
 from .configuration_transject import TransJectConfig
 from .modeling_transject import (
-    EigenvalueEstimator,
     InjectiveEmbeddings,
-    OrthogonalAttention,
     TransJectForMaskedLM,
     TransJectForMultipleChoice,
     TransJectForQuestionAnswering,

@@ -1,0 +1,140 @@
+"""Layer scheme ``layer_scheme="injective"``: TransJect's injective residuals around a mixture of
+attention experts, then an orthogonal residual FFN (paper §3, eq. 3–6), introduced by TransJect and
+usable with every token mixer.
+
+* Injective residual (eq. 3) and mixture of E experts (eq. 5):
+  ``X ← Σ_e λ_e (X + s·ELU(A_e(X))) = X + s·Σ_e λ_e ELU(A_e(X))`` with ``s = α_l / L``.
+* Orthogonal residual FFN (eq. 6): ``X ← X + s·ELU(ELU(X W1 + b1) W2 + b2)``, W1, W2 orthogonal.
+* Entropic-TransJect (eq. 4): the residual update is randomised per hidden unit; its expectation
+  ``X + r`` is used at evaluation.
+
+With orthogonal attention experts (``attention_type="orthogonal"``, TransJect's default) each layer is
+``(1 + |s|)²``-Lipschitz and ``(1 − |s|)²``-co-Lipschitz; with ``|s| < 1/L`` the L-layer encoder stays
+within ``[(1 − 1/L)^{2L}, e²]`` (Theorem 2). Other token mixers are allowed (an ablation of TransJect's
+attention), but softmax, MGK and MLK attention are not Lipschitz-bounded, so Theorem 2 does not hold
+for them. The scheme has no LayerNorm, so a pre-LN config gets no final LayerNorm either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import initialization as init
+
+from .encoder_layers import LayerScheme
+from .orthogonal_attention import orthogonal_linear, validate_orthogonal_map
+from .validation import require_bool, require_choice, require_positive_int
+
+if TYPE_CHECKING:
+    from .configuration_encoder import EncoderConfig
+
+RESIDUAL_WEIGHTS = ("linear", "tanh")
+EXPERT_WEIGHTS = ("constant", "input_dependent")
+ENTROPIC_EVAL = ("expectation", "sample")
+
+
+class InjectiveLayer(LayerScheme):
+    """Mixture of attention experts with an injective residual (eq. 3–5), then the orthogonal
+    residual FFN (eq. 6); one learnable step ``α_l`` shared by both residuals.
+
+    Config fields (on every config whose ``layer_scheme`` is ``"injective"``):
+        num_experts: E, attention experts per layer (paper: 4).
+        residual_weight: ``"linear"`` (paper eq. 3: step ``α_l / L`` with learnable α_l initialised at 0,
+            ReZero) or ``"tanh"`` (authors' code: ``tanh(α_l) / L``, which keeps ``|step| < 1/L`` as
+            Lemma 3 and Theorem 2 assume).
+        expert_weights: ``"constant"`` (paper eq. 5: learned convex weights ``softmax(w)``) or
+            ``"input_dependent"`` (authors' code: ``softmax_e(g · max_tokens X^(l,e))``, which breaks
+            the Lipschitz argument).
+        entropic: Entropic-TransJect (eq. 4): per hidden unit and sequence, the residual update is
+            ``1.5x + r``, ``1.5x − r``, ``4r`` or ``x`` with probability ¼ each (expectation ``x + r``).
+        entropic_eval: ``"expectation"`` (default: deterministic predictions, ``x + r``) or
+            ``"sample"`` (authors' code: keeps sampling at evaluation).
+        orthogonal_map: Map of the orthogonal FFN weights (see ``OrthogonalAttention``).
+    """
+
+    config_defaults: ClassVar[dict[str, Any]] = {
+        "num_experts": 4,
+        "residual_weight": "linear",
+        "expert_weights": "constant",
+        "entropic": False,
+        "entropic_eval": "expectation",
+        "orthogonal_map": "cayley",
+    }
+    has_layer_norm = False
+    has_attention_probabilities = False  # E experts are mixed after a nonlinearity: no single map
+
+    @classmethod
+    def validate_config(cls, config: EncoderConfig) -> None:
+        require_positive_int(config, "num_experts")
+        require_choice(config, "residual_weight", RESIDUAL_WEIGHTS)
+        require_choice(config, "expert_weights", EXPERT_WEIGHTS)
+        require_bool(config, "entropic")
+        require_choice(config, "entropic_eval", ENTROPIC_EVAL)
+        validate_orthogonal_map(config)
+
+    def __init__(self, config: EncoderConfig, layer_idx: int | None, make_attention: Callable[[], nn.Module]) -> None:
+        super().__init__()
+        self.config = config
+        self.experts = nn.ModuleList(make_attention() for _ in range(config.num_experts))
+        if config.expert_weights == "constant":
+            self.expert_logits = nn.Parameter(torch.zeros(config.num_experts))
+            self.expert_gate = None
+        else:
+            self.expert_logits = None
+            self.expert_gate = nn.Linear(config.hidden_size, 1)
+        self.alpha = nn.Parameter(torch.zeros(()))
+        self.ffn_in = orthogonal_linear(config.hidden_size, True, config.orthogonal_map)
+        self.ffn_out = orthogonal_linear(config.hidden_size, True, config.orthogonal_map)
+
+    def init_extra_parameters(self, config: EncoderConfig) -> None:
+        init.zeros_(self.alpha)  # ReZero: every layer starts as the identity
+        if self.expert_logits is not None:
+            init.zeros_(self.expert_logits)
+
+    def step_size(self) -> torch.Tensor:
+        """``s = α_l / L`` (paper) or ``tanh(α_l) / L`` (authors' code)."""
+        alpha = torch.tanh(self.alpha) if self.config.residual_weight == "tanh" else self.alpha
+        return alpha / self.config.num_hidden_layers
+
+    def expert_weights(
+        self, hidden_states: torch.Tensor, updates: torch.Tensor, padding_mask: torch.Tensor | None
+    ) -> torch.Tensor:
+        """Convex weights ``(B, E)``: constant ``softmax(w)`` (eq. 5) or, as in the authors' code, a
+        softmax over a linear score of each expert's output ``X + s·ELU(A_e(X))``, max-pooled over real
+        tokens (computed only in that mode)."""
+        if self.expert_logits is not None:
+            return torch.softmax(self.expert_logits, dim=0).expand(hidden_states.shape[0], -1)
+        pooled = hidden_states[:, None] + updates
+        if padding_mask is not None:
+            pooled = pooled.masked_fill(~padding_mask[:, None, :, None], torch.finfo(pooled.dtype).min)
+        return torch.softmax(self.expert_gate(pooled.amax(dim=2)).squeeze(-1), dim=-1)
+
+    def residual(self, hidden_states: torch.Tensor, update: torch.Tensor) -> torch.Tensor:
+        """``X + r`` (eq. 3), or eq. (4)'s randomised version for Entropic-TransJect."""
+        sample = self.config.entropic and (self.training or self.config.entropic_eval == "sample")
+        if not sample:
+            return hidden_states + update
+        # One draw per sequence and hidden unit ("for each neuron i", X_{:,i}), shared over tokens.
+        u = torch.rand(hidden_states.shape[0], 1, hidden_states.shape[-1], device=hidden_states.device)
+        keep_scale = torch.where(u <= 0.5, 1.5, torch.where(u <= 0.75, 0.0, 1.0)).to(hidden_states.dtype)
+        update_scale = torch.where(u <= 0.25, 1.0, torch.where(u <= 0.5, -1.0, torch.where(u <= 0.75, 4.0, 0.0)))
+        return keep_scale * hidden_states + update_scale.to(hidden_states.dtype) * update
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        padding_mask: torch.Tensor | None = None,
+        *context: torch.Tensor,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, None]:
+        step = self.step_size()
+        outputs = [F.elu(expert(hidden_states, padding_mask, *context)[0]) for expert in self.experts]
+        updates = step * torch.stack(outputs, dim=1)
+        update = torch.einsum("be,bend->bnd", self.expert_weights(hidden_states, updates, padding_mask), updates)
+        hidden_states = self.residual(hidden_states, update)
+        feed_forward = F.elu(self.ffn_out(F.elu(self.ffn_in(hidden_states))))
+        return hidden_states + step * feed_forward, None

@@ -1,0 +1,317 @@
+"""Layer scheme ``layer_scheme="ode"``: the N-ODE Transformer's block (Baier-Reinio & De Sterck 2020,
+§3), introduced by the N-ODE Transformer and usable with every token mixer.
+
+Each block integrates ``X'(t) = F(X(t), t)`` over ``[0, T_F]`` with an adaptive solver, so the number
+of function evaluations (the "depth") adapts to the input.
+
+* F (``config.ode_function``): eq. (2) ``FFN_t(MHSA_t(X))``, eq. (3) ``FFN_t(X + MHSA_t(X))`` or
+  eq. (9) ``MHSA_t(X) + FFN_t(X + MHSA_t(X))``, with the config's token mixer in place of MHSA.
+* Time dependence (eq. 5): affine maps ``Ax + b + ct`` — always in the FFN, optionally in the MHSA.
+* Solver: ``torchdiffeq.odeint`` (backprop through the solver) or ``odeint_adjoint``; the number of
+  function evaluations (NFE) per block is reported in ``diagnostics``.
+* Kinetic regulariser (eq. 6): ``λ/(2L) ∫₀^{T_F} ‖X'(t)‖²_F dt`` per block and sequence, integrated
+  by augmenting the ODE state, added to the loss and reported as ``diagnostics["kinetic_energy"]``.
+
+Padded positions get ``X' = 0`` (they stay at their embedding) and are masked as keys, so they
+influence neither real tokens nor, through exploding values, the step-size control.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import torch
+from torch import nn
+from transformers import initialization as init
+
+from .encoder_layers import FeedForward, LayerScheme, MultiHeadSelfAttention
+from .validation import require_bool, require_choice, require_number, require_positive_int
+
+try:  # an import error here would stop a Hub export from loading even where no ODE block is used
+    from torchdiffeq import odeint, odeint_adjoint
+except ImportError:  # pragma: no cover - torchdiffeq is a dependency of hf-variants
+    odeint = odeint_adjoint = None
+
+if TYPE_CHECKING:
+    from .configuration_encoder import EncoderConfig
+
+ODE_FUNCTIONS = ("eq2", "eq3", "eq9")
+ADAPTIVE_METHODS = ("dopri5", "dopri8", "bosh3", "fehlberg2", "adaptive_heun")
+FIXED_STEP_METHODS = ("euler", "midpoint", "heun2", "heun3", "rk4", "explicit_adams", "implicit_adams")
+BLOCK_TYPES = ("ode", "vanilla")
+#: Upper bound of ``max_num_steps``: beyond it a stiff input would run for hours instead of failing.
+MAX_NUM_STEPS_LIMIT = 100_000
+#: Function-evaluation budget per allowed step (dopri8, the largest tableau, uses 13 per step).
+EVALUATIONS_PER_STEP = 16
+
+
+class ODESolverError(RuntimeError):
+    """The ODE solver could not integrate a block (step cap exceeded, step size underflow, or a
+    non-finite state)."""
+
+
+class TimeDependentLinear(nn.Linear):
+    """The concatenation layer of eq. (5): ``x ↦ Ax + b + ct``. The ODE function sets ``time``."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True) -> None:
+        super().__init__(in_features, out_features, bias=bias)
+        self.time_coefficient = nn.Parameter(torch.empty(out_features))
+        self.time: torch.Tensor | float = 0.0
+
+    def init_extra_parameters(self, config: EncoderConfig) -> None:
+        init.normal_(self.time_coefficient, mean=0.0, std=config.initializer_range)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return super().forward(hidden_states) + self.time * self.time_coefficient
+
+
+class TimeDependentAttention(MultiHeadSelfAttention):
+    """MHSA whose four affine maps are time-dependent (eq. 5 applied to MHSA, §4)."""
+
+    projection_class = TimeDependentLinear
+
+
+class NodeDynamics(nn.Module):
+    """The right-hand side ``F(X, t)`` of one block, with an evaluation counter.
+
+    Called by torchdiffeq as ``dynamics(t, state)``; ``state`` is X, or ``(X, E)`` when the kinetic
+    energy ``E' = ‖X'‖²_F / L`` is integrated alongside (eq. 6).
+    """
+
+    def __init__(self, config: EncoderConfig, make_attention: Callable[[], nn.Module]) -> None:
+        super().__init__()
+        self.ode_function = config.ode_function
+        self.attention = TimeDependentAttention(config) if config.time_dependent_attention else make_attention()
+        self.feed_forward = FeedForward(
+            config.hidden_size, config.intermediate_size, config.hidden_act, linear_class=TimeDependentLinear
+        )
+        norm = config.use_layer_norm
+        self.attention_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if norm else nn.Identity()
+        self.feed_forward_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if norm else nn.Identity()
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.time_dependent = [m for m in self.modules() if isinstance(m, TimeDependentLinear)]
+        # Per-solve context, set by the block before integrating.
+        self.padding_mask: torch.Tensor | None = None
+        self.context: tuple[torch.Tensor, ...] = ()
+        self.token_counts: torch.Tensor | None = None
+        self.evaluations = 0
+        self.max_evaluations = EVALUATIONS_PER_STEP * config.max_num_steps
+
+    def velocity(self, time: torch.Tensor, hidden_states: torch.Tensor) -> torch.Tensor:
+        """``X' = F(X, t)`` (eq. 2, 3 or 9), zero at padded positions."""
+        for module in self.time_dependent:
+            module.time = time
+        attended = self.dropout(self.attention(self.attention_norm(hidden_states), self.padding_mask, *self.context)[0])
+        if self.ode_function == "eq2":
+            derivative = self.feed_forward(self.feed_forward_norm(attended))
+        else:
+            derivative = self.feed_forward(self.feed_forward_norm(hidden_states + attended))
+            if self.ode_function == "eq9":
+                derivative = attended + derivative
+        derivative = self.dropout(derivative)
+        if self.padding_mask is not None:
+            derivative = derivative * self.padding_mask[..., None].to(derivative.dtype)
+        return derivative
+
+    def forward(self, time: torch.Tensor, state):
+        self.evaluations += 1
+        if self.evaluations > self.max_evaluations:
+            raise ODESolverError(
+                f"the solve exceeded its budget of {self.max_evaluations} function evaluations "
+                f"({EVALUATIONS_PER_STEP} × max_num_steps); the input may be stiff or its trajectory may explode."
+            )
+        if isinstance(state, tuple):
+            derivative = self.velocity(time, state[0])
+            energy_rate = derivative.pow(2).sum(dim=(1, 2)) / self.token_counts
+            return derivative, energy_rate
+        return self.velocity(time, state)
+
+
+class NodeTransformerBlock(LayerScheme):
+    """One N-ODE block: ``X(T_F)`` from ``X(0) = hidden_states``. Returns the end state, the attention
+    probabilities of F at ``(X(T_F), T_F)`` when asked, the NFE and the per-sequence kinetic energy.
+
+    Config fields (on every config whose ``layer_scheme`` is ``"ode"``):
+        ode_function: F of the block: ``"eq2"`` ``FFN_t(MHSA_t(X))`` (the paper's final choice),
+            ``"eq3"`` ``FFN_t(X + MHSA_t(X))`` (eq. 3 with α = 1; eq. 3 with α = 0 is eq. 2), or
+            ``"eq9"`` ``MHSA_t(X) + FFN_t(X + MHSA_t(X))`` (§7), whose one Euler step of size 1 is a
+            vanilla block, eq. (1).
+        time_dependent_attention: Make the MHSA affine maps ``Ax + b + ct`` (eq. 5) too (softmax
+            attention only). Off by default: the paper finds time-independent MHSA best (§4). The FFN
+            is always time-dependent.
+        block_type: ``"ode"`` or ``"vanilla"`` — eq. (1) ``Y = X + MHSA(X), X' = Y + FFN(Y)`` with the
+            same building blocks (one explicit step, no solver), for baselines such as PARITY.
+        use_layer_norm: Pre-LayerNorm inside F (off, as in the paper).
+        ode_method: torchdiffeq solver: adaptive ``dopri5`` (default, the paper's) / ``dopri8`` /
+            ``bosh3`` / ``fehlberg2`` / ``adaptive_heun``, or fixed-step ``euler`` / ``midpoint`` /
+            ``heun2`` / ``heun3`` / ``rk4`` / ``explicit_adams`` / ``implicit_adams``.
+        rtol, atol: Tolerances of adaptive solvers (paper: 1e-5).
+        final_time: T_F (paper: 1).
+        step_size: Step of fixed-step methods (``None``: one step of size T_F).
+        max_num_steps: Cap on solver steps per block (at most 100,000); exceeding it, or
+            ``EVALUATIONS_PER_STEP`` function evaluations per allowed step (a stiff input, an exploding
+            trajectory), raises ``ODESolverError`` instead of hanging.
+        adjoint: Backpropagate with ``torchdiffeq.odeint_adjoint`` (O(1) memory, slower) instead of
+            through the solver's operations (the paper's choice).
+        kinetic_regularization: λ of eq. (6): ``λ/(2L) ∫ ‖X'(t)‖²_F dt`` per block and sequence (L =
+            number of real tokens), integrated alongside the state and added to the loss; 0 disables.
+    """
+
+    config_defaults: ClassVar[dict[str, Any]] = {
+        "ode_function": "eq2",
+        "time_dependent_attention": False,
+        "block_type": "ode",
+        "use_layer_norm": False,
+        "ode_method": "dopri5",
+        "rtol": 1e-5,
+        "atol": 1e-5,
+        "final_time": 1.0,
+        "step_size": None,
+        "max_num_steps": 1000,
+        "adjoint": False,
+        "kinetic_regularization": 0.0,
+    }
+
+    @classmethod
+    def validate_config(cls, config: EncoderConfig) -> None:
+        require_choice(config, "ode_function", ODE_FUNCTIONS)
+        require_choice(config, "block_type", BLOCK_TYPES)
+        require_choice(config, "ode_method", ADAPTIVE_METHODS + FIXED_STEP_METHODS)
+        require_positive_int(config, "max_num_steps", maximum=MAX_NUM_STEPS_LIMIT)
+        for name in ("rtol", "atol", "final_time"):
+            require_number(config, name)
+        for name in ("time_dependent_attention", "use_layer_norm", "adjoint"):
+            require_bool(config, name)
+        if config.step_size is not None:
+            require_number(config, "step_size")
+            if config.ode_method in ADAPTIVE_METHODS:
+                raise ValueError(f"step_size is for fixed-step methods; {config.ode_method!r} chooses its own steps.")
+            if config.final_time / config.step_size > config.max_num_steps:
+                raise ValueError(
+                    f"final_time / step_size = {config.final_time / config.step_size:.0f} steps exceeds "
+                    f"max_num_steps={config.max_num_steps}."
+                )
+        require_number(config, "kinetic_regularization", strict=False)
+        if config.time_dependent_attention and config.attention_type != "softmax":
+            raise ValueError(
+                f"time_dependent_attention=True needs attention_type='softmax' (got {config.attention_type!r}): "
+                "the time-dependent maps Ax + b + ct (eq. 5) replace the four projections of softmax attention."
+            )
+
+    @classmethod
+    def build(
+        cls, config: EncoderConfig, layer_idx: int | None, make_attention: Callable[[], nn.Module]
+    ) -> LayerScheme:
+        """An ODE block, or a vanilla eq. (1) block when ``config.block_type == "vanilla"``."""
+        block_class = cls if config.block_type == "ode" else VanillaTransformerBlock
+        return block_class(config, layer_idx, make_attention)
+
+    @classmethod
+    def summarize_outputs(
+        cls, config: EncoderConfig, extra_outputs: list[tuple[torch.Tensor, ...]], padding_mask: torch.Tensor | None
+    ) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
+        """``diagnostics``: ``nfe_per_block`` and ``nfe_total`` and, when λ > 0, ``kinetic_energy`` per
+        sequence (summed over blocks); the weighted regulariser is the auxiliary loss."""
+        if not extra_outputs or not extra_outputs[0]:
+            return None, {}  # vanilla blocks
+        evaluations = torch.stack([extras[0] for extras in extra_outputs])
+        diagnostics = {"nfe_per_block": evaluations, "nfe_total": evaluations.sum()}
+        weight = config.kinetic_regularization
+        if weight == 0:
+            return None, diagnostics
+        kinetic = torch.stack([extras[1] for extras in extra_outputs]).sum(dim=0)  # (B,): Σ_blocks ∫‖X'‖²/L
+        diagnostics["kinetic_energy"] = kinetic.detach()
+        return 0.5 * weight * kinetic.mean(), diagnostics
+
+    def __init__(self, config: EncoderConfig, layer_idx: int | None, make_attention: Callable[[], nn.Module]) -> None:
+        super().__init__()
+        self.config = config
+        self.layer_idx = layer_idx
+        self.dynamics = NodeDynamics(config, make_attention)
+
+    def solver_options(self) -> dict:
+        config = self.config
+        if config.ode_method in ADAPTIVE_METHODS:
+            return {"max_num_steps": config.max_num_steps}
+        return {} if config.step_size is None else {"step_size": config.step_size}
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        padding_mask: torch.Tensor | None = None,
+        *context: torch.Tensor,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor]:
+        if odeint is None:
+            raise ImportError("layer_scheme='ode' needs torchdiffeq: pip install torchdiffeq")
+        config, dynamics = self.config, self.dynamics
+        batch, seq_len = hidden_states.shape[:2]
+        dynamics.padding_mask, dynamics.context = padding_mask, context
+        dynamics.evaluations = 0
+        regularise = config.kinetic_regularization > 0
+        state = hidden_states
+        if regularise:
+            counts = padding_mask.sum(-1) if padding_mask is not None else torch.full((batch,), seq_len)
+            dynamics.token_counts = counts.to(hidden_states)
+            state = (hidden_states, hidden_states.new_zeros(batch))
+        times = torch.tensor([0.0, config.final_time], dtype=torch.float32, device=hidden_states.device)
+        kwargs = {
+            "rtol": config.rtol,
+            "atol": config.atol,
+            "method": config.ode_method,
+            "options": self.solver_options(),
+        }
+        try:
+            if config.adjoint:
+                trajectory = odeint_adjoint(
+                    dynamics, state, times, adjoint_params=tuple(dynamics.parameters()), **kwargs
+                )
+            else:
+                trajectory = odeint(dynamics, state, times, **kwargs)
+        except AssertionError as error:  # torchdiffeq signals step-cap and underflow failures this way
+            raise ODESolverError(
+                f"N-ODE block {self.layer_idx}: the {config.ode_method} solver failed ({error}) after "
+                f"{dynamics.evaluations} function evaluations. The input may be stiff or its trajectory may "
+                "explode; raise max_num_steps, loosen rtol/atol, or use a fixed-step method."
+            ) from error
+        final = trajectory[0][-1] if regularise else trajectory[-1]
+        energy = trajectory[1][-1] if regularise else hidden_states.new_zeros(batch)
+        if not torch.isfinite(final).all():
+            raise ODESolverError(f"N-ODE block {self.layer_idx}: the solution contains NaN or infinity.")
+        evaluations = torch.tensor(float(dynamics.evaluations), device=hidden_states.device)
+        attention = None
+        if output_attentions:
+            for module in dynamics.time_dependent:
+                module.time = times[-1]
+            normed = dynamics.attention_norm(final)
+            attention = dynamics.attention(normed, padding_mask, *context, output_attentions=True)[1]
+        return final, attention, evaluations, energy
+
+
+class VanillaTransformerBlock(LayerScheme):
+    """Eq. (1) with the same building blocks and time-independent maps: ``Y = X + MHSA(X)``,
+    ``X' = Y + FFN(Y)`` (optional pre-LayerNorm and dropout as in the ODE blocks); built by the
+    ``"ode"`` scheme when ``block_type="vanilla"``."""
+
+    def __init__(self, config: EncoderConfig, layer_idx: int | None, make_attention: Callable[[], nn.Module]) -> None:
+        super().__init__()
+        self.attention = make_attention()
+        self.feed_forward = FeedForward(config.hidden_size, config.intermediate_size, config.hidden_act)
+        norm = config.use_layer_norm
+        self.attention_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if norm else nn.Identity()
+        self.feed_forward_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if norm else nn.Identity()
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        padding_mask: torch.Tensor | None = None,
+        *context: torch.Tensor,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        normed = self.attention_norm(hidden_states)
+        attended, attention = self.attention(normed, padding_mask, *context, output_attentions=output_attentions)
+        hidden_states = hidden_states + self.dropout(attended)
+        hidden_states = hidden_states + self.dropout(self.feed_forward(self.feed_forward_norm(hidden_states)))
+        return hidden_states, attention

@@ -1,0 +1,161 @@
+"""Token mixer ``attention_type="orthogonal"``: TransJect's orthogonal attention ``A(X) = X U Σ V``
+(paper §3.1, Theorem 1), introduced by TransJect and usable by every variant.
+
+* Σ: the eigenvalues of ``X⁽⁰⁾ᵀX⁽⁰⁾`` of the sequence's initial embeddings (padding excluded),
+  computed once per forward by :class:`EigenvalueEstimator` (the backbone's ``eigenvalues`` module),
+  standardised to ``max |λ| = 1`` (modes ``approx``/``exact``/``random``).
+* ``A(X) = X U Σ V`` with orthogonal U, V: each token's row is rotated, scaled by Σ (|λ| ≤ 1) and
+  rotated again, so ``‖A(x) − A(y)‖ ≤ ‖x − y‖``. Tokens interact only through Σ.
+
+Orthogonal matrices come from ``torch.nn.utils.parametrizations.orthogonal`` (``config.orthogonal_map``,
+Cayley by default) and are computed once per forward pass (the backbone runs under
+``parametrize.cached()``). Outside ``layer_scheme="injective"`` the attention is still 1-Lipschitz,
+but the layer around it is not bounded by Theorem 2 (see the TransJect model card).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import torch
+from torch import nn
+from torch.nn.utils import parametrize
+from torch.nn.utils.parametrizations import orthogonal
+from transformers import initialization as init
+
+from .encoder_layers import LayerInputs, TokenMixer
+from .validation import require_choice, require_number
+
+if TYPE_CHECKING:
+    from .configuration_encoder import EncoderConfig
+
+EIGENVALUE_MODES = ("approx", "exact", "random")
+ORTHOGONAL_MAPS = ("matrix_exp", "cayley", "householder")
+
+
+def orthogonal_linear(size: int, bias: bool, orthogonal_map: str) -> nn.Linear:
+    """A ``size × size`` linear map whose weight is constrained to be orthogonal.
+
+    Built on the CPU even inside ``from_pretrained``'s meta-device context: registering the
+    parametrization checks orthogonality with real numbers. The matrices are small (d × d).
+    """
+    with torch.device("cpu"):
+        return orthogonal(nn.Linear(size, size, bias=bias), orthogonal_map=orthogonal_map)
+
+
+def validate_orthogonal_map(config: EncoderConfig) -> None:
+    require_choice(config, "orthogonal_map", ORTHOGONAL_MAPS)
+
+
+def set_orthogonal_map(model: nn.Module, orthogonal_map: str) -> None:
+    """Re-parametrise every orthogonal weight of ``model`` with another map without changing the
+    function: each current matrix Q becomes the new parametrisation's base (``right_inverse``), so a
+    checkpoint trained with ``matrix_exp`` continues with ``cayley`` (or back) from the same weights."""
+    if orthogonal_map not in ORTHOGONAL_MAPS:
+        raise ValueError(f"orthogonal_map must be one of {ORTHOGONAL_MAPS}, got {orthogonal_map!r}.")
+    for module in list(model.modules()):
+        if parametrize.is_parametrized(module, "weight"):
+            parametrize.remove_parametrizations(module, "weight", leave_parametrized=True)
+            orthogonal(module, orthogonal_map=orthogonal_map)
+
+
+def _standardise(eigenvalues: torch.Tensor) -> torch.Tensor:
+    scale = eigenvalues.abs().amax(dim=-1, keepdim=True).clamp_min(torch.finfo(eigenvalues.dtype).tiny)
+    return eigenvalues / scale
+
+
+class EigenvalueEstimator(nn.Module):
+    """Σ of Theorem 1: eigenvalues of ``XᵀX`` (padding rows excluded) of the initial embeddings.
+
+    ``approx``: learned orthogonal Ũ with ``Σ = diag(ŨᵀGŨ)`` — the minimiser of ``‖G − ŨΣŨᵀ‖`` over
+    diagonal Σ for that Ũ — and the relative reconstruction error ``‖G − ŨΣŨᵀ‖_F / ‖G‖_F``;
+    ``exact``: ``eigvalsh(G)`` in descending order; ``random``: a learnable diagonal, fixed per model.
+    Every mode standardises Σ to ``max |λ| = 1``. ``forward`` returns ``(Σ (B, d), reconstruction
+    error or None)``; :meth:`layer_inputs` packs it for the layers.
+    """
+
+    def __init__(self, config: EncoderConfig) -> None:
+        super().__init__()
+        self.mode = config.eigenvalue_mode
+        self.loss_weight = config.reconstruction_loss_weight
+        size = config.hidden_size
+        self.eigenvectors = orthogonal_linear(size, False, config.orthogonal_map) if self.mode == "approx" else None
+        self.random_eigenvalues = nn.Parameter(torch.empty(size)) if self.mode == "random" else None
+
+    def init_extra_parameters(self, config: EncoderConfig) -> None:
+        if self.random_eigenvalues is not None:
+            init.uniform_(self.random_eigenvalues, -1.0, 1.0)
+
+    def forward(
+        self, embeddings: torch.Tensor, padding_mask: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if self.mode == "random":
+            eigenvalues = self.random_eigenvalues.expand(embeddings.shape[0], -1)
+            return _standardise(eigenvalues), None
+        x = embeddings.float()
+        if padding_mask is not None:
+            x = x * padding_mask[..., None]
+        gram = x.transpose(1, 2) @ x  # (B, d, d)
+        if self.mode == "exact":
+            return _standardise(torch.linalg.eigvalsh(gram).flip(-1)).to(embeddings.dtype), None
+        vectors = self.eigenvectors.weight.float()  # columns are the eigenvector estimates
+        diagonal = torch.einsum("di,bde,ei->bi", vectors, gram, vectors)
+        reconstruction = vectors @ torch.diag_embed(diagonal) @ vectors.T
+        error = torch.linalg.matrix_norm(gram - reconstruction) / torch.linalg.matrix_norm(gram).clamp_min(1e-12)
+        return _standardise(diagonal).to(embeddings.dtype), error.mean()
+
+    def layer_inputs(self, embeddings: torch.Tensor, padding_mask: torch.Tensor | None) -> LayerInputs:
+        """``((Σ,), weighted reconstruction loss or None, diagnostics)`` for the backbone."""
+        eigenvalues, reconstruction = self(embeddings, padding_mask)
+        if reconstruction is None:
+            return (eigenvalues,), None, {"eigenvalues": eigenvalues.detach()}
+        diagnostics = {"eigenvalues": eigenvalues.detach(), "reconstruction_loss": reconstruction.detach()}
+        return (eigenvalues,), self.loss_weight * reconstruction, diagnostics
+
+
+class OrthogonalAttention(TokenMixer, nn.Module):
+    """One orthogonal attention of Theorem 1: ``A(X) = X U Σ V`` (rows of X are tokens).
+
+    Config fields (on every config whose ``attention_type`` is ``"orthogonal"``):
+        eigenvalue_mode: How Σ is obtained: ``"approx"`` (paper default: learned orthogonal
+            eigenvectors Ũ, ``Σ = diag(ŨᵀXᵀXŨ)``, and the reconstruction loss added to the loss),
+            ``"exact"`` (``torch.linalg.eigvalsh``; not in the paper) or ``"random"``
+            (Random-TransJect: a learnable diagonal initialised at random, not redrawn per call as in
+            the authors' code).
+        reconstruction_loss_weight: Weight of the reconstruction loss (authors' code: 0.001).
+        orthogonal_map: Map of ``torch.nn.utils.parametrizations.orthogonal``: ``"cayley"`` (default,
+            one d × d solve forward and backward), ``"matrix_exp"`` (torch's default and the authors'
+            code; several times the cost) or ``"householder"``. ``set_orthogonal_map`` switches a
+            trained model exactly.
+
+    Attention-free in transformers' sense: ``output_attentions=True`` gives ``None`` for it.
+    """
+
+    config_defaults: ClassVar[dict[str, Any]] = {
+        "eigenvalue_mode": "approx",
+        "reconstruction_loss_weight": 1e-3,
+        "orthogonal_map": "cayley",
+    }
+    has_attention_probabilities = False
+    context_module = ("eigenvalues", EigenvalueEstimator)
+
+    @classmethod
+    def validate_config(cls, config: EncoderConfig) -> None:
+        require_choice(config, "eigenvalue_mode", EIGENVALUE_MODES)
+        validate_orthogonal_map(config)
+        require_number(config, "reconstruction_loss_weight", strict=False)
+
+    def __init__(self, config: EncoderConfig, layer_idx: int | None = None) -> None:
+        super().__init__()
+        self.U = orthogonal_linear(config.hidden_size, False, config.orthogonal_map)
+        self.V = orthogonal_linear(config.hidden_size, False, config.orthogonal_map)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        padding_mask: torch.Tensor | None,
+        eigenvalues: torch.Tensor,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, None]:
+        # nn.Linear computes x Wᵀ; Wᵀ is orthogonal whenever W is, so U := Wᵀ.
+        return self.V(self.U(hidden_states) * eigenvalues[:, None, :]), None

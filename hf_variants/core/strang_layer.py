@@ -1,0 +1,79 @@
+"""Layer scheme ``layer_scheme="strang"``: Macaron Net's layer (Lu et al. 2019), introduced by
+Macaron-BERT and usable with every token mixer.
+
+Lu et al. read a Transformer layer as one Lie–Trotter splitting step of a convection (FFN) –
+diffusion (attention) ODE. The Strang–Marchuk scheme, eq. (14)–(16), splits the convection into two
+half steps around the diffusion step, which gives the Macaron layer, eq. (17)–(19)::
+
+    x̃ = x + ½ · FFN_down(x)          (17)
+    x̂ = x̃ + MultiHeadAtt(x̃)          (18)
+    x' = x̂ + ½ · FFN_up(x̂)           (19)
+
+The ½ multiplies the FFN output (after dropout) before the residual add; attention has no factor.
+Each FFN has half of ``intermediate_size`` (the matched BERT's), so parameters match BERT's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import torch
+from torch import nn
+from transformers.activations import ACT2FN
+
+from .encoder_layers import AttentionCall, FeedForward, LayerScheme, SublayerConnection
+from .validation import require_choice
+
+if TYPE_CHECKING:
+    from .configuration_encoder import EncoderConfig
+
+
+class StrangLayer(LayerScheme):
+    """One Macaron layer, eq. (17)–(19), each sub-layer with its own residual LayerNorm.
+
+    Config fields (on every config whose ``layer_scheme`` is ``"strang"``):
+        first_ffn_activation: Activation of the first (lower) FFN. ``None`` (default) uses
+            ``hidden_act``. The authors' code hard-wires ReLU here even when ``hidden_act`` is GELU;
+            set ``"relu"`` to reproduce it.
+
+    ``intermediate_size`` is that of the BERT model being matched; each of the two FFNs gets half of
+    it (paper §4: "reduce the dimensionality of the inner-layer of the two FFN sub-layers by half").
+    """
+
+    config_defaults: ClassVar[dict[str, Any]] = {"first_ffn_activation": None}
+
+    @classmethod
+    def validate_config(cls, config: EncoderConfig) -> None:
+        if config.intermediate_size < 2:
+            raise ValueError(
+                f"intermediate_size ({config.intermediate_size}) must be at least 2 for layer_scheme='strang': "
+                "each of the two FFNs gets half."
+            )
+        if config.first_ffn_activation is not None:
+            require_choice(config, "first_ffn_activation", ACT2FN.keys())
+
+    def __init__(self, config: EncoderConfig, layer_idx: int | None, make_attention: Callable[[], nn.Module]) -> None:
+        super().__init__()
+        position = config.layer_norm_position
+        inner_size = config.intermediate_size // 2
+        first_activation = config.first_ffn_activation or config.hidden_act
+        self.ffn_down = FeedForward(config.hidden_size, inner_size, first_activation)
+        self.ffn_down_residual = SublayerConnection(config, position)
+        self.attention = make_attention()
+        self.attention_residual = SublayerConnection(config, position)
+        self.ffn_up = FeedForward(config.hidden_size, inner_size, config.hidden_act)
+        self.ffn_up_residual = SublayerConnection(config, position)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        padding_mask: torch.Tensor | None = None,
+        *context: torch.Tensor,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        hidden_states = self.ffn_down_residual(hidden_states, self.ffn_down, scale=0.5)  # eq. (17)
+        attend = AttentionCall(self.attention, padding_mask, context, output_attentions)
+        hidden_states = self.attention_residual(hidden_states, attend)  # eq. (18)
+        hidden_states = self.ffn_up_residual(hidden_states, self.ffn_up, scale=0.5)  # eq. (19)
+        return hidden_states, attend.weights

@@ -1,0 +1,309 @@
+"""Mix and match: any token mixer (``attention_type``) with any layer scheme (``layer_scheme``) on any
+variant, the two registries, the BERT control, and the errors of pairs that are not meaningful."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+import torch
+import transformers
+from torch import nn
+from transformers import AutoConfig, AutoModel, BertConfig, BertForMaskedLM, BertForSequenceClassification, BertModel
+
+from hf_variants import bert_control, macaron_bert, mgk_bert, node_transformer, transject
+from hf_variants.bert_control import BertControlConfig, BertControlForMaskedLM, BertControlModel, state_dict_from_bert
+from hf_variants.core import composition
+from hf_variants.core.encoder_layers import TokenMixer, TransformerLayer
+from hf_variants.core.injective_layer import InjectiveLayer
+from hf_variants.core.mixture_of_keys import MixtureOfKeysAttention
+from hf_variants.core.ode_layer import NodeTransformerBlock
+from hf_variants.core.orthogonal_attention import OrthogonalAttention
+from hf_variants.core.registration import VARIANTS, Variant
+from hf_variants.core.strang_layer import StrangLayer
+
+from .common import CommonEncoderTests, make_inputs
+
+MGK = {"num_attention_heads": 2, "head_dim": 16}
+TIGHT_ODE = {"rtol": 1e-7, "atol": 1e-7}
+
+
+def grid_class(variant: Variant, overrides: dict[str, Any]) -> type[CommonEncoderTests]:
+    """The common suite for ``variant`` with ``overrides`` (its flags follow from the pair)."""
+    config = variant.config_class(**overrides)
+    probabilities = composition.has_attention_probabilities(config)
+    attributes = {
+        "variant": variant,
+        "config_kwargs": overrides,
+        # eager vs sdpa and the probability checks apply to the softmax-normalised mixers
+        "softmax_attention": probabilities and config.attention_type in ("softmax", "mgk"),
+    }
+    return type(f"Grid_{variant.model_type}", (CommonEncoderTests,), attributes)
+
+
+# Beyond the four defaults (tested in each variant's module): every attention under lie_trotter and
+# strang, softmax / MGK / MLK under ode, softmax under injective — each on a variant whose own pair
+# differs, so that the switch, not the variant, is what is tested.
+class TestBertControlCommon(grid_class(bert_control.VARIANT, {})):  # lie_trotter × softmax
+    pass
+
+
+class TestLieTrotterMgkCommon(grid_class(node_transformer.VARIANT, {"layer_scheme": "lie_trotter",
+                                                                   "attention_type": "mgk", **MGK})):  # fmt: skip
+    pass
+
+
+class TestLieTrotterMlkCommon(grid_class(transject.VARIANT, {"layer_scheme": "lie_trotter",
+                                                             "attention_type": "mlk", **MGK})):  # fmt: skip
+    pass
+
+
+class TestLieTrotterOrthogonalCommon(grid_class(macaron_bert.VARIANT, {"layer_scheme": "lie_trotter",
+                                                                       "attention_type": "orthogonal"})):  # fmt: skip
+    pass
+
+
+class TestStrangSoftmaxCommon(grid_class(bert_control.VARIANT, {"layer_scheme": "strang"})):
+    pass
+
+
+class TestStrangMgkCommon(grid_class(macaron_bert.VARIANT, {"attention_type": "mgk", **MGK})):
+    pass
+
+
+class TestStrangMlkCommon(grid_class(macaron_bert.VARIANT, {"attention_type": "mlk", **MGK})):
+    pass
+
+
+class TestStrangOrthogonalCommon(grid_class(mgk_bert.VARIANT, {"layer_scheme": "strang",
+                                                               "attention_type": "orthogonal"})):  # fmt: skip
+    pass
+
+
+class TestOdeSoftmaxCommon(grid_class(bert_control.VARIANT, {"layer_scheme": "ode", **TIGHT_ODE})):
+    pass
+
+
+class TestOdeMgkCommon(grid_class(mgk_bert.VARIANT, {"layer_scheme": "ode", **MGK, **TIGHT_ODE})):
+    pass
+
+
+class TestOdeMlkCommon(grid_class(node_transformer.VARIANT, {"attention_type": "mlk", **MGK, **TIGHT_ODE})):
+    pass
+
+
+class TestInjectiveSoftmaxCommon(grid_class(bert_control.VARIANT, {"layer_scheme": "injective"})):
+    pass
+
+
+# ---------------------------------------------------------------------------------------------- config
+def test_default_pairs_are_the_papers() -> None:
+    pairs = {name: (v.config_class().attention_type, v.config_class().layer_scheme) for name, v in VARIANTS.items()}
+    assert pairs == {
+        "bert_control": ("softmax", "lie_trotter"),
+        "macaron_bert": ("softmax", "strang"),
+        "mgk_bert": ("mgk", "lie_trotter"),
+        "transject": ("orthogonal", "injective"),
+        "node_transformer": ("softmax", "ode"),
+    }
+
+
+def test_switched_config_has_the_fields_of_its_pair_and_round_trips(tmp_path: Path) -> None:
+    config = AutoConfig.for_model("macaron_bert", attention_type="mgk", num_key_components=3,
+                                  variance_factors=[1.0, 1.0, 2.0])  # fmt: skip
+    assert (config.attention_type, config.layer_scheme) == ("mgk", "strang")
+    assert config.mixture_weights == "learned" and config.first_ffn_activation is None  # defaults of both ideas
+    assert not hasattr(config, "rtol") and not hasattr(AutoConfig.for_model("macaron_bert"), "mixture_weights")
+    config.save_pretrained(tmp_path)
+    loaded = AutoConfig.from_pretrained(tmp_path)
+    assert type(loaded) is type(config)
+    saved, original = loaded.to_dict(), config.to_dict()
+    assert {k: v for k, v in saved.items() if k != "_name_or_path"} == {
+        k: v for k, v in original.items() if k != "_name_or_path"
+    }
+
+    ode = AutoConfig.for_model("node_transformer", attention_type="mlk")
+    assert (ode.attention_type, ode.layer_scheme, ode.ode_method) == ("mlk", "ode", "dopri5")
+
+
+def test_fields_are_validated_only_when_their_idea_is_used() -> None:
+    macaron_bert.MacaronBertConfig(mixture_weights="bogus", rtol=-1)  # softmax × strang: not its fields
+    with pytest.raises(ValueError, match="mixture_weights must be one of"):
+        macaron_bert.MacaronBertConfig(attention_type="mgk", mixture_weights="bogus")
+    with pytest.raises(ValueError, match="rtol must be a positive number"):
+        macaron_bert.MacaronBertConfig(layer_scheme="ode", rtol=-1)
+    with pytest.raises(ValueError, match="num_experts must be a positive integer"):
+        BertControlConfig(layer_scheme="injective", num_experts=0)
+    with pytest.raises(ValueError, match="eigenvalue_mode must be one of"):
+        mgk_bert.MgkBertConfig(attention_type="orthogonal", eigenvalue_mode="guess")
+
+
+def test_pairs_that_are_not_meaningful_raise_and_say_why() -> None:
+    with pytest.raises(ValueError, match="attention_type must be one of 'softmax', 'mgk', 'mlk', 'orthogonal'"):
+        BertControlConfig(attention_type="performer")
+    with pytest.raises(ValueError, match="layer_scheme must be one of 'lie_trotter', 'strang', 'ode', 'injective'"):
+        BertControlConfig(layer_scheme="reversible")
+    with pytest.raises(ValueError, match="solver calls it many times per block"):
+        node_transformer.NodeTransformerConfig(attention_type="mgk", mixture_weights="soft_em")
+    with pytest.raises(ValueError, match="time_dependent_attention=True needs attention_type='softmax'"):
+        node_transformer.NodeTransformerConfig(attention_type="mgk", time_dependent_attention=True)
+    with pytest.raises(ValueError, match="supports only mixture_weights='learned'"):
+        macaron_bert.MacaronBertConfig(attention_type="mlk", mixture_weights="hard")
+    with pytest.raises(ValueError, match="contradicts attention_type"):
+        mgk_bert.MgkBertConfig(attention_kind="linear", attention_type="mgk")
+
+
+def test_v010_attention_kind_still_selects_mlk() -> None:
+    assert mgk_bert.MgkBertConfig(attention_kind="linear").attention_type == "mlk"
+    assert mgk_bert.MgkBertConfig(attention_kind="gaussian").attention_type == "mgk"
+
+
+def test_pair_changed_after_construction_gets_its_fields(tmp_path: Path) -> None:
+    """``from_pretrained(..., attention_type=...)`` sets the field after the config is built."""
+    macaron_bert.MacaronBertModel(macaron_bert.MacaronBertConfig(vocab_size=50, hidden_size=16,
+                                                                 num_attention_heads=2)).save_pretrained(tmp_path)
+    model = AutoModel.from_pretrained(tmp_path, attention_type="mgk", ignore_mismatched_sizes=True)
+    assert isinstance(model.encoder.layer[0].attention, MixtureOfKeysAttention)
+    assert model.config.num_key_components == 2
+
+
+def test_unused_inputs_of_an_invalid_field_type_name_the_field() -> None:
+    with pytest.raises(ValueError, match="entropic must be True or False"):
+        transject.TransJectConfig(entropic="yes")
+
+
+# ---------------------------------------------------------------------------------------------- structure
+@pytest.mark.parametrize("scheme", list(composition.LAYER_SCHEMES))
+@pytest.mark.parametrize("attention", list(composition.ATTENTION_TYPES))
+def test_every_pair_builds_from_the_two_registries_and_trains(scheme: str, attention: str) -> None:
+    """The layer is the scheme's class and its mixer the attention's class, for all 16 pairs."""
+    config = BertControlConfig(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                               intermediate_size=32, layer_scheme=scheme, attention_type=attention,
+                               rtol=1e-3, atol=1e-3, hidden_dropout_prob=0.0) if scheme == "ode" else BertControlConfig(
+        vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+        layer_scheme=scheme, attention_type=attention, hidden_dropout_prob=0.0)  # fmt: skip
+    torch.manual_seed(0)
+    model = BertControlForMaskedLM(config).train()
+    layer = model.bert_control.encoder.layer[0]
+    assert isinstance(layer, composition.LAYER_SCHEMES[scheme])
+    mixers = [m for m in layer.modules() if isinstance(m, TokenMixer)]
+    assert mixers and all(type(m) is composition.ATTENTION_TYPES[attention] for m in mixers)
+    inputs = make_inputs(config)
+    labels = inputs["input_ids"].masked_fill(inputs["attention_mask"] == 0, -100)
+    loss = model(**inputs, labels=labels).loss
+    loss.backward()
+    assert torch.isfinite(loss)
+    grads = [p.grad for p in model.bert_control.encoder.parameters() if p.grad is not None]
+    assert grads and any(float(g.abs().sum()) > 0 for g in grads)
+
+
+def test_a_mixer_has_the_same_parameters_in_every_scheme_and_variant() -> None:
+    """No per-pair code: MGK in Macaron's layer is the module MGK-BERT uses (same parameter names)."""
+    sizes = {"vocab_size": 40, "hidden_size": 16, "num_attention_heads": 2, "intermediate_size": 32}
+    mgk = mgk_bert.MgkBertModel(mgk_bert.MgkBertConfig(**sizes)).encoder.layer[0].attention
+    mixed = macaron_bert.MacaronBertModel(macaron_bert.MacaronBertConfig(attention_type="mgk", **sizes))
+    assert isinstance(mixed.encoder.layer[0], StrangLayer)
+    assert mgk.state_dict().keys() == mixed.encoder.layer[0].attention.state_dict().keys()
+    orthogonal = transject.TransJectModel(transject.TransJectConfig(layer_scheme="lie_trotter", **sizes))
+    assert isinstance(orthogonal.encoder.layer[0], TransformerLayer)
+    assert isinstance(orthogonal.encoder.layer[0].attention, OrthogonalAttention)
+    assert hasattr(orthogonal, "eigenvalues")  # the mixer's context module, on any scheme
+
+
+def test_injective_scheme_has_no_layer_norm_and_ode_keeps_block_types() -> None:
+    injective = BertControlConfig(layer_scheme="injective", layer_norm_position="pre")
+    assert not injective.uses_final_layer_norm
+    assert BertControlConfig(layer_norm_position="pre").uses_final_layer_norm
+    model = BertControlModel(BertControlConfig(vocab_size=40, hidden_size=16, num_attention_heads=2,
+                                               layer_scheme="injective"))  # fmt: skip
+    assert isinstance(model.encoder.layer[0], InjectiveLayer)
+    assert not any(isinstance(m, nn.LayerNorm) for m in model.encoder.modules())
+    ode = BertControlModel(BertControlConfig(vocab_size=40, hidden_size=16, num_attention_heads=2, layer_scheme="ode"))
+    assert isinstance(ode.encoder.layer[0], NodeTransformerBlock)
+
+
+class TokenMean(TokenMixer, nn.Module):
+    """A fifth token mixer for the test: each token gets the projected mean of the real tokens."""
+
+    config_defaults: ClassVar[dict[str, Any]] = {"mean_scale": 1.0}
+    has_attention_probabilities = False
+
+    @classmethod
+    def validate_config(cls, config: Any) -> None:
+        if config.mean_scale <= 0:
+            raise ValueError("mean_scale must be positive")
+
+    def __init__(self, config: Any, layer_idx: int | None = None) -> None:
+        super().__init__()
+        self.scale = config.mean_scale
+        self.output = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(self, hidden_states, padding_mask=None, *context, output_attentions=False):
+        weights = torch.ones(hidden_states.shape[:2]) if padding_mask is None else padding_mask.float()
+        mean = (hidden_states * weights[..., None]).sum(1, keepdim=True) / weights.sum(1)[:, None, None]
+        return self.output(self.scale * mean).expand_as(hidden_states), None
+
+
+@pytest.mark.parametrize("scheme", list(composition.LAYER_SCHEMES))
+def test_a_fifth_attention_needs_one_module_and_one_registry_line(
+    scheme: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(composition.ATTENTION_TYPES, "token_mean", TokenMean)  # the one registry line
+    config = AutoConfig.for_model("macaron_bert", vocab_size=40, hidden_size=16, num_attention_heads=2,
+                                  intermediate_size=32, attention_type="token_mean", layer_scheme=scheme)  # fmt: skip
+    assert config.mean_scale == 1.0
+    with pytest.raises(ValueError, match="mean_scale must be positive"):
+        AutoConfig.for_model("macaron_bert", attention_type="token_mean", mean_scale=0.0)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForMaskedLM.from_config(config)
+    assert any(isinstance(m, TokenMean) for m in model.modules())
+    inputs = make_inputs(config)
+    output = model(**inputs, labels=inputs["input_ids"])
+    output.loss.backward()
+    model.save_pretrained(tmp_path)
+    loaded = transformers.AutoModelForMaskedLM.from_pretrained(tmp_path)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded.eval()(**inputs).logits, model.eval()(**inputs).logits, rtol=0, atol=0)
+
+
+# ---------------------------------------------------------------------------------------------- BERT control
+BERT_SIZES = dict(vocab_size=60, hidden_size=24, num_hidden_layers=2, num_attention_heads=3, intermediate_size=48,
+                  max_position_embeddings=32, type_vocab_size=2, hidden_dropout_prob=0.0,
+                  attention_probs_dropout_prob=0.0)  # fmt: skip
+
+
+@pytest.mark.parametrize("implementation", ["eager", "sdpa"])
+def test_bert_control_equals_transformers_bert_with_copied_weights(implementation: str) -> None:
+    torch.manual_seed(0)
+    bert = BertModel(BertConfig(**BERT_SIZES, attn_implementation=implementation)).eval()
+    with torch.no_grad():  # move LayerNorms and biases away from 1/0 too
+        for parameter in bert.parameters():
+            parameter.add_(0.05 * torch.randn_like(parameter))
+    control = BertControlModel(BertControlConfig(**BERT_SIZES, attn_implementation=implementation)).eval()
+    missing, unexpected = control.load_state_dict(state_dict_from_bert(bert.state_dict(), base_model=True),
+                                                  strict=False)  # fmt: skip
+    assert missing == [] and unexpected == []
+    inputs = make_inputs(control.config, batch=3, seq_len=11)
+    with torch.no_grad():
+        expected, got = bert(**inputs), control(**inputs, output_hidden_states=True)
+    real = inputs["attention_mask"].bool()
+    torch.testing.assert_close(got.last_hidden_state[real], expected.last_hidden_state[real], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got.pooler_output, expected.pooler_output, atol=1e-5, rtol=1e-5)
+
+
+def test_bert_control_heads_equal_transformers_bert_heads() -> None:
+    torch.manual_seed(0)
+    config = BertConfig(**BERT_SIZES, num_labels=3)
+    bert_mlm, bert_cls = BertForMaskedLM(config).eval(), BertForSequenceClassification(config).eval()
+    ours_config = BertControlConfig(**BERT_SIZES, num_labels=3)
+    ours_mlm = BertControlForMaskedLM(ours_config).eval()
+    ours_cls = bert_control.BertControlForSequenceClassification(ours_config).eval()
+    for ours, theirs in ((ours_mlm, bert_mlm), (ours_cls, bert_cls)):
+        incompatible = ours.load_state_dict(state_dict_from_bert(theirs.state_dict()), strict=False)
+        assert incompatible.missing_keys == [] and incompatible.unexpected_keys == []
+    inputs = make_inputs(ours_config)
+    with torch.no_grad():
+        torch.testing.assert_close(ours_mlm(**inputs).logits, bert_mlm(**inputs).logits, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(ours_cls(**inputs).logits, bert_cls(**inputs).logits, atol=1e-5, rtol=1e-5)
+    assert ours_mlm.get_output_embeddings().weight is ours_mlm.get_input_embeddings().weight

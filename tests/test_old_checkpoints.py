@@ -1,0 +1,69 @@
+"""Checkpoints written by v0.1.0 (before attention types and layer schemes were separated) load
+with every weight and give the same outputs, and a model built with today's code from the same
+config and seed is the same model (same state-dict keys, same outputs).
+
+The fixtures were written by v0.1.0's code itself: ``tests/fixtures/make_v010_checkpoints.py`` says how.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import transformers
+from safetensors.torch import load_file
+
+import hf_variants  # noqa: F401  (registers the variants)
+from hf_variants.core.registration import VARIANTS
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "v0.1.0"
+CHECKPOINTS = sorted(path.name for path in FIXTURES.iterdir() if path.is_dir())
+#: The pair each v0.1.0 configuration meant.
+EXPECTED_PAIR = {
+    "macaron_bert": ("softmax", "strang"),
+    "mgk_bert": ("mgk", "lie_trotter"),
+    "transject": ("orthogonal", "injective"),
+    "node_transformer": ("softmax", "ode"),
+}
+
+
+def test_every_fixture_is_present() -> None:
+    assert len(CHECKPOINTS) == 12
+    assert {name.split("_", 2)[0] for name in CHECKPOINTS} >= {"macaron", "mgk", "transject", "node"}
+
+
+@pytest.mark.parametrize("name", CHECKPOINTS)
+def test_v010_checkpoint_loads_every_weight_and_gives_the_same_logits(name: str) -> None:
+    folder = FIXTURES / name
+    expected = load_file(folder / "expected.safetensors")
+    inputs = {key: expected[key] for key in ("input_ids", "attention_mask", "token_type_ids")}
+    model, info = transformers.AutoModelForMaskedLM.from_pretrained(folder, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"], info
+    config = model.config
+    pair = EXPECTED_PAIR[config.model_type]
+    if name == "mgk_bert_linear":  # saved with v0.1.0's attention_kind="linear"
+        pair = ("mlk", "lie_trotter")
+    assert (config.attention_type, config.layer_scheme) == pair
+    with torch.no_grad():
+        logits = model.eval()(**inputs).logits
+    assert torch.equal(logits, expected["saved_logits"])
+
+
+@pytest.mark.parametrize("name", CHECKPOINTS)
+def test_fresh_model_from_the_same_config_and_seed_is_unchanged(name: str) -> None:
+    """Same construction and initialisation order as v0.1.0: same weights, so the same outputs."""
+    folder = FIXTURES / name
+    expected = load_file(folder / "expected.safetensors")
+    inputs = {key: expected[key] for key in ("input_ids", "attention_mask", "token_type_ids")}
+    config = transformers.AutoConfig.from_pretrained(folder)
+    variant = VARIANTS[config.model_type]
+    torch.manual_seed(0)
+    base = variant.models["AutoModel"](config).eval()
+    torch.manual_seed(0)
+    mlm = variant.models["AutoModelForMaskedLM"](config).eval()
+    saved_keys = set(load_file(folder / "model.safetensors"))
+    assert set(mlm.state_dict()) - {"lm_head.decoder.weight"} == saved_keys - {"lm_head.decoder.weight"}
+    with torch.no_grad():
+        assert torch.equal(base(**inputs).last_hidden_state, expected["fresh_hidden"])
+        assert torch.equal(mlm(**inputs).logits, expected["fresh_logits"])
