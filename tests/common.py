@@ -414,6 +414,13 @@ class CommonEncoderTests:
             model(input_ids=torch.ones(2, 5, dtype=torch.long), attention_mask=torch.tensor([[1] * 5, [0] * 5]))
         with pytest.raises(ValueError, match="token_type_ids contain value"):
             model(input_ids=torch.ones(1, 5, dtype=torch.long), token_type_ids=torch.full((1, 5), 7))
+        for empty in (torch.ones(0, 5, dtype=torch.long), torch.ones(2, 0, dtype=torch.long)):
+            with pytest.raises(ValueError, match="an empty batch or a sequence of length 0"):
+                model(input_ids=empty)
+        embeds = torch.randn(1, 4, config.word_embedding_size)
+        embeds[0, 1, 0] = float("nan")
+        with pytest.raises(ValueError, match="inputs_embeds contain NaN or infinity"):
+            model(inputs_embeds=embeds)
 
     # ------------------------------------------------------------------ remote code
     def test_remote_code_loads_every_head_without_the_package(self, tmp_path: Path) -> None:

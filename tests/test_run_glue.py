@@ -21,7 +21,7 @@ from hf_variants.tokenization import train_wordpiece_tokenizer
 from hf_variants.training import run_glue
 from hf_variants.training.run_mlm import parse_overrides
 
-from .test_run_mlm import TINY
+from .mlm_helpers import TINY
 
 PERSON_WORDS = ("teacher", "child", "doctor", "farmer", "writer")
 
@@ -318,3 +318,54 @@ def test_sequence_length_beyond_the_position_table_is_refused(
     with pytest.raises(ValueError, match=r"--max_seq_length 100 exceeds the model's position table"):
         run_glue.main(glue_args(checkpoints["mgk_bert"], "sst2", glue_dir, tmp_path, "--do_eval",
                                 "--max_seq_length", "100"))  # fmt: skip
+
+
+def test_a_checkpoint_missing_backbone_weights_is_refused(
+    checkpoints: dict[str, Path], glue_dir: Path, tmp_path: Path
+) -> None:
+    """A renamed or dropped backbone weight, or a config override that drops stored layers, would
+    train from fresh weights while results say random_init: false."""
+    import shutil
+
+    from safetensors.torch import save_file
+
+    damaged = tmp_path / "renamed"
+    shutil.copytree(checkpoints["mgk_bert"], damaged)
+    weights = load_file(damaged / "model.safetensors")
+    name = next(k for k in weights if ".layer.0.attention.query.weight" in k)
+    weights[name.replace("query", "querry")] = weights.pop(name)
+    save_file(weights, damaged / "model.safetensors")
+    with pytest.raises(ValueError, match=r"does not hold this model's backbone: 1 missing from the checkpoint .*query"):
+        run_glue.main(glue_args(damaged, "sst2", glue_dir, tmp_path / "a", "--do_train", "--max_steps", "1"))
+    with pytest.raises(ValueError, match=r"in the checkpoint but not in this model .*layer\.1\."):
+        run_glue.main(glue_args(checkpoints["mgk_bert"], "sst2", glue_dir, tmp_path / "b", "--do_train",
+                                "--max_steps", "1", "--config_overrides", "num_hidden_layers=1"))  # fmt: skip
+    with pytest.raises(ValueError, match=r"missing from the checkpoint .*final_layer_norm"):
+        run_glue.main(glue_args(checkpoints["mgk_bert"], "sst2", glue_dir, tmp_path / "c", "--do_train",
+                                "--max_steps", "1", "--config_overrides", "layer_norm_position=pre"))  # fmt: skip
+    # the explicit way to start from fresh weights still works
+    run_glue.main(glue_args(damaged, "sst2", glue_dir, tmp_path / "d", "--do_train", "--max_steps", "1",
+                            "--random_init"))  # fmt: skip
+
+
+def test_a_tokenizer_with_another_vocabulary_is_refused(
+    checkpoints: dict[str, Path], glue_dir: Path, tmp_path: Path
+) -> None:
+    """Same size, other tokens: the embedding rows would mean other words."""
+    import shutil
+
+    from hf_variants.training.checkpoints import vocabulary_sha256
+
+    pretrained = tmp_path / "pretrained"
+    shutil.copytree(checkpoints["macaron_bert"], pretrained)
+    config = AutoConfig.from_pretrained(pretrained)
+    config.tokenizer_vocabulary_sha256 = vocabulary_sha256(AutoTokenizer.from_pretrained(pretrained))
+    config.save_pretrained(pretrained)
+    other = tmp_path / "other-tokenizer"
+    train_wordpiece_tokenizer([s[::-1] for s in synthetic_sentences(500, seed=2)], vocab_size=120,
+                              min_frequency=1).save_pretrained(other)  # fmt: skip
+    assert len(AutoTokenizer.from_pretrained(other)) == len(AutoTokenizer.from_pretrained(pretrained))
+    with pytest.raises(ValueError, match=r"another vocabulary than the one the model was pretrained with"):
+        run_glue.main(glue_args(pretrained, "sst2", glue_dir, tmp_path / "a", "--do_train", "--max_steps", "1",
+                                "--tokenizer_name", str(other)))  # fmt: skip
+    run_glue.main(glue_args(pretrained, "sst2", glue_dir, tmp_path / "b", "--do_train", "--max_steps", "1"))

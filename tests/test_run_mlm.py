@@ -15,52 +15,11 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForMaskedLM, AutoTokenizer, pipeline
 
-from hf_variants.synthetic import synthetic_sentences
 from hf_variants.tokenization import train_wordpiece_tokenizer
-from hf_variants.training import run_mlm, train_tokenizer
+from hf_variants.training import run_mlm
 
 from .helpers import REPO_ROOT
-
-TINY = {
-    "macaron_bert": "hidden_size=32,num_hidden_layers=2,num_attention_heads=4,intermediate_size=64",
-    "mgk_bert": "hidden_size=32,num_hidden_layers=2,num_attention_heads=2,head_dim=16,intermediate_size=64",
-    "transject": "hidden_size=32,num_hidden_layers=2,num_experts=2",
-    "node_transformer": (
-        "hidden_size=32,num_hidden_layers=1,num_attention_heads=4,intermediate_size=32,rtol=1e-3,atol=1e-3"
-    ),
-    "bert": "hidden_size=32,num_hidden_layers=2,num_attention_heads=4,intermediate_size=64",
-}
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("corpus") / "train.txt"
-    path.write_text("\n".join(synthetic_sentences(800, seed=3)) + "\n")
-    return path
-
-
-@pytest.fixture(scope="module")
-def tokenizer_dir(tmp_path_factory, corpus: Path) -> Path:
-    output = tmp_path_factory.mktemp("tokenizer")
-    train_tokenizer.main(
-        ["--train_file", str(corpus), "--vocab_size", "120", "--min_frequency", "1", "--output_dir", str(output)]
-    )
-    return output
-
-
-def mlm_args(
-    corpus: Path, tokenizer_dir: Path, output: Path, model_type: str = "macaron_bert", *extra: str
-) -> list[str]:
-    return [
-        "--model_type", model_type, "--config_overrides", TINY[model_type],
-        "--train_file", str(corpus), "--tokenizer_name", str(tokenizer_dir),
-        "--max_seq_length", "24", "--per_device_train_batch_size", "8", "--learning_rate", "3e-3",
-        "--num_warmup_steps", "0", "--output_dir", str(output), "--disable_tqdm", "--logging_steps", "1", *extra,
-    ]  # fmt: skip
-
-
-def history(output: Path) -> list[dict]:
-    return json.loads((output / "train_history.json").read_text())
+from .mlm_helpers import TINY, deterministic_metrics, history, mlm_args
 
 
 @pytest.mark.parametrize("model_type", sorted(TINY))
@@ -96,7 +55,7 @@ def test_saved_model_serves_fill_mask_and_exports(corpus: Path, tokenizer_dir: P
 
 def test_resume_continues_exactly(corpus: Path, tokenizer_dir: Path, tmp_path: Path) -> None:
     """Stopping at a checkpoint and resuming gives the same data, masks, losses and weights (with
-    dropout on: accelerate restores the RNG states)."""
+    dropout on: the checkpoint restores the RNG states), and the whole run's history."""
     full, resumed = tmp_path / "full", tmp_path / "resumed"
     common = ["--max_train_steps", "8", "--checkpointing_steps", "4", "--gradient_accumulation_steps", "2"]
     run_mlm.main(mlm_args(corpus, tokenizer_dir, full, "macaron_bert", *common))
@@ -104,9 +63,10 @@ def test_resume_continues_exactly(corpus: Path, tokenizer_dir: Path, tmp_path: P
                           "--resume_from_checkpoint", str(full / "checkpoint-4")))  # fmt: skip
     uninterrupted = {entry["step"]: entry["loss"] for entry in history(full)}
     continued = {entry["step"]: entry["loss"] for entry in history(resumed)}
-    assert sorted(continued) == [5, 6, 7, 8]
+    assert sorted(continued) == list(range(1, 9))  # steps 1-4 come from the checkpoint's history
     for step, loss in continued.items():
         assert loss == uninterrupted[step], (step, loss, uninterrupted[step])
+    assert deterministic_metrics(resumed) == deterministic_metrics(full)
     a, b = load_file(full / "model.safetensors"), load_file(resumed / "model.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 

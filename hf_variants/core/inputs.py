@@ -27,6 +27,13 @@ def check_input_ids(
     """
     if (input_ids is None) == (inputs_embeds is None):
         raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
+    reference = input_ids if input_ids is not None else inputs_embeds
+    if reference.dim() >= 2 and 0 in reference.shape[:2]:
+        name = "input_ids" if input_ids is not None else "inputs_embeds"
+        raise ValueError(
+            f"{name} has shape {tuple(reference.shape)}: an empty batch or a sequence of length 0 has nothing to "
+            "encode."
+        )
     if input_ids is not None:
         if input_ids.dim() != 2:
             raise ValueError(f"input_ids must have shape (batch_size, seq_len); got shape {tuple(input_ids.shape)}.")
@@ -45,6 +52,8 @@ def check_input_ids(
         raise ValueError(
             f"inputs_embeds must have shape (batch_size, seq_len, hidden_size); got shape {tuple(inputs_embeds.shape)}."
         )
+    if _checks_enabled() and not bool(torch.isfinite(inputs_embeds).all()):
+        raise ValueError("inputs_embeds contain NaN or infinity.")
     return tuple(inputs_embeds.shape[:2])
 
 

@@ -280,6 +280,45 @@ def check_task_matches_model(config: transformers.PretrainedConfig, labels: Labe
         )
 
 
+def check_backbone_loaded(model: transformers.PreTrainedModel, loading: dict[str, Any], source: str) -> None:
+    """Every backbone weight must come from the checkpoint: only the task head (and the pooler, which
+    MLM pretraining does not train) may be new. Missing, unexpected (a changed ``num_hidden_layers``)
+    or resized backbone weights are an error; ``--random_init`` is the explicit way to start fresh."""
+    pooler = f"{model.base_model_prefix}.pooler."
+    heads = ("classifier.", "score.", "qa_outputs.", "lm_head.", "cls.", "pooler.", pooler)
+
+    def backbone(names: Any) -> list[str]:
+        names = [entry[0] if isinstance(entry, (tuple, list)) else entry for entry in names]
+        return sorted(name for name in names if not name.startswith(heads))
+
+    problems = {
+        "missing from the checkpoint": backbone(loading.get("missing_keys", [])),
+        "in the checkpoint but not in this model": backbone(loading.get("unexpected_keys", [])),
+        "of another shape in the checkpoint": backbone(loading.get("mismatched_keys", [])),
+    }
+    problems = {what: names for what, names in problems.items() if names}
+    if problems:
+        described = "; ".join(f"{len(names)} {what} (e.g. {', '.join(names[:3])})" for what, names in problems.items())
+        raise ValueError(
+            f"{source} does not hold this model's backbone: {described}. Its weights would be freshly initialised "
+            "and training would start from random weights. Check --config_overrides (num_hidden_layers, "
+            "layer_norm_position, ...) and the checkpoint; pass --random_init to train from scratch on purpose."
+        )
+
+
+def check_tokenizer_matches(config: transformers.PretrainedConfig, tokenizer: Any, source: str) -> None:
+    """A checkpoint pretrained by run_mlm records its vocabulary's SHA-256: another vocabulary (even of
+    the same size) would feed other tokens to the same embedding rows."""
+    from .checkpoints import vocabulary_sha256
+
+    expected = getattr(config, "tokenizer_vocabulary_sha256", None)
+    if expected is not None and vocabulary_sha256(tokenizer) != expected:
+        raise ValueError(
+            f"The tokenizer {source} has another vocabulary than the one the model was pretrained with "
+            f"(config.tokenizer_vocabulary_sha256={expected[:12]}…); use the checkpoint's own tokenizer."
+        )
+
+
 # --------------------------------------------------------------------------------------------
 # Metrics and predictions
 # --------------------------------------------------------------------------------------------
@@ -376,11 +415,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             config, trust_remote_code=model_args.trust_remote_code, dtype=None if dtype == "auto" else dtype
         )
     else:
-        model = AutoModelForSequenceClassification.from_pretrained(
+        model, loading = AutoModelForSequenceClassification.from_pretrained(
             model_args.model_name_or_path, config=config, cache_dir=model_args.cache_dir,
             revision=model_args.model_revision, token=model_args.token, dtype=dtype,
             trust_remote_code=model_args.trust_remote_code, ignore_mismatched_sizes=model_args.ignore_mismatched_sizes,
+            output_loading_info=True,
         )  # fmt: skip
+        check_backbone_loaded(model, loading, model_args.model_name_or_path)
+    check_tokenizer_matches(config, tokenizer, model_args.tokenizer_name or model_args.model_name_or_path)
     if len(tokenizer) > model.config.vocab_size:
         raise ValueError(
             f"The tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {model.config.vocab_size}."

@@ -16,6 +16,13 @@ continues exactly (same data, same masks, same next loss), and N processes with 
 b/N train the same model as one process with batch b. Losses are sums over the masked tokens of the
 whole optimizer step divided by their count — independent of how the step is split into processes
 and gradient-accumulation micro-batches.
+
+Safety (:mod:`hf_variants.training.checkpoints`): the output folder is locked for the run; a folder
+holding another run is refused (``--overwrite_output_dir`` empties it); a folder holding this run
+resumes from its newest complete checkpoint; checkpoints are written atomically as safetensors +
+JSON (no pickles) and any state that cannot be restored is an error naming the file; the training
+history continues across resumes; a non-finite loss or gradient stops the run with the step, the
+value and the batch (``--skip_nonfinite_steps`` skips such steps instead and counts them).
 """
 
 from __future__ import annotations
@@ -42,11 +49,20 @@ from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer, PreTra
 
 from ..core.registration import VARIANTS
 from ..tokenization import train_wordpiece_tokenizer
+from . import checkpoints
+from .checkpoints import CheckpointError
 from .data import SeededMaskingCollator, global_batches, load_text_corpus, tokenize_corpus
 
 BASELINE_MODEL_TYPES = ("bert",)
 STATE_FILE = "training_state.json"
 EVAL_KEY_OFFSET = 10**9  # evaluation masks use keys disjoint from training steps
+#: Arguments that do not change the trained model or its metrics (left out of the run fingerprint).
+NOT_FINGERPRINTED = frozenset({
+    "output_dir", "resume_from_checkpoint", "overwrite_output_dir", "disable_tqdm", "preprocessing_num_workers",
+    "checkpointing_steps", "report_to", "export_dir", "push_to_hub", "hub_model_id",
+    # the tokenizer enters through its vocabulary's SHA-256 (the same vocabulary, trained or loaded, is the same run)
+    "tokenizer_name", "train_tokenizer_vocab_size",
+})  # fmt: skip
 
 
 def model_types() -> list[str]:
@@ -104,7 +120,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     training.add_argument("--logging_steps", type=int, default=10)
     training.add_argument("--eval_steps", type=int, help="Evaluate every N steps (default: only at the end).")
     training.add_argument("--checkpointing_steps", type=int, help="Save a resumable checkpoint every N steps.")
-    training.add_argument("--resume_from_checkpoint", type=Path, help="A checkpoint-<step> folder of an earlier run.")
+    training.add_argument(
+        "--resume_from_checkpoint",
+        help="'latest' (the newest complete checkpoint in --output_dir) or a checkpoint-<step> folder of this run. "
+        "A folder that holds this run resumes from its newest complete checkpoint without it.",
+    )
+    training.add_argument(
+        "--overwrite_output_dir", action="store_true", help="Delete the contents of a non-empty --output_dir first."
+    )
+    training.add_argument(
+        "--skip_nonfinite_steps",
+        action="store_true",
+        help="Skip an optimizer step whose loss or gradient is NaN/inf (counted in the results) instead of stopping.",
+    )
     training.add_argument("--report_to", default="csv", choices=["csv", "tensorboard", "none"])
     training.add_argument("--disable_tqdm", action="store_true")
     export = parser.add_argument_group("export")
@@ -210,11 +238,12 @@ def masked_lm_loss_sum(
 
 
 class MetricsLogger:
-    """CSV (``metrics.csv``) or TensorBoard logging of named scalars, main process only."""
+    """CSV (``metrics.csv``) or TensorBoard logging of named scalars, main process only; ``rows`` are
+    the rows logged before a resume (the CSV keeps the whole run's history)."""
 
-    def __init__(self, kind: str, directory: Path, enabled: bool) -> None:
+    def __init__(self, kind: str, directory: Path, enabled: bool, rows: list[dict[str, Any]] | None = None) -> None:
         self.kind = kind if enabled else "none"
-        self.rows: list[dict[str, Any]] = []
+        self.rows: list[dict[str, Any]] = list(rows or [])
         self.path = directory / "metrics.csv"
         self.writer = None
         if self.kind == "tensorboard":
@@ -275,16 +304,28 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     # Without a GPU, processes started by `accelerate launch --multi_gpu` / torchrun use gloo on the CPU.
     accelerator = Accelerator(mixed_precision=args.mixed_precision, cpu=args.cpu or not torch.cuda.is_available())
+    lock = checkpoints.OutputDirLock(args.output_dir) if accelerator.is_main_process else None
+    try:
+        return train(args, accelerator, argv)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def train(args: argparse.Namespace, accelerator: Accelerator, argv: Sequence[str] | None) -> dict[str, Any]:
+    """The run itself, inside the output folder's lock."""
     set_seed(args.seed)
-    args.output_dir.mkdir(parents=True, exist_ok=True)
 
     corpus = load_text_corpus(
         args.train_file, args.validation_file, args.dataset_name, args.dataset_config_name,
         args.text_column, args.validation_split_percentage, args.seed,
     )  # fmt: skip
     tokenizer = build_tokenizer(args, corpus)
-    if args.resume_from_checkpoint is not None:
-        check_checkpoint_tokenizer(args.resume_from_checkpoint, tokenizer)
+    fingerprint = run_fingerprint(args, tokenizer)
+    with accelerator.main_process_first():
+        if accelerator.is_main_process:
+            checkpoints.prepare_output_dir(args.output_dir, fingerprint, args.overwrite_output_dir)
+    resume_from = checkpoint_to_resume(args, fingerprint, tokenizer)
     if tokenizer.model_max_length < args.max_seq_length:
         tokenizer.model_max_length = args.max_seq_length
     with accelerator.main_process_first():
@@ -293,6 +334,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         )
     train_set, eval_set = tokenized["train"], tokenized["validation"]
     model = build_model(args, tokenizer)
+    # fine-tuning scripts refuse a tokenizer with another vocabulary (same size, other tokens)
+    model.config.tokenizer_vocabulary_sha256 = fingerprint["vocabulary_sha256"]
     collator = SeededMaskingCollator(tokenizer, args.mlm_probability, args.seed)
 
     world, rank = accelerator.num_processes, accelerator.process_index
@@ -321,13 +364,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     model, optimizer = accelerator.prepare(model, optimizer)
     accelerator.register_for_checkpointing(scheduler)
 
-    state = {"global_step": 0, "train_seconds": 0.0, "train_tokens": 0}
-    if args.resume_from_checkpoint is not None:
-        accelerator.load_state(str(args.resume_from_checkpoint))
-        state = json.loads((args.resume_from_checkpoint / STATE_FILE).read_text())
-        accelerator.print(f"Resumed from {args.resume_from_checkpoint} at step {state['global_step']}.")
+    state = {"global_step": 0, "train_seconds": 0.0, "train_tokens": 0, "skipped_steps": 0, "history": [], "logged": []}
+    if resume_from is not None:
+        state = load_checkpoint(resume_from, accelerator, model, optimizer, scheduler)
+        accelerator.print(f"Resumed from {resume_from} at step {state['global_step']}.")
 
-    logger = MetricsLogger(args.report_to, args.output_dir, accelerator.is_main_process)
+    logger = MetricsLogger(args.report_to, args.output_dir, accelerator.is_main_process, state["logged"])
     parameters = sum(p.numel() for p in accelerator.unwrap_model(model).parameters())
     accelerator.print(
         f"{type(accelerator.unwrap_model(model)).__name__}: {parameters:,} parameters; {len(train_set):,} train / "
@@ -340,7 +382,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         disable=args.disable_tqdm or not accelerator.is_local_main_process,
         desc="MLM",
     )
-    history: list[dict[str, float]] = []
+    history: list[dict[str, float]] = state["history"]  # continues across resumes
     model.train()
     stop = state["global_step"] >= max_steps
     while not stop:
@@ -357,6 +399,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             masked_total = sum(int((b["labels"] != -100).sum()) for b in full)
             local_loss = torch.zeros((), dtype=torch.float64, device=accelerator.device)
             for m, batch in enumerate(full):
+                failpoint_step = state["global_step"] + 1
+                checkpoints.failpoint("train_step", failpoint_step)
                 local = {
                     k: v[rank * per_device : (rank + 1) * per_device].to(accelerator.device) for k, v in batch.items()
                 }
@@ -370,10 +414,21 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                     accelerator.backward(loss)
                 local_loss += loss_sum.detach().double()
             grad_norm = accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
-            optimizer.step()
+            step_loss = float(accelerator.reduce(local_loss, reduction="sum")) / max(masked_total, 1)
+            if math.isfinite(step_loss) and math.isfinite(float(grad_norm)):
+                optimizer.step()
+            elif args.skip_nonfinite_steps:
+                state["skipped_steps"] += 1
+                accelerator.print(f"Step {step + 1}: loss {step_loss}, gradient norm {float(grad_norm)}: skipped.")
+            else:
+                examples = [int(i) for indices in micro_batches for i in indices]
+                raise FloatingPointError(
+                    f"Step {step + 1}: non-finite training loss {step_loss} (gradient norm {float(grad_norm)}) on the "
+                    f"batch of training examples {examples[:16]}{' ...' if len(examples) > 16 else ''}. Nothing was "
+                    "updated; lower --learning_rate, check the data, or pass --skip_nonfinite_steps."
+                )
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
-            step_loss = float(accelerator.reduce(local_loss, reduction="sum")) / max(masked_total, 1)
             tokens = sum(
                 int(b["attention_mask"].sum()) if "attention_mask" in b else b["input_ids"].numel() for b in full
             )
@@ -395,7 +450,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                     ),
                 )
             if args.checkpointing_steps and state["global_step"] % args.checkpointing_steps == 0:
-                save_checkpoint(accelerator, args.output_dir / f"checkpoint-{state['global_step']}", state, tokenizer)
+                state["logged"] = logger.rows
+                save_checkpoint(
+                    accelerator, args.output_dir / f"checkpoint-{state['global_step']}", state, fingerprint, tokenizer,
+                    model, optimizer, scheduler,
+                )  # fmt: skip
             over_budget = args.time_budget_seconds is not None and state["train_seconds"] >= args.time_budget_seconds
             stop = state["global_step"] >= max_steps or bool(
                 accelerator.reduce(torch.tensor(float(over_budget), device=accelerator.device), reduction="max")
@@ -418,6 +477,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "train_tokens": state["train_tokens"],
         "tokens_per_second": state["train_tokens"] / max(state["train_seconds"], 1e-9),
         "final_train_loss": history[-1]["loss"] if history else None,
+        "skipped_nonfinite_steps": state["skipped_steps"],
         "processes": world,
         **metrics,
     }
@@ -432,12 +492,118 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     return results
 
 
-def save_checkpoint(accelerator: Accelerator, directory: Path, state: dict, tokenizer: PreTrainedTokenizerBase) -> None:
-    accelerator.save_state(str(directory))
+def run_fingerprint(args: argparse.Namespace, tokenizer: PreTrainedTokenizerBase) -> dict[str, Any]:
+    """What makes two runs the same run: every argument that changes the result, the data files
+    (size and SHA-256) and the tokenizer's vocabulary."""
+    fingerprint = {key: (str(value) if isinstance(value, Path) else value) for key, value in sorted(vars(args).items())
+                   if key not in NOT_FINGERPRINTED}  # fmt: skip
+    fingerprint["data_files"] = checkpoints.describe_files([args.train_file, args.validation_file])
+    fingerprint["vocabulary_sha256"] = checkpoints.vocabulary_sha256(tokenizer)
+    return fingerprint
+
+
+def checkpoint_to_resume(
+    args: argparse.Namespace, fingerprint: dict[str, Any], tokenizer: PreTrainedTokenizerBase
+) -> Path | None:
+    """The checkpoint this run continues from: the one asked for, or the newest complete one of this
+    run's folder (announced at WARNING); ``None`` for a fresh start."""
+    asked = args.resume_from_checkpoint
+    if asked is not None and asked != "latest":
+        path = Path(asked)
+        check_checkpoint_tokenizer(path, tokenizer)
+        checkpoints.verify_checkpoint(path)
+        saved = checkpoints.load_json(path / STATE_FILE).get("fingerprint", {})
+        differences = checkpoints.fingerprint_differences(saved, fingerprint)
+        if differences:
+            raise CheckpointError(f"{path} belongs to another run: " + "; ".join(differences[:6]))
+        return path
+    latest, skipped = checkpoints.latest_checkpoint(args.output_dir)
+    for path in skipped:
+        transformers.logging.get_logger(__name__).warning(f"Not resuming from {path}: it is incomplete or damaged.")
+    if latest is None:
+        if asked == "latest":
+            transformers.logging.get_logger(__name__).warning(
+                f"--resume_from_checkpoint latest: {args.output_dir} has no complete checkpoint; starting afresh."
+            )
+        return None
+    check_checkpoint_tokenizer(latest, tokenizer)
+    transformers.logging.get_logger(__name__).warning(f"Resuming this run from {latest}.")
+    return latest
+
+
+def save_checkpoint(
+    accelerator: Accelerator,
+    directory: Path,
+    state: dict,
+    fingerprint: dict[str, Any],
+    tokenizer: PreTrainedTokenizerBase,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+) -> None:
+    """Model, optimizer, scheduler, random states of every process, training state, history and
+    tokenizer as safetensors + JSON, written atomically by the main process."""
+    torch_states = accelerator.gather(torch.get_rng_state()[None].to(accelerator.device)).cpu()
+    cuda_states = None
+    if torch.cuda.is_available():
+        cuda_states = list(accelerator.gather(torch.cuda.get_rng_state()[None].to(accelerator.device)).cpu())
+    model_state = accelerator.get_state_dict(model)
     if accelerator.is_main_process:
-        (directory / STATE_FILE).write_text(json.dumps(state) + "\n")
-        tokenizer.save_pretrained(directory / "tokenizer")
+
+        def write_files(folder: Path) -> None:
+            checkpoints.save_tensors(folder / "model.safetensors", model_state)
+            tensors, metadata = checkpoints.optimizer_state_to_files(optimizer.state_dict())
+            checkpoints.save_tensors(folder / "optimizer.safetensors", tensors)
+            checkpoints.write_json(folder / "optimizer.json", metadata)
+            checkpoints.write_json(folder / "scheduler.json", scheduler.state_dict())
+            tensors, metadata = checkpoints.rng_state_to_files(list(torch_states), cuda_states)
+            checkpoints.save_tensors(folder / "random_states.safetensors", tensors)
+            checkpoints.write_json(folder / "random_states.json", metadata)
+            checkpoints.write_json(folder / STATE_FILE, {**state, "fingerprint": fingerprint})
+            tokenizer.save_pretrained(folder / "tokenizer")
+
+        checkpoints.write_checkpoint(directory, write_files, state["global_step"])
     accelerator.wait_for_everyone()
+
+
+def load_checkpoint(
+    folder: Path, accelerator: Accelerator, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any
+) -> dict[str, Any]:
+    """Restore everything :func:`save_checkpoint` wrote, or raise naming the file that is missing,
+    damaged or incompatible; returns the training state (step, history, logged metrics)."""
+    checkpoints.verify_checkpoint(folder)
+    weights = checkpoints.load_tensors(folder / "model.safetensors")
+    unwrapped = accelerator.unwrap_model(model)
+    expected = set(unwrapped.state_dict())
+    if set(weights) != expected:
+        missing, unexpected = sorted(expected - set(weights)), sorted(set(weights) - expected)
+        raise CheckpointError(
+            f"{folder / 'model.safetensors'} does not fit this model: missing {missing[:5]}, "
+            f"unexpected {unexpected[:5]}."
+        )
+    unwrapped.load_state_dict(weights)
+    optimizer_state = checkpoints.optimizer_state_from_files(
+        checkpoints.load_tensors(folder / "optimizer.safetensors"), checkpoints.load_json(folder / "optimizer.json")
+    )
+    try:
+        optimizer.load_state_dict(optimizer_state)
+    except (ValueError, KeyError) as error:
+        raise CheckpointError(f"{folder / 'optimizer.safetensors'} does not fit this optimizer: {error}") from None
+    scheduler.load_state_dict(checkpoints.load_json(folder / "scheduler.json"))
+    checkpoints.restore_rng_state(
+        checkpoints.load_tensors(folder / "random_states.safetensors"),
+        checkpoints.load_json(folder / "random_states.json"),
+        folder / "random_states.safetensors",
+        accelerator.process_index,
+        accelerator.num_processes,
+    )
+    state = checkpoints.load_json(folder / STATE_FILE)
+    missing = {"global_step", "train_seconds", "train_tokens", "history", "logged"} - set(state)
+    if missing:
+        raise CheckpointError(f"{folder / STATE_FILE} lacks {sorted(missing)}.")
+    state.pop("fingerprint", None)
+    state.setdefault("skipped_steps", 0)
+    return state
 
 
 def check_checkpoint_tokenizer(checkpoint: Path, tokenizer: PreTrainedTokenizerBase) -> None:

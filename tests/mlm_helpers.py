@@ -1,0 +1,62 @@
+"""Shared pieces of the MLM pretraining tests: tiny configs, the corpus and tokenizer fixtures and
+the run_mlm argument list."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from hf_variants.synthetic import synthetic_sentences
+from hf_variants.training import train_tokenizer
+
+TINY = {
+    "macaron_bert": "hidden_size=32,num_hidden_layers=2,num_attention_heads=4,intermediate_size=64",
+    "mgk_bert": "hidden_size=32,num_hidden_layers=2,num_attention_heads=2,head_dim=16,intermediate_size=64",
+    "transject": "hidden_size=32,num_hidden_layers=2,num_experts=2",
+    "node_transformer": (
+        "hidden_size=32,num_hidden_layers=1,num_attention_heads=4,intermediate_size=32,rtol=1e-3,atol=1e-3"
+    ),
+    "bert": "hidden_size=32,num_hidden_layers=2,num_attention_heads=4,intermediate_size=64",
+}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("corpus") / "train.txt"
+    path.write_text("\n".join(synthetic_sentences(800, seed=3)) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory, corpus: Path) -> Path:
+    output = tmp_path_factory.mktemp("tokenizer")
+    train_tokenizer.main(
+        ["--train_file", str(corpus), "--vocab_size", "120", "--min_frequency", "1", "--output_dir", str(output)]
+    )
+    return output
+
+
+def mlm_args(
+    corpus: Path, tokenizer_dir: Path, output: Path, model_type: str = "macaron_bert", *extra: str
+) -> list[str]:
+    return [
+        "--model_type", model_type, "--config_overrides", TINY[model_type],
+        "--train_file", str(corpus), "--tokenizer_name", str(tokenizer_dir),
+        "--max_seq_length", "24", "--per_device_train_batch_size", "8", "--learning_rate", "3e-3",
+        "--num_warmup_steps", "0", "--output_dir", str(output), "--disable_tqdm", "--logging_steps", "1", *extra,
+    ]  # fmt: skip
+
+
+def history(output: Path) -> list[dict]:
+    return json.loads((output / "train_history.json").read_text())
+
+
+def deterministic_metrics(output: Path) -> list[dict]:
+    """``metrics.csv`` rows without the timing column (wall-clock throughput differs between runs)."""
+    rows = list(csv.DictReader((output / "metrics.csv").read_text().splitlines()))
+    return [{k: v for k, v in row.items() if k != "tokens_per_second"} for row in rows]
+
+

@@ -1,0 +1,210 @@
+"""Fault injection for MLM pretraining: runs killed with SIGKILL (also while a checkpoint is being
+written) resume to exactly the uninterrupted run; damaged, foreign and pickled checkpoints are refused
+with errors that name the file; one run per output folder; non-finite losses stop the run."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from hf_variants.training import checkpoints, run_mlm
+from hf_variants.training.checkpoints import CheckpointError
+
+from .helpers import REPO_ROOT
+from .mlm_helpers import deterministic_metrics, history, mlm_args
+
+STEPS, EVERY = 14, 3  # checkpoints at 3, 6, 9, 12
+
+
+def run_args(corpus: Path, tokenizer_dir: Path, output: Path, *extra: str) -> list[str]:
+    # dropout stays on: the resumed run must also restore the random states exactly
+    return mlm_args(corpus, tokenizer_dir, output, "macaron_bert", "--max_train_steps", str(STEPS),
+                    "--checkpointing_steps", str(EVERY), "--eval_steps", "5", *extra)  # fmt: skip
+
+
+def launch(args: list[str], failpoint: str | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != checkpoints.FAILPOINT_ENV}
+    env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1")
+    if failpoint:
+        env[checkpoints.FAILPOINT_ENV] = failpoint
+    command = [sys.executable, str(REPO_ROOT / "scripts" / "run_mlm.py"), *args]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, corpus: Path, tokenizer_dir: Path) -> Path:
+    output = tmp_path_factory.mktemp("uninterrupted")
+    result = launch(run_args(corpus, tokenizer_dir, output))
+    assert result.returncode == 0, result.stderr[-3000:]
+    return output
+
+
+def test_sigkill_at_several_points_then_latest_resumes_to_the_uninterrupted_run(
+    uninterrupted: Path,
+    corpus: Path,
+    tokenizer_dir: Path,
+    tmp_path: Path,
+) -> None:
+    output = tmp_path / "run"
+    resume = ["--resume_from_checkpoint", "latest"]
+    for failpoint in ("train_step@5", "checkpoint_files_written@9", "train_step@11"):
+        result = launch(run_args(corpus, tokenizer_dir, output, *resume), failpoint)
+        assert result.returncode == -signal.SIGKILL, (failpoint, result.returncode, result.stderr[-2000:])
+        if failpoint.startswith("checkpoint"):  # killed while writing checkpoint-9: only its partial folder
+            assert (output / ".checkpoint-9.partial" / "model.safetensors").is_file()
+            assert not (output / "checkpoint-9").exists()
+    # the third run resumed from checkpoint-6 (checkpoint-9 was half-written) and wrote 9 itself
+    assert "Resuming this run from" in result.stderr and "checkpoint-6" in result.stderr
+    assert (output / "checkpoint-9" / checkpoints.COMPLETE_MARKER).is_file()
+    result = launch(run_args(corpus, tokenizer_dir, output, *resume))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Resuming this run from" in result.stderr and "checkpoint-9" in result.stderr
+
+    expected, got = load_file(uninterrupted / "model.safetensors"), load_file(output / "model.safetensors")
+    assert expected.keys() == got.keys() and all(torch.equal(expected[k], got[k]) for k in expected)
+    assert [e["loss"] for e in history(output)] == [e["loss"] for e in history(uninterrupted)]
+    assert [e["step"] for e in history(output)] == list(range(1, STEPS + 1))
+    assert deterministic_metrics(output) == deterministic_metrics(uninterrupted)
+
+
+def test_a_damaged_newest_checkpoint_is_skipped_and_named(uninterrupted: Path, tmp_path: Path) -> None:
+    import shutil
+
+    folder = tmp_path / "copy"
+    shutil.copytree(uninterrupted, folder, ignore=shutil.ignore_patterns(checkpoints.LOCK_FILE))
+    weights = folder / "checkpoint-12" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])  # truncated
+    latest, skipped = checkpoints.latest_checkpoint(folder)
+    assert latest == folder / "checkpoint-9" and skipped == [folder / "checkpoint-12"]
+    with pytest.raises(CheckpointError, match=r"checkpoint-12/model.safetensors has 100 bytes"):
+        checkpoints.verify_checkpoint(folder / "checkpoint-12")
+    (folder / "checkpoint-9" / "random_states.safetensors").unlink()
+    with pytest.raises(CheckpointError, match=r"checkpoint-9/random_states.safetensors is missing"):
+        checkpoints.verify_checkpoint(folder / "checkpoint-9")
+
+
+class _Payload:
+    """Unpickling this creates the file named by ``path``: the proof that code ran."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.path}",))
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["model.safetensors", "optimizer.safetensors", "optimizer.json", "scheduler.json", "random_states.safetensors",
+     "random_states.json", "training_state.json", "random_states_0.pkl", "custom_checkpoint_0.pkl", "optimizer.bin",
+     "pytorch_model.bin", "scheduler.bin"],
+)  # fmt: skip
+def test_a_malicious_pickle_under_any_checkpoint_name_is_refused_without_running(
+    name: str,
+    uninterrupted: Path,
+    corpus: Path,
+    tokenizer_dir: Path,
+    tmp_path: Path,
+) -> None:
+    import shutil
+
+    checkpoint = tmp_path / "checkpoint-12"
+    shutil.copytree(uninterrupted / "checkpoint-12", checkpoint)
+    evidence = tmp_path / "code-ran"
+    (checkpoint / name).write_bytes(pickle.dumps(_Payload(str(evidence))))
+    with pytest.raises(CheckpointError, match=rf"checkpoint-12/{name}"):
+        run_mlm.main(run_args(corpus, tokenizer_dir, tmp_path / "a", "--resume_from_checkpoint", str(checkpoint)))
+    # an attacker who also rewrites the completeness marker still gets no unpickling: the loaders read
+    # safetensors and JSON only, and never open a file of another name
+    marker = checkpoints.load_json(checkpoint / checkpoints.COMPLETE_MARKER)
+    ours = name in marker["files"]
+    marker["files"][name] = {"size": (checkpoint / name).stat().st_size,
+                             "sha256": checkpoints.file_sha256(checkpoint / name)}  # fmt: skip
+    checkpoints.write_json(checkpoint / checkpoints.COMPLETE_MARKER, marker)
+    rerun = run_args(corpus, tokenizer_dir, tmp_path / "b", "--resume_from_checkpoint", str(checkpoint))
+    if ours:
+        with pytest.raises(CheckpointError, match=rf"{name}"):
+            run_mlm.main(rerun)
+    else:
+        assert run_mlm.main(rerun)["steps"] == STEPS
+    assert not evidence.exists()
+
+
+def test_old_accelerate_checkpoints_are_refused(tmp_path: Path) -> None:
+    old = tmp_path / "checkpoint-4"
+    old.mkdir()
+    for name in ("model.safetensors", "optimizer.bin", "random_states_0.pkl", "custom_checkpoint_0.pkl"):
+        (old / name).write_bytes(b"x")
+    with pytest.raises(CheckpointError, match=r"holds pickled state .* not loaded \(unpickling can run code\)"):
+        checkpoints.verify_checkpoint(old)
+
+
+def test_one_run_per_output_folder(corpus: Path, tokenizer_dir: Path, tmp_path: Path) -> None:
+    output = tmp_path / "run"
+    lock = checkpoints.OutputDirLock(output)  # another run holds the folder
+    with pytest.raises(CheckpointError, match=rf"in use by another run \(PID {os.getpid()}\)"):
+        run_mlm.main(run_args(corpus, tokenizer_dir, output))
+    lock.release()
+
+    short = mlm_args(corpus, tokenizer_dir, output, "macaron_bert", "--max_train_steps", "6",
+                     "--checkpointing_steps", "3")  # fmt: skip
+    run_mlm.main(short)
+    other_seed = [*short, "--seed", "7"]
+    with pytest.raises(CheckpointError, match=r"holds another run \(1 difference\(s\): seed: 42 → 7\)"):
+        run_mlm.main(other_seed)
+    (output / "checkpoint-99").mkdir()  # an old checkpoint must not survive an overwrite
+    run_mlm.main([*other_seed, "--overwrite_output_dir", "--max_train_steps", "3"])
+    assert sorted(p.name for p in output.glob("checkpoint-*")) == ["checkpoint-3"]
+
+    stranger = tmp_path / "stranger"
+    stranger.mkdir()
+    (stranger / "notes.txt").write_text("mine")
+    with pytest.raises(CheckpointError, match=r"not empty and has no run_fingerprint.json"):
+        run_mlm.main(mlm_args(corpus, tokenizer_dir, stranger, "macaron_bert", "--max_train_steps", "2"))
+
+
+def test_resuming_a_checkpoint_of_another_run_is_refused(
+    uninterrupted: Path,
+    corpus: Path,
+    tokenizer_dir: Path,
+    tmp_path: Path,
+) -> None:
+    checkpoint = uninterrupted / "checkpoint-6"
+    args = run_args(corpus, tokenizer_dir, tmp_path / "x", "--resume_from_checkpoint", str(checkpoint))
+    args[args.index("--learning_rate") + 1] = "1e-3"
+    with pytest.raises(CheckpointError, match=r"belongs to another run: learning_rate: 0.003 → 0.001"):
+        run_mlm.main(args)
+
+
+def test_a_non_finite_loss_stops_the_run_or_is_skipped_and_counted(
+    corpus: Path,
+    tokenizer_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    original = run_mlm.masked_lm_loss_sum
+    calls = {"n": 0}
+
+    def nan_on_third_step(model, batch, sparse):
+        calls["n"] += 1
+        loss, auxiliary = original(model, batch, sparse)
+        return (loss * float("nan") if calls["n"] == 3 else loss), auxiliary
+
+    monkeypatch.setattr(run_mlm, "masked_lm_loss_sum", nan_on_third_step)
+    args = mlm_args(corpus, tokenizer_dir, tmp_path / "stop", "macaron_bert", "--max_train_steps", "5")
+    with pytest.raises(FloatingPointError, match=r"Step 3: non-finite training loss nan .* training examples \["):
+        run_mlm.main(args)
+    calls["n"] = 0
+    skip = mlm_args(corpus, tokenizer_dir, tmp_path / "skip", "macaron_bert", "--max_train_steps", "5")
+    results = run_mlm.main([*skip, "--skip_nonfinite_steps"])
+    assert results["skipped_nonfinite_steps"] == 1 and results["steps"] == 5
+    weights = load_file(tmp_path / "skip" / "model.safetensors")
+    assert all(torch.isfinite(tensor).all() for tensor in weights.values())
