@@ -208,3 +208,69 @@ def test_a_non_finite_loss_stops_the_run_or_is_skipped_and_counted(
     assert results["skipped_nonfinite_steps"] == 1 and results["steps"] == 5
     weights = load_file(tmp_path / "skip" / "model.safetensors")
     assert all(torch.isfinite(tensor).all() for tensor in weights.values())
+
+
+# ------------------------------------------------------------------------------------------------ run_glue
+GLUE_STEPS = 9  # Trainer checkpoints at 3, 6, 9
+
+
+@pytest.fixture(scope="module")
+def glue_setup(tmp_path_factory, corpus: Path, tokenizer_dir: Path) -> tuple[Path, Path]:
+    """A tiny MLM checkpoint and a CSV sentence task (the label: does the sentence mention a person?)."""
+    from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer
+
+    root = tmp_path_factory.mktemp("glue-faults")
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    config = AutoConfig.for_model("bert_control", vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
+                                  num_attention_heads=4, intermediate_size=64, max_position_embeddings=64)  # fmt: skip
+    torch.manual_seed(0)
+    AutoModelForMaskedLM.from_config(config).save_pretrained(root / "model")
+    tokenizer.save_pretrained(root / "model")
+    lines = corpus.read_text().splitlines()[:200]
+    person = ("teacher", "child", "doctor")
+    rows = ["sentence,label", *(f"{line},{int(any(word in line for word in person))}" for line in lines)]
+    (root / "train.csv").write_text("\n".join(rows) + "\n")
+    return root / "model", root / "train.csv"
+
+
+def glue_run_args(setup: tuple[Path, Path], output: Path) -> list[str]:
+    model, train = setup
+    return ["--model_name_or_path", str(model), "--train_file", str(train), "--output_dir", str(output),
+            "--do_train", "--max_steps", str(GLUE_STEPS), "--save_strategy", "steps", "--save_steps", "3",
+            "--per_device_train_batch_size", "8", "--learning_rate", "3e-3", "--logging_steps", "1",
+            "--max_seq_length", "24", "--report_to", "none", "--disable_tqdm", "true", "--seed", "3",
+            "--dataloader_pin_memory", "false"]  # fmt: skip
+
+
+def launch_glue(args: list[str], failpoint: str | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != checkpoints.FAILPOINT_ENV}
+    env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1")
+    if failpoint:
+        env[checkpoints.FAILPOINT_ENV] = failpoint
+    command = [sys.executable, str(REPO_ROOT / "scripts" / "run_glue.py"), *args]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_run_glue_killed_at_several_points_resumes_to_the_uninterrupted_run(
+    glue_setup: tuple[Path, Path], tmp_path: Path
+) -> None:
+    import json
+
+    reference = tmp_path / "reference"
+    result = launch_glue(glue_run_args(glue_setup, reference))
+    assert result.returncode == 0, result.stderr[-3000:]
+    output = tmp_path / "run"
+    for failpoint in ("train_step@4", "checkpoint_files_written@6"):  # the second: checkpoint-6 left unmarked
+        result = launch_glue(glue_run_args(glue_setup, output), failpoint)
+        assert result.returncode == -signal.SIGKILL, (failpoint, result.returncode, result.stderr[-2000:])
+    assert (output / "checkpoint-6").is_dir() and not (output / "checkpoint-6" / checkpoints.COMPLETE_MARKER).exists()
+    result = launch_glue(glue_run_args(glue_setup, output))  # the same command: resumes, skipping checkpoint-6
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "checkpoint-6: it is incomplete or damaged" in result.stderr and "Resuming this run from" in result.stderr
+
+    expected, got = load_file(reference / "model.safetensors"), load_file(output / "model.safetensors")
+    assert expected.keys() == got.keys()
+    for name in expected:
+        torch.testing.assert_close(got[name], expected[name], rtol=1e-5, atol=1e-6, msg=name)
+    full, resumed = (json.loads((folder / "results.json").read_text())["train"] for folder in (reference, output))
+    assert resumed["train_loss"] == pytest.approx(full["train_loss"], rel=1e-5)

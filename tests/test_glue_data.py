@@ -128,6 +128,30 @@ def test_malformed_row_and_missing_folder_are_clear_errors(glue_dir: Path, tmp_p
         load_glue_local("squad", glue_dir)
 
 
+@pytest.mark.parametrize("score", ["nan", "inf", "-inf", "5.5", "-0.1"])
+def test_non_finite_or_out_of_range_stsb_scores_name_the_line(glue_dir: Path, score: str) -> None:
+    """One nan score used to turn every weight into NaN while training ended with exit code 0."""
+    header = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
+    row = "{i}\tmain\tx\t2012\t{i}\tn\tn\tA man runs.\tA man walks.\t{score}\n"
+    (glue_dir / "STS-B" / "train.tsv").write_text(header + row.format(i=0, score="3.2") + row.format(i=1, score=score))
+    expected = rf"train\.tsv:3: score '{score}' is (not a finite number|outside STS-B's range 0–5)"
+    with pytest.raises(ValueError, match=expected):
+        load_glue_local("stsb", glue_dir)
+
+
+def test_extra_fields_and_bad_bytes_name_the_file_and_line(glue_dir: Path) -> None:
+    sst2 = glue_dir / "SST-2" / "train.tsv"
+    sst2.write_text("sentence\tlabel\nfine .\t1\nan extra field\t0\tsurprise\n")
+    with pytest.raises(ValueError, match=r"train\.tsv:3: 3 tab-separated fields, expected 2"):
+        load_glue_local("sst2", glue_dir)
+    sst2.write_bytes(b"sentence\tlabel\nfine .\t1\ncaf\xe9 .\t0\n")  # Latin-1, not UTF-8
+    with pytest.raises(ValueError, match=r"train\.tsv:3: byte 0xe9 is not UTF-8"):
+        load_glue_local("sst2", glue_dir)
+    sst2.write_bytes(b"sentence\tlabel\n\x00\x01\x02")
+    with pytest.raises(ValueError, match=r"train\.tsv:2: NUL byte; this is not a text file"):
+        load_glue_local("sst2", glue_dir)
+
+
 REAL_COUNTS = {
     "cola": {"train": 8551, "validation": 1043, "test": 1063},
     "sst2": {"train": 67349, "validation": 872, "test": 1821},

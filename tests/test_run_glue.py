@@ -18,6 +18,7 @@ from transformers import AutoConfig, AutoModelForMaskedLM, AutoModelForSequenceC
 
 from hf_variants.synthetic import synthetic_acceptability, synthetic_sentences
 from hf_variants.tokenization import train_wordpiece_tokenizer
+from hf_variants.training import checkpoints as checkpoint_files
 from hf_variants.training import run_glue
 from hf_variants.training.run_mlm import parse_overrides
 
@@ -201,9 +202,13 @@ def test_resume_from_checkpoint_gives_the_same_model(
     for entry in state["log_history"]:
         entry["loss"] = -1.0
     (checkpoint / "trainer_state.json").write_text(json.dumps(state))
+    checkpoint_files.mark_complete(checkpoint)  # the edit above is ours: the checkpoint stays loadable
     resumed_dir = tmp_path / "resumed"
-    run_glue.main(glue_args(checkpoints["transject"], "sst2", glue_dir, resumed_dir, *common,
-                            "--resume_from_checkpoint", str(checkpoint)))  # fmt: skip
+    resumed = run_glue.main(glue_args(checkpoints["transject"], "sst2", glue_dir, resumed_dir, *common,
+                                      "--resume_from_checkpoint", str(checkpoint)))  # fmt: skip
+    full = json.loads((tmp_path / "full" / "results.json").read_text())
+    # the Trainer's own train_loss would cover only steps 4-6 after a resume
+    assert resumed["train"]["train_loss"] == pytest.approx(full["train"]["train_loss"], rel=1e-6)
 
     def logged_losses(folder: Path) -> dict[int, float]:
         history = json.loads((folder / "trainer_state.json").read_text())["log_history"]
@@ -369,3 +374,52 @@ def test_a_tokenizer_with_another_vocabulary_is_refused(
         run_glue.main(glue_args(pretrained, "sst2", glue_dir, tmp_path / "a", "--do_train", "--max_steps", "1",
                                 "--tokenizer_name", str(other)))  # fmt: skip
     run_glue.main(glue_args(pretrained, "sst2", glue_dir, tmp_path / "b", "--do_train", "--max_steps", "1"))
+
+
+def test_empty_header_only_and_non_utf8_csv_files_are_refused(
+    checkpoints: dict[str, Path], tmp_path: Path
+) -> None:
+    def csv_args(train: Path) -> list[str]:
+        return ["--model_name_or_path", str(checkpoints["macaron_bert"]), "--train_file", str(train),
+                "--output_dir", str(tmp_path / "out"), "--do_train", "--max_steps", "1",
+                "--report_to", "none"]  # fmt: skip
+
+    empty, header_only, latin1 = tmp_path / "empty.csv", tmp_path / "header.csv", tmp_path / "latin1.csv"
+    empty.write_text("")
+    header_only.write_text("sentence,label\n")
+    latin1.write_bytes(b"sentence,label\nfine,1\ncaf\xe9,0\n")
+    with pytest.raises(ValueError, match=r"The train file .*empty\.csv is empty"):
+        run_glue.main(csv_args(empty))
+    with pytest.raises(ValueError, match=r"header\.csv has no rows"):
+        run_glue.main(csv_args(header_only))
+    with pytest.raises(ValueError, match=r"latin1\.csv:3: byte 0xe9 is not UTF-8"):
+        run_glue.main(csv_args(latin1))
+
+
+def test_one_fine_tuning_run_per_output_folder(checkpoints: dict[str, Path], glue_dir: Path, tmp_path: Path) -> None:
+    """SST-2 with checkpoints, then CoLA into the same folder: refused (it used to resume the SST-2
+    checkpoint, train 0 steps and save the SST-2 weights as the CoLA model)."""
+    output = tmp_path / "run"
+    run_glue.main(glue_args(checkpoints["macaron_bert"], "sst2", glue_dir, output, "--do_train", "--max_steps", "4",
+                            "--save_strategy", "steps", "--save_steps", "2"))  # fmt: skip
+    with pytest.raises(checkpoint_files.CheckpointError, match=r"holds another run .*task_name"):
+        run_glue.main(glue_args(checkpoints["macaron_bert"], "cola", glue_dir, output, "--do_train",
+                                "--max_steps", "4"))  # fmt: skip
+    results = run_glue.main(glue_args(checkpoints["macaron_bert"], "cola", glue_dir, output, "--do_train",
+                                      "--max_steps", "4", "--overwrite_output_dir", "true"))  # fmt: skip
+    assert results["task"] == "cola" and AutoConfig.from_pretrained(output).finetuning_task == "cola"
+    assert not (output / "checkpoint-2").exists()  # the SST-2 run's checkpoints are gone
+
+
+def test_a_non_finite_training_loss_stops_fine_tuning(
+    checkpoints: dict[str, Path], glue_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = run_glue.Trainer.training_step
+
+    def nan_on_second_step(self, model, inputs, num_items_in_batch=None):
+        loss = original(self, model, inputs, num_items_in_batch)
+        return loss * float("nan") if self.state.global_step == 1 else loss
+
+    monkeypatch.setattr(run_glue.Trainer, "training_step", nan_on_second_step)
+    with pytest.raises(FloatingPointError, match=r"Step 2: non-finite training loss nan"):
+        run_glue.main(glue_args(checkpoints["bert"], "sst2", glue_dir, tmp_path, "--do_train", "--max_steps", "4"))

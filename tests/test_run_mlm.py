@@ -143,6 +143,21 @@ def test_empty_or_missing_corpus_raises(tokenizer_dir: Path, tmp_path: Path) -> 
         run_mlm.main(mlm_args(tmp_path / "missing.txt", tokenizer_dir, tmp_path / "out", "macaron_bert"))
 
 
+def test_bad_corpus_files_name_the_file_and_line(tokenizer_dir: Path, tmp_path: Path) -> None:
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes(b"the dog runs .\nthe cat sleeps .\ncaf\xe9 au lait .\n")
+    with pytest.raises(ValueError, match=r"latin1\.txt:3: byte 0xe9 is not UTF-8"):
+        run_mlm.main(mlm_args(latin1, tokenizer_dir, tmp_path / "a", "macaron_bert"))
+    binary = tmp_path / "model.txt"
+    binary.write_bytes(bytes(range(256)) * 4)
+    with pytest.raises(ValueError, match=r"model\.txt:1: NUL byte; this is not a text file"):
+        run_mlm.main(mlm_args(binary, tokenizer_dir, tmp_path / "b", "macaron_bert"))
+    one_line = tmp_path / "one.txt"
+    one_line.write_text("the dog runs .\n")
+    with pytest.raises(ValueError, match=r"Too little text to hold out 5.0% for validation: .* 1 non-empty line"):
+        run_mlm.main(mlm_args(one_line, tokenizer_dir, tmp_path / "c", "macaron_bert"))
+
+
 def test_tokenizer_model_vocabulary_mismatch_raises(corpus: Path, tokenizer_dir: Path, tmp_path: Path) -> None:
     args = mlm_args(corpus, tokenizer_dir, tmp_path, "macaron_bert", "--max_train_steps", "1")
     args[args.index("--config_overrides") + 1] += ",vocab_size=50"

@@ -11,6 +11,8 @@ line and problem.
 from __future__ import annotations
 
 import csv
+import io
+import math
 from pathlib import Path
 
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Value, load_dataset
@@ -30,9 +32,15 @@ def parse_label(task: GlueTask, raw: str, where: str) -> float | int:
     text = raw.strip()
     if task.is_regression:
         try:
-            return float(text)
+            score = float(text)
         except ValueError:
             raise ValueError(f"{where}: score {raw!r} is not a number.") from None
+        if not math.isfinite(score):
+            raise ValueError(f"{where}: score {raw!r} is not a finite number.")
+        if task.score_range is not None and not task.score_range[0] <= score <= task.score_range[1]:
+            low, high = task.score_range
+            raise ValueError(f"{where}: score {raw!r} is outside {task.folder}'s range {low:g}–{high:g}.")
+        return score
     if text in task.labels:
         return task.labels.index(text)
     if text.lstrip("-").isdigit() and 0 <= int(text) < len(task.labels):
@@ -40,12 +48,28 @@ def parse_label(task: GlueTask, raw: str, where: str) -> float | int:
     raise ValueError(f"{where}: label {raw!r} is not in the {task.name} label set {list(task.labels)}.")
 
 
+def read_text_file(path: Path, encoding: str = "utf-8") -> str:
+    """A text file's content; bytes that are not UTF-8, or NUL bytes (a binary file), are an error
+    naming the file and line."""
+    data = path.read_bytes()
+    if b"\x00" in data:
+        line = data[: data.index(b"\x00")].count(b"\n") + 1
+        raise ValueError(f"{path}:{line}: NUL byte; this is not a text file.")
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise ValueError(
+            f"{path}:{line}: byte 0x{data[error.start]:02x} is not UTF-8; convert the file to UTF-8."
+        ) from None
+
+
 def read_glue_tsv(task: GlueTask, path: Path, labeled: bool) -> Dataset:
     """One split file of the original release as a Dataset with the Hub's columns."""
     if not path.is_file():
         raise FileNotFoundError(f"{task.name}: {path} does not exist (expected the GLUE TSV layout).")
     rows: dict[str, list] = {key: [] for key in (*task.keys, "label", "idx")}
-    with path.open(encoding="utf-8-sig", newline="") as handle:  # utf-8-sig drops MRPC's BOM
+    with io.StringIO(read_text_file(path, "utf-8-sig"), newline="") as handle:  # utf-8-sig drops MRPC's BOM
         reader = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
         if task.header or not labeled:
             header = next(reader, None)
@@ -67,7 +91,7 @@ def read_glue_tsv(task: GlueTask, path: Path, labeled: bool) -> Dataset:
             if not fields or fields == [""]:
                 continue
             where = f"{path}:{number}"
-            if len(fields) < width:
+            if len(fields) != width:
                 raise ValueError(f"{where}: {len(fields)} tab-separated fields, expected {width}.")
             for key in task.keys:
                 rows[key].append(fields[position[key]])

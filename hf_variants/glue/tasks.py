@@ -24,6 +24,8 @@ class GlueTask:
     header: bool = True
     positional: dict[str, int] = field(default_factory=dict)
     hub_config: str = ""
+    #: The range of a regression task's scores (STS-B: 0-5); scores outside it are data errors.
+    score_range: tuple[float, float] | None = None
 
     @property
     def is_regression(self) -> bool:
@@ -72,6 +74,7 @@ TASKS: dict[str, GlueTask] = {
         {"train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"},
         _pair("sentence1", "sentence2", "sentence1", "sentence2"), "score",
         test_columns=_pair("sentence1", "sentence2", "sentence1", "sentence2"), hub_config="stsb",
+        score_range=(0.0, 5.0),
     ),
     "mnli": GlueTask(
         "mnli", "MNLI", ("premise", "hypothesis"), ("entailment", "neutral", "contradiction"), ("accuracy",),

@@ -195,12 +195,7 @@ def write_checkpoint(final: Path, write_files: Callable[[Path], None], step: int
     partial.mkdir(parents=True)
     write_files(partial)
     failpoint("checkpoint_files_written", step)
-    files = sorted(p for p in partial.rglob("*") if p.is_file())
-    marker = {
-        "files": {str(p.relative_to(partial)): {"size": p.stat().st_size, "sha256": file_sha256(p)} for p in files}
-    }
-    write_json(partial / COMPLETE_MARKER, marker)
-    _fsync_tree(partial)
+    mark_complete(partial)
     if final.exists():  # the same step written again (a resumed run): replace it whole
         stale = final.with_name(f".{final.name}.stale")
         if stale.exists():
@@ -211,6 +206,17 @@ def write_checkpoint(final: Path, write_files: Callable[[Path], None], step: int
     else:
         os.replace(partial, final)
     _fsync_directory(final.parent)
+
+
+def mark_complete(folder: Path) -> None:
+    """Write the completeness marker of a fully written checkpoint folder (every file's size and
+    SHA-256) and flush the folder to disk."""
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != COMPLETE_MARKER)
+    marker = {
+        "files": {str(p.relative_to(folder)): {"size": p.stat().st_size, "sha256": file_sha256(p)} for p in files}
+    }
+    write_json(folder / COMPLETE_MARKER, marker)
+    _fsync_tree(folder)
 
 
 def verify_checkpoint(folder: Path) -> dict[str, Any]:

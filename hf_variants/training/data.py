@@ -7,6 +7,7 @@ multi-process run sees the same global batches as a single process.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from itertools import chain
 from pathlib import Path
@@ -15,6 +16,8 @@ from typing import Any
 import torch
 from datasets import DatasetDict, load_dataset
 from transformers import DataCollatorForLanguageModeling, PreTrainedTokenizerBase
+
+from ..glue.data import read_text_file
 
 LOADER_BY_SUFFIX = {".txt": "text", ".text": "text", ".raw": "text", ".csv": "csv", ".json": "json", ".jsonl": "json"}
 
@@ -49,6 +52,9 @@ def load_text_corpus(
             raise ValueError(
                 f"Corpus files must share one of the formats {sorted(LOADER_BY_SUFFIX)}; got {sorted(suffixes)}."
             )
+        for path in files.values():  # a clear error for binary or non-UTF-8 files, naming file and line
+            if not read_text_file(path).strip():
+                raise ValueError(f"The corpus {path} contains no text (every line is empty).")
         raw = load_dataset(LOADER_BY_SUFFIX[suffixes.pop()], data_files={k: str(v) for k, v in files.items()})
     else:
         raise ValueError("Give a corpus: train_file (and optionally validation_file) or dataset_name.")
@@ -72,6 +78,12 @@ def load_text_corpus(
     if "validation" not in corpus:
         if not 0 < validation_split_percentage < 100:
             raise ValueError("validation_split_percentage must be in (0, 100) when no validation set is given.")
+        lines = len(corpus["train"])
+        if lines - math.ceil(lines * validation_split_percentage / 100) < 1:
+            raise ValueError(
+                f"Too little text to hold out {validation_split_percentage}% for validation: the training corpus has "
+                f"{lines} non-empty line(s). Add text or give a validation file."
+            )
         split = corpus["train"].train_test_split(test_size=validation_split_percentage / 100, seed=seed)
         corpus = DatasetDict({"train": split["train"], "validation": split["test"]})
     if len(corpus["validation"]) == 0:

@@ -49,16 +49,18 @@ from transformers import (
     EvalPrediction,
     HfArgumentParser,
     Trainer,
+    TrainerCallback,
     TrainingArguments,
     default_data_collator,
     set_seed,
 )
-from transformers.trainer_utils import get_last_checkpoint
 
 from ..core.registration import VARIANTS
 from ..glue import EVALUATE_MODULE, TASKS, GlueTask, get_task, load_glue
 from ..glue.data import features as glue_features
-from ..glue.data import parse_label
+from ..glue.data import parse_label, read_text_file
+from . import checkpoints
+from .checkpoints import CheckpointError
 from .run_mlm import parse_overrides
 
 logger = logging.getLogger(__name__)
@@ -135,6 +137,61 @@ class DataTrainingArguments:
 
 
 @dataclass
+class RunArguments:
+    overwrite_output_dir: bool = field(
+        default=False, metadata={"help": "Delete the contents of a non-empty --output_dir that holds another run."}
+    )
+
+
+#: TrainingArguments that change the fine-tuned model or its metrics (the rest: logging, saving, paths).
+FINGERPRINTED_TRAINING_ARGUMENTS = (
+    "do_train", "do_eval", "do_predict", "learning_rate", "weight_decay", "adam_beta1", "adam_beta2",
+    "adam_epsilon", "max_grad_norm", "num_train_epochs", "max_steps", "lr_scheduler_type", "warmup_steps",
+    "per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps", "seed",
+    "data_seed", "optim", "bf16", "fp16", "label_smoothing_factor", "use_cpu", "group_by_length",
+)  # fmt: skip
+LOSS_FILE = "train_loss_sum.json"
+
+
+class GlueTrainer(Trainer):
+    """The Trainer with two guarantees: a non-finite training loss stops the run (the Trainer would
+    log it as the running mean and train on), and each checkpoint stores the summed training loss so
+    that a resumed run reports the uninterrupted run's ``train_loss``."""
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        if not torch.isfinite(loss).all():
+            raise FloatingPointError(
+                f"Step {self.state.global_step + 1}: non-finite training loss {float(loss)} (batch of "
+                f"{len(inputs['input_ids'])} examples). Nothing was updated; lower --learning_rate or check the data."
+            )
+        return loss
+
+    def _save_checkpoint(self, model, trial):
+        super()._save_checkpoint(model, trial)
+        folder = Path(self.args.output_dir) / f"checkpoint-{self.state.global_step}"
+        if self.args.should_save and folder.is_dir():
+            total = self._total_loss_scalar + float(self._tr_loss)
+            checkpoints.write_json(folder / LOSS_FILE, {"loss_sum": total, "global_step": self.state.global_step})
+
+
+class CompletenessMarker(TrainerCallback):
+    """Marks each Trainer checkpoint complete once all its files are written (``checkpoint_complete.json``
+    with every file's size and SHA-256), so that a resume never picks a half-written one."""
+
+    def on_save(self, args, state, control, **kwargs):
+        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if args.should_save and folder.is_dir():
+            checkpoints.failpoint("checkpoint_files_written", state.global_step)
+            checkpoints.mark_complete(folder)
+        return control
+
+    def on_step_end(self, args, state, control, **kwargs):
+        checkpoints.failpoint("train_step", state.global_step)
+        return control
+
+
+@dataclass
 class LabelSpace:
     """The task's labels: ``names`` for classification, ``None`` for regression."""
 
@@ -189,8 +246,16 @@ def load_files(data_args: DataTrainingArguments) -> DatasetDict:
     for split, path in files.items():
         if not Path(path).is_file():
             raise FileNotFoundError(f"The {split} file {path} does not exist.")
+        text = read_text_file(Path(path))  # not UTF-8 or binary: an error with file and line
+        if not text.strip():
+            raise ValueError(f"The {split} file {path} is empty.")
+        if Path(path).suffix.lower() == ".csv" and sum(1 for line in text.splitlines() if line.strip()) < 2:
+            raise ValueError(f"The {split} file {path} has no rows (a header only).")
     suffix = Path(next(iter(files.values()))).suffix.lower()
     raw = load_dataset("csv" if suffix == ".csv" else "json", data_files=files)
+    for split, dataset in raw.items():
+        if len(dataset) == 0:
+            raise ValueError(f"The {split} file {files[split]} has no rows.")
     if data_args.task_name is None:
         return raw
     task = get_task(data_args.task_name)
@@ -280,6 +345,52 @@ def check_task_matches_model(config: transformers.PretrainedConfig, labels: Labe
         )
 
 
+def run_fingerprint(model_args, data_args, training_args, tokenizer) -> dict[str, Any]:
+    """What makes two fine-tuning runs the same run: the model (and its weights' SHA-256 when local),
+    the data files (sizes and SHA-256), the tokenizer's vocabulary and the arguments that change the
+    result."""
+    fingerprint: dict[str, Any] = {
+        "model": {k: v for k, v in vars(model_args).items() if k not in ("cache_dir", "token")},
+        "data": {k: v for k, v in vars(data_args).items() if k not in ("export_dir", "preprocessing_num_workers")},
+        "training": {name: _plain(getattr(training_args, name, None)) for name in FINGERPRINTED_TRAINING_ARGUMENTS},
+        "vocabulary_sha256": checkpoints.vocabulary_sha256(tokenizer),
+    }
+    model_dir = Path(model_args.model_name_or_path)
+    files = [model_dir / name for name in ("config.json", "model.safetensors")] if model_dir.is_dir() else []
+    if data_args.glue_dir is not None and data_args.task_name is not None:
+        folder = Path(data_args.glue_dir) / get_task(data_args.task_name).folder
+        files += sorted(folder.glob("*.tsv"))
+    files += [data_args.train_file, data_args.validation_file, data_args.test_file]
+    fingerprint["files"] = checkpoints.describe_files(files)
+    return fingerprint
+
+
+def _plain(value: Any) -> Any:
+    """A JSON value for an argument (enums and other objects by their text)."""
+    return value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
+
+
+def checkpoint_to_resume(training_args, output_dir: Path, fingerprint: dict[str, Any]) -> Path | None:
+    """The Trainer checkpoint this run continues from: the one asked for (which must belong to this
+    run and be complete), else the newest complete one in this run's folder — announced at WARNING."""
+    asked = training_args.resume_from_checkpoint
+    if asked:
+        path = Path(asked)
+        checkpoints.verify_checkpoint(path)
+        saved_file = path.parent / checkpoints.FINGERPRINT_FILE
+        if saved_file.is_file():
+            differences = checkpoints.fingerprint_differences(checkpoints.load_json(saved_file), fingerprint)
+            if differences:
+                raise CheckpointError(f"{path} belongs to another run: " + "; ".join(differences[:6]))
+        return path
+    latest, skipped = checkpoints.latest_checkpoint(output_dir)
+    for path in skipped:
+        logger.warning("Not resuming from %s: it is incomplete or damaged; falling back to an older one.", path)
+    if latest is not None:
+        logger.warning("Resuming this run from %s (its newest complete checkpoint).", latest)
+    return latest
+
+
 def check_backbone_loaded(model: transformers.PreTrainedModel, loading: dict[str, Any], source: str) -> None:
     """Every backbone weight must come from the checkpoint: only the task head (and the pooler, which
     MLM pretraining does not train) may be new. Missing, unexpected (a changed ``num_hidden_layers``)
@@ -356,7 +467,7 @@ def write_predictions(
 # Main
 # --------------------------------------------------------------------------------------------
 def parse_args(argv: Sequence[str] | None):
-    parser = HfArgumentParser((ModelArguments, DataTrainingArguments, TrainingArguments))
+    parser = HfArgumentParser((ModelArguments, DataTrainingArguments, TrainingArguments, RunArguments))
     if argv is None and len(sys.argv) == 2 and sys.argv[1].endswith(".json"):
         return parser.parse_json_file(json_file=os.path.abspath(sys.argv[1]))
     return parser.parse_args_into_dataclasses(args=argv)
@@ -365,7 +476,17 @@ def parse_args(argv: Sequence[str] | None):
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     import hf_variants  # noqa: F401  (registers the variants with the Auto classes)
 
-    model_args, data_args, training_args = parse_args(argv)
+    model_args, data_args, training_args, run_args = parse_args(argv)
+    lock = checkpoints.OutputDirLock(Path(training_args.output_dir)) if training_args.process_index == 0 else None
+    try:
+        return fine_tune(model_args, data_args, training_args, run_args, argv)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def fine_tune(model_args, data_args, training_args, run_args, argv: Sequence[str] | None) -> dict[str, Any]:
+    """The run itself, inside the output folder's lock."""
     logging.basicConfig(format="%(asctime)s - %(levelname)s - %(name)s - %(message)s", level=logging.INFO)
     log_level = training_args.get_process_log_level()
     logger.setLevel(log_level)
@@ -375,11 +496,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     # Hub pushes of hf-variants models go through hf_variants.hub (with the card); the Trainer's own
     # push stays off for them.
     push_to_hub = training_args.push_to_hub
-    last_checkpoint = None
-    if os.path.isdir(training_args.output_dir) and training_args.do_train and not training_args.resume_from_checkpoint:
-        last_checkpoint = get_last_checkpoint(training_args.output_dir)
-        if last_checkpoint is not None:
-            logger.info("Resuming from %s (the last checkpoint in --output_dir).", last_checkpoint)
     set_seed(training_args.seed)
 
     raw = load_raw_datasets(data_args, model_args)
@@ -428,6 +544,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             f"The tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {model.config.vocab_size}."
         )
 
+    fingerprint = run_fingerprint(model_args, data_args, training_args, tokenizer)
+    output_dir = Path(training_args.output_dir)
+    if training_args.process_index == 0:
+        checkpoints.prepare_output_dir(output_dir, fingerprint, run_args.overwrite_output_dir)
+    resume_from = checkpoint_to_resume(training_args, output_dir, fingerprint) if training_args.do_train else None
+
     max_seq_length = min(data_args.max_seq_length, tokenizer.model_max_length)
     positions = getattr(model.config, "max_position_embeddings", None)
     if positions is not None and max_seq_length > positions:
@@ -470,8 +592,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     collator = default_data_collator if data_args.pad_to_max_length else DataCollatorWithPadding(tokenizer)
     compute_metrics = metric_function(data_args.task_name, labels)
     training_args.push_to_hub = push_to_hub and model.config.model_type not in VARIANTS
-    trainer = Trainer(
+    trainer = GlueTrainer(
         model=model,
+        callbacks=[CompletenessMarker()],
         args=training_args,
         train_dataset=train_dataset,
         eval_dataset=next(iter(eval_splits.values())) if eval_splits else None,
@@ -490,9 +613,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "parameters": sum(p.numel() for p in model.parameters()),
     }
     if training_args.do_train:
-        checkpoint = training_args.resume_from_checkpoint or last_checkpoint
-        train_result = trainer.train(resume_from_checkpoint=checkpoint)
+        train_result = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
         metrics = {**train_result.metrics, "train_samples": len(train_dataset)}
+        if resume_from is not None:  # the Trainer's train_loss covers only the steps after the resume
+            before = checkpoints.load_json(resume_from / LOSS_FILE)["loss_sum"]
+            metrics["train_loss"] = (before + trainer._total_loss_scalar) / max(trainer.state.global_step, 1)
         trainer.save_model()
         trainer.log_metrics("train", metrics)
         trainer.save_metrics("train", metrics)
