@@ -12,6 +12,7 @@ and pytest runs every ``test_*`` method below for it.
 
 from __future__ import annotations
 
+import copy
 import json
 import textwrap
 from pathlib import Path
@@ -310,6 +311,40 @@ class CommonEncoderTests:
                 single = {k: v[row : row + 1, :length] for k, v in inputs.items()}
                 alone = model(**single).last_hidden_state
                 torch.testing.assert_close(batched[row : row + 1, :length], alone, atol=self.atol, rtol=1e-4)
+
+    @pytest.mark.parametrize(("dtype", "tolerance"), [(torch.bfloat16, 0.08), (torch.float16, 0.015)])
+    def test_half_precision_runs_close_to_float32_and_trains(self, dtype: torch.dtype, tolerance: float) -> None:
+        """``model.to(dtype)`` and autocast give finite logits within ``tolerance × std(logits)`` of
+        float32, and one training step updates every parameter finitely (TransJect's orthogonal maps
+        and the ODE solver keep float32 inside)."""
+        reference = self.model("AutoModelForMaskedLM")
+        perturb_parameters(reference)
+        inputs = make_inputs(reference.config)
+        real = inputs["attention_mask"].bool()
+        half = copy.deepcopy(reference).to(dtype)
+        with torch.no_grad():
+            expected = reference(**inputs).logits[real]
+            got = half(**inputs).logits[real]
+            with torch.autocast("cpu", dtype=dtype):
+                autocast = reference(**inputs).logits[real]
+        bound = tolerance * float(expected.std())
+        for name, logits in (("model.to", got), ("autocast", autocast)):
+            assert torch.isfinite(logits).all(), name
+            assert float((logits.float() - expected).abs().max()) <= bound, (name, bound)
+
+        half.train()
+        labels = inputs["input_ids"].masked_fill(~real, -100)
+        loss = half(**inputs, labels=labels).loss
+        loss.backward()
+        assert torch.isfinite(loss)
+        before = {n: p.detach().clone() for n, p in half.named_parameters()}
+        with torch.no_grad():
+            for parameter in half.parameters():
+                if parameter.grad is not None:
+                    assert torch.isfinite(parameter.grad).all()
+                    parameter.sub_(0.1 * parameter.grad)
+        moved = [n for n, p in half.named_parameters() if not torch.equal(p, before[n])]
+        assert moved and all(torch.isfinite(p).all() for p in half.parameters())
 
     # ------------------------------------------------------------------ losses
     def test_sequence_regression_with_one_label(self) -> None:

@@ -422,4 +422,10 @@ def test_a_non_finite_training_loss_stops_fine_tuning(
 
     monkeypatch.setattr(run_glue.Trainer, "training_step", nan_on_second_step)
     with pytest.raises(FloatingPointError, match=r"Step 2: non-finite training loss nan"):
-        run_glue.main(glue_args(checkpoints["bert"], "sst2", glue_dir, tmp_path, "--do_train", "--max_steps", "4"))
+        run_glue.main(glue_args(checkpoints["bert"], "sst2", glue_dir, tmp_path / "a", "--do_train",
+                                "--max_steps", "4"))  # fmt: skip
+    results = run_glue.main(glue_args(checkpoints["bert"], "sst2", glue_dir, tmp_path / "b", "--do_train",
+                                      "--max_steps", "4", "--skip_nonfinite_steps", "true"))  # fmt: skip
+    assert results["train"]["skipped_nonfinite_steps"] == 1
+    weights = load_file(tmp_path / "b" / "model.safetensors")
+    assert all(torch.isfinite(tensor).all() for tensor in weights.values())

@@ -121,11 +121,17 @@ class NodeDynamics(nn.Module):
                 f"the solve exceeded its budget of {self.max_evaluations} function evaluations "
                 f"({EVALUATIONS_PER_STEP} × max_num_steps); the input may be stiff or its trajectory may explode."
             )
+        hidden_states = state[0] if isinstance(state, tuple) else state
+        # The solver integrates in float32 (see NodeTransformerBlock); F runs in the model's dtype.
+        derivative = self.velocity(time, hidden_states.to(self.compute_dtype)).to(hidden_states.dtype)
         if isinstance(state, tuple):
-            derivative = self.velocity(time, state[0])
             energy_rate = derivative.pow(2).sum(dim=(1, 2)) / self.token_counts
             return derivative, energy_rate
-        return self.velocity(time, state)
+        return derivative
+
+    @property
+    def compute_dtype(self) -> torch.dtype:
+        return self.feed_forward.fc_in.weight.dtype
 
 
 class NodeTransformerBlock(LayerScheme):
@@ -250,11 +256,13 @@ class NodeTransformerBlock(LayerScheme):
         dynamics.padding_mask, dynamics.context = padding_mask, context
         dynamics.evaluations = 0
         regularise = config.kinetic_regularization > 0
-        state = hidden_states
+        # A half-precision model still integrates in float32: the adaptive step-size control compares
+        # errors with rtol/atol (1e-5), far below float16/bfloat16 resolution.
+        state = hidden_states.float() if hidden_states.dtype in (torch.float16, torch.bfloat16) else hidden_states
         if regularise:
             counts = padding_mask.sum(-1) if padding_mask is not None else torch.full((batch,), seq_len)
-            dynamics.token_counts = counts.to(hidden_states)
-            state = (hidden_states, hidden_states.new_zeros(batch))
+            dynamics.token_counts = counts.to(state)
+            state = (state, state.new_zeros(batch))
         times = torch.tensor([0.0, config.final_time], dtype=torch.float32, device=hidden_states.device)
         kwargs = {
             "rtol": config.rtol,
@@ -275,8 +283,8 @@ class NodeTransformerBlock(LayerScheme):
                 f"{dynamics.evaluations} function evaluations. The input may be stiff or its trajectory may "
                 "explode; raise max_num_steps, loosen rtol/atol, or use a fixed-step method."
             ) from error
-        final = trajectory[0][-1] if regularise else trajectory[-1]
-        energy = trajectory[1][-1] if regularise else hidden_states.new_zeros(batch)
+        final = (trajectory[0][-1] if regularise else trajectory[-1]).to(hidden_states.dtype)
+        energy = trajectory[1][-1] if regularise else final.new_zeros(batch, dtype=trajectory.dtype)
         if not torch.isfinite(final).all():
             raise ODESolverError(f"N-ODE block {self.layer_idx}: the solution contains NaN or infinity.")
         evaluations = torch.tensor(float(dynamics.evaluations), device=hidden_states.device)

@@ -33,14 +33,37 @@ EIGENVALUE_MODES = ("approx", "exact", "random")
 ORTHOGONAL_MAPS = ("matrix_exp", "cayley", "householder")
 
 
-def orthogonal_linear(size: int, bias: bool, orthogonal_map: str) -> nn.Linear:
+class OrthogonalLinear(nn.Linear):
+    """A linear map whose orthogonal parametrisation stays in float32 inside a half-precision model.
+
+    The maps (Cayley's solve, ``matrix_exp``, Householder) have no half-precision CPU kernels and lose
+    orthogonality in bf16, so casting the model to float16/bfloat16 moves these parameters to the new
+    device but keeps them in float32; ``forward`` casts the computed weight to the input's dtype (the
+    matmul then runs in half precision, as the rest of the model does). State-dict names are those of
+    ``nn.Linear`` with ``torch.nn.utils.parametrizations.orthogonal``.
+    """
+
+    def _apply(self, fn, recurse=True):
+        probe = fn(torch.zeros((), dtype=torch.float32))
+        if probe.dtype in (torch.float16, torch.bfloat16):
+            device = probe.device
+            return super()._apply(lambda tensor: tensor.to(device=device), recurse)
+        return super()._apply(fn, recurse)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        bias = None if self.bias is None else self.bias.to(hidden_states.dtype)
+        return nn.functional.linear(hidden_states, self.weight.to(hidden_states.dtype), bias)
+
+
+def orthogonal_linear(size: int, bias: bool, orthogonal_map: str) -> OrthogonalLinear:
     """A ``size × size`` linear map whose weight is constrained to be orthogonal.
 
-    Built on the CPU even inside ``from_pretrained``'s meta-device context: registering the
-    parametrization checks orthogonality with real numbers. The matrices are small (d × d).
+    Built on the CPU in float32 even inside ``from_pretrained``'s meta-device and ``dtype`` contexts:
+    registering the parametrization checks orthogonality with real numbers. The matrices are small (d × d).
     """
     with torch.device("cpu"):
-        return orthogonal(nn.Linear(size, size, bias=bias), orthogonal_map=orthogonal_map)
+        linear = OrthogonalLinear(size, size, bias=bias, dtype=torch.float32)
+        return orthogonal(linear, orthogonal_map=orthogonal_map)
 
 
 def validate_orthogonal_map(config: EncoderConfig) -> None:
@@ -56,7 +79,8 @@ def set_orthogonal_map(model: nn.Module, orthogonal_map: str) -> None:
     for module in list(model.modules()):
         if parametrize.is_parametrized(module, "weight"):
             parametrize.remove_parametrizations(module, "weight", leave_parametrized=True)
-            orthogonal(module, orthogonal_map=orthogonal_map)
+            with torch.device(module.weight.device):
+                orthogonal(module, orthogonal_map=orthogonal_map)
 
 
 def _standardise(eigenvalues: torch.Tensor) -> torch.Tensor:

@@ -141,6 +141,10 @@ class RunArguments:
     overwrite_output_dir: bool = field(
         default=False, metadata={"help": "Delete the contents of a non-empty --output_dir that holds another run."}
     )
+    skip_nonfinite_steps: bool = field(
+        default=False,
+        metadata={"help": "Skip an optimizer step whose loss or gradient is NaN/inf (counted) instead of stopping."},
+    )
 
 
 #: TrainingArguments that change the fine-tuned model or its metrics (the rest: logging, saving, paths).
@@ -154,18 +158,46 @@ LOSS_FILE = "train_loss_sum.json"
 
 
 class GlueTrainer(Trainer):
-    """The Trainer with two guarantees: a non-finite training loss stops the run (the Trainer would
-    log it as the running mean and train on), and each checkpoint stores the summed training loss so
-    that a resumed run reports the uninterrupted run's ``train_loss``."""
+    """The Trainer with two guarantees: a non-finite training loss or gradient stops the run before
+    the optimizer step (the Trainer would log the running mean instead and train on NaN weights) —
+    or, with ``skip_nonfinite_steps``, skips that optimizer step and counts it — and each checkpoint
+    stores the summed training loss so that a resumed run reports the uninterrupted run's
+    ``train_loss``."""
+
+    def __init__(self, *args: Any, skip_nonfinite_steps: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.skip_nonfinite_steps = skip_nonfinite_steps
+        self.skipped_steps = 0
+        self._nonfinite: str | None = None  # what was non-finite in the current optimizer step
 
     def training_step(self, model, inputs, num_items_in_batch=None):
         loss = super().training_step(model, inputs, num_items_in_batch)
-        if not torch.isfinite(loss).all():
-            raise FloatingPointError(
-                f"Step {self.state.global_step + 1}: non-finite training loss {float(loss)} (batch of "
-                f"{len(inputs['input_ids'])} examples). Nothing was updated; lower --learning_rate or check the data."
-            )
+        if self._nonfinite is None and not torch.isfinite(loss).all():
+            self._nonfinite = f"training loss {float(loss)} (batch of {len(inputs['input_ids'])} examples)"
         return loss
+
+    def create_optimizer(self, *args: Any, **kwargs: Any):
+        optimizer = super().create_optimizer(*args, **kwargs)
+        step = optimizer.step
+
+        def guarded_step(*step_args: Any, **step_kwargs: Any):
+            gradients = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+            if self._nonfinite is None and not all(bool(torch.isfinite(g).all()) for g in gradients):
+                self._nonfinite = "gradient"
+            if self._nonfinite is None:
+                return step(*step_args, **step_kwargs)
+            what, self._nonfinite = self._nonfinite, None
+            if not self.skip_nonfinite_steps:
+                raise FloatingPointError(
+                    f"Step {self.state.global_step + 1}: non-finite {what}. Nothing was updated; lower "
+                    "--learning_rate, check the data, or pass --skip_nonfinite_steps true."
+                )
+            self.skipped_steps += 1
+            logger.warning("Step %d: non-finite %s; optimizer step skipped.", self.state.global_step + 1, what)
+            return None
+
+        optimizer.step = guarded_step
+        return optimizer
 
     def _save_checkpoint(self, model, trial):
         super()._save_checkpoint(model, trial)
@@ -595,6 +627,7 @@ def fine_tune(model_args, data_args, training_args, run_args, argv: Sequence[str
     trainer = GlueTrainer(
         model=model,
         callbacks=[CompletenessMarker()],
+        skip_nonfinite_steps=run_args.skip_nonfinite_steps,
         args=training_args,
         train_dataset=train_dataset,
         eval_dataset=next(iter(eval_splits.values())) if eval_splits else None,
@@ -614,7 +647,8 @@ def fine_tune(model_args, data_args, training_args, run_args, argv: Sequence[str
     }
     if training_args.do_train:
         train_result = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
-        metrics = {**train_result.metrics, "train_samples": len(train_dataset)}
+        metrics = {**train_result.metrics, "train_samples": len(train_dataset),
+                   "skipped_nonfinite_steps": trainer.skipped_steps}  # fmt: skip
         if resume_from is not None:  # the Trainer's train_loss covers only the steps after the resume
             before = checkpoints.load_json(resume_from / LOSS_FILE)["loss_sum"]
             metrics["train_loss"] = (before + trainer._total_loss_scalar) / max(trainer.state.global_step, 1)
