@@ -274,3 +274,52 @@ def test_run_glue_killed_at_several_points_resumes_to_the_uninterrupted_run(
         torch.testing.assert_close(got[name], expected[name], rtol=1e-5, atol=1e-6, msg=name)
     full, resumed = (json.loads((folder / "results.json").read_text())["train"] for folder in (reference, output))
     assert resumed["train_loss"] == pytest.approx(full["train_loss"], rel=1e-5)
+
+
+def test_a_malicious_pickle_in_a_trainer_checkpoint_never_runs(glue_setup: tuple[Path, Path], tmp_path: Path) -> None:
+    """Trainer checkpoints hold torch pickles (optimizer.pt, scheduler.pt, rng_state.pth): a replaced
+    file fails the completeness marker; with a forged marker the Trainer's weights_only=True loading
+    refuses it — in both cases without running the payload."""
+    import shutil
+
+    from hf_variants.training import run_glue
+
+    def args(output: Path) -> list[str]:
+        values = glue_run_args(glue_setup, output)
+        values[values.index("--max_steps") + 1] = "6"
+        return values
+
+    source = tmp_path / "source"
+    run_glue.main(args(source))
+    for name in ("optimizer.pt", "rng_state.pth", "scheduler.pt"):
+        checkpoint = tmp_path / name / "checkpoint-3"
+        shutil.copytree(source / "checkpoint-3", checkpoint)
+        evidence = tmp_path / name / "code-ran"
+        (checkpoint / name).write_bytes(pickle.dumps(_Payload(str(evidence))))
+
+        def resume(output: str, checkpoint: Path = checkpoint) -> list[str]:
+            return [*args(checkpoint.parent / output), "--resume_from_checkpoint", str(checkpoint)]
+
+        with pytest.raises(CheckpointError, match=rf"checkpoint-3/{name} (has|does not match)"):
+            run_glue.main(resume("out"))
+        marker = checkpoints.load_json(checkpoint / checkpoints.COMPLETE_MARKER)
+        marker["files"][name] = {"size": (checkpoint / name).stat().st_size,
+                                 "sha256": checkpoints.file_sha256(checkpoint / name)}  # fmt: skip
+        checkpoints.write_json(checkpoint / checkpoints.COMPLETE_MARKER, marker)
+        with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+            run_glue.main(resume("out2"))
+        assert not evidence.exists(), name
+
+
+def test_damaged_pretrained_weights_are_named(tmp_path: Path) -> None:
+    from transformers import AutoModelForSequenceClassification
+
+    from hf_variants.bert_control import BertControlConfig, BertControlForMaskedLM
+
+    model = BertControlForMaskedLM(BertControlConfig(vocab_size=30, hidden_size=8, num_attention_heads=2,
+                                                     intermediate_size=16, num_hidden_layers=1))  # fmt: skip
+    model.save_pretrained(tmp_path)
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:200])
+    with pytest.raises(CheckpointError, match=r"model\.safetensors is not a readable safetensors file"):
+        checkpoints.load_pretrained(AutoModelForSequenceClassification.from_pretrained, str(tmp_path))

@@ -158,6 +158,23 @@ def test_bad_corpus_files_name_the_file_and_line(tokenizer_dir: Path, tmp_path: 
         run_mlm.main(mlm_args(one_line, tokenizer_dir, tmp_path / "c", "macaron_bert"))
 
 
+def test_continuing_from_a_checkpoint_without_its_backbone_is_refused(
+    corpus: Path, tokenizer_dir: Path, tmp_path: Path
+) -> None:
+    from safetensors.torch import save_file
+
+    run_mlm.main(mlm_args(corpus, tokenizer_dir, tmp_path / "first", "macaron_bert", "--max_train_steps", "1"))
+    weights = load_file(tmp_path / "first" / "model.safetensors")
+    name = next(k for k in weights if k.endswith("layer.1.attention.query.weight"))
+    weights[name.replace("layer.1", "layer.7")] = weights.pop(name)
+    save_file(weights, tmp_path / "first" / "model.safetensors")
+    args = mlm_args(corpus, tokenizer_dir, tmp_path / "second", "macaron_bert", "--max_train_steps", "1")
+    at = args.index("--model_type")
+    args[at : at + 4] = ["--model_name_or_path", str(tmp_path / "first")]  # no --model_type/--config_overrides
+    with pytest.raises(ValueError, match=r"does not hold this model's backbone: 1 missing .*layer\.1\.attention"):
+        run_mlm.main(args)
+
+
 def test_tokenizer_model_vocabulary_mismatch_raises(corpus: Path, tokenizer_dir: Path, tmp_path: Path) -> None:
     args = mlm_args(corpus, tokenizer_dir, tmp_path, "macaron_bert", "--max_train_steps", "1")
     args[args.index("--config_overrides") + 1] += ",vocab_size=50"

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 logger = logging.getLogger(__name__)
@@ -120,9 +120,20 @@ def vocabulary_sha256(tokenizer: Any) -> str:
 
 
 def fingerprint_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """``key: saved → current`` for every field that differs."""
+    """``key: saved → current`` for every field that differs (nested fields as ``group.key``)."""
+    saved, current = _flatten(saved), _flatten(current)
     keys = sorted(set(saved) | set(current))
     return [f"{key}: {saved.get(key)!r} → {current.get(key)!r}" for key in keys if saved.get(key) != current.get(key)]
+
+
+def _flatten(value: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, item in value.items():
+        if isinstance(item, dict):
+            flat.update(_flatten(item, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = item
+    return flat
 
 
 def prepare_output_dir(folder: Path, fingerprint: dict[str, Any], overwrite: bool) -> bool:
@@ -157,6 +168,54 @@ def prepare_output_dir(folder: Path, fingerprint: dict[str, Any], overwrite: boo
     folder.mkdir(parents=True, exist_ok=True)
     write_json(fingerprint_file, fingerprint)
     return False
+
+
+# ------------------------------------------------------------------------------------------------
+# Pretrained weights
+# ------------------------------------------------------------------------------------------------
+def load_pretrained(load: Callable[..., Any], source: str, **kwargs: Any) -> Any:
+    """``load(source, **kwargs)`` (a ``from_pretrained``) with a damaged weight file named: safetensors'
+    own message (e.g. "invalid header length") does not say which file it read."""
+    try:
+        return load(source, **kwargs)
+    except SafetensorError as error:
+        folder = Path(source)
+        for path in sorted(folder.glob("*.safetensors")) if folder.is_dir() else []:
+            try:
+                with safe_open(str(path), "pt"):
+                    pass
+            except (SafetensorError, OSError) as damaged:
+                raise CheckpointError(
+                    f"{path} is not a readable safetensors file ({damaged}): the file is damaged or truncated."
+                ) from None
+        raise CheckpointError(f"{source}: a weight file is not readable ({error}).") from None
+
+
+def check_backbone_loaded(model: Any, loading: dict[str, Any], source: str) -> None:
+    """Every backbone weight must come from the checkpoint: only the task head (and the pooler, which
+    MLM pretraining does not train) may be new. Missing, unexpected (a changed ``num_hidden_layers``)
+    or resized backbone weights are an error. ``loading`` is ``from_pretrained``'s loading info."""
+    pooler = f"{model.base_model_prefix}.pooler."
+    heads = ("classifier.", "score.", "qa_outputs.", "lm_head.", "cls.", "pooler.", pooler)
+
+    def backbone(names: Any) -> list[str]:
+        names = [entry[0] if isinstance(entry, (tuple, list)) else entry for entry in names]
+        return sorted(name for name in names if not name.startswith(heads))
+
+    problems = {
+        "missing from the checkpoint": backbone(loading.get("missing_keys", [])),
+        "in the checkpoint but not in this model": backbone(loading.get("unexpected_keys", [])),
+        "of another shape in the checkpoint": backbone(loading.get("mismatched_keys", [])),
+    }
+    problems = {what: names for what, names in problems.items() if names}
+    if problems:
+        described = "; ".join(f"{len(names)} {what} (e.g. {', '.join(names[:3])})" for what, names in problems.items())
+        raise ValueError(
+            f"{source} does not hold this model's backbone: {described}. Its weights would be freshly initialised "
+            "and training would start from random weights. Check --config_overrides (num_hidden_layers, "
+            "layer_norm_position, ...) and the checkpoint. To start from fresh weights on purpose: run_glue "
+            "--random_init, or run_mlm --model_type / --config_name."
+        )
 
 
 # ------------------------------------------------------------------------------------------------

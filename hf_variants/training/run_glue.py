@@ -32,6 +32,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -208,12 +209,17 @@ class GlueTrainer(Trainer):
 
 
 class CompletenessMarker(TrainerCallback):
-    """Marks each Trainer checkpoint complete once all its files are written (``checkpoint_complete.json``
-    with every file's size and SHA-256), so that a resume never picks a half-written one."""
+    """Gives each Trainer checkpoint the run's fingerprint and marks it complete once all its files are
+    written (``checkpoint_complete.json`` with every file's size and SHA-256), so that a resume never
+    picks a half-written checkpoint or one of another run."""
+
+    def __init__(self, fingerprint: dict[str, Any]) -> None:
+        self.fingerprint = fingerprint
 
     def on_save(self, args, state, control, **kwargs):
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         if args.should_save and folder.is_dir():
+            checkpoints.write_json(folder / checkpoints.FINGERPRINT_FILE, self.fingerprint)
             checkpoints.failpoint("checkpoint_files_written", state.global_step)
             checkpoints.mark_complete(folder)
         return control
@@ -398,7 +404,9 @@ def run_fingerprint(model_args, data_args, training_args, tokenizer) -> dict[str
 
 
 def _plain(value: Any) -> Any:
-    """A JSON value for an argument (enums and other objects by their text)."""
+    """A JSON value for an argument (enums by their value, other objects by their text)."""
+    if isinstance(value, Enum):
+        return value.value
     return value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
 
 
@@ -409,11 +417,10 @@ def checkpoint_to_resume(training_args, output_dir: Path, fingerprint: dict[str,
     if asked:
         path = Path(asked)
         checkpoints.verify_checkpoint(path)
-        saved_file = path.parent / checkpoints.FINGERPRINT_FILE
-        if saved_file.is_file():
-            differences = checkpoints.fingerprint_differences(checkpoints.load_json(saved_file), fingerprint)
-            if differences:
-                raise CheckpointError(f"{path} belongs to another run: " + "; ".join(differences[:6]))
+        saved = checkpoints.load_json(path / checkpoints.FINGERPRINT_FILE)
+        differences = checkpoints.fingerprint_differences(saved, fingerprint)
+        if differences:
+            raise CheckpointError(f"{path} belongs to another run: " + "; ".join(differences[:6]))
         return path
     latest, skipped = checkpoints.latest_checkpoint(output_dir)
     for path in skipped:
@@ -421,32 +428,6 @@ def checkpoint_to_resume(training_args, output_dir: Path, fingerprint: dict[str,
     if latest is not None:
         logger.warning("Resuming this run from %s (its newest complete checkpoint).", latest)
     return latest
-
-
-def check_backbone_loaded(model: transformers.PreTrainedModel, loading: dict[str, Any], source: str) -> None:
-    """Every backbone weight must come from the checkpoint: only the task head (and the pooler, which
-    MLM pretraining does not train) may be new. Missing, unexpected (a changed ``num_hidden_layers``)
-    or resized backbone weights are an error; ``--random_init`` is the explicit way to start fresh."""
-    pooler = f"{model.base_model_prefix}.pooler."
-    heads = ("classifier.", "score.", "qa_outputs.", "lm_head.", "cls.", "pooler.", pooler)
-
-    def backbone(names: Any) -> list[str]:
-        names = [entry[0] if isinstance(entry, (tuple, list)) else entry for entry in names]
-        return sorted(name for name in names if not name.startswith(heads))
-
-    problems = {
-        "missing from the checkpoint": backbone(loading.get("missing_keys", [])),
-        "in the checkpoint but not in this model": backbone(loading.get("unexpected_keys", [])),
-        "of another shape in the checkpoint": backbone(loading.get("mismatched_keys", [])),
-    }
-    problems = {what: names for what, names in problems.items() if names}
-    if problems:
-        described = "; ".join(f"{len(names)} {what} (e.g. {', '.join(names[:3])})" for what, names in problems.items())
-        raise ValueError(
-            f"{source} does not hold this model's backbone: {described}. Its weights would be freshly initialised "
-            "and training would start from random weights. Check --config_overrides (num_hidden_layers, "
-            "layer_norm_position, ...) and the checkpoint; pass --random_init to train from scratch on purpose."
-        )
 
 
 def check_tokenizer_matches(config: transformers.PretrainedConfig, tokenizer: Any, source: str) -> None:
@@ -563,13 +544,13 @@ def fine_tune(model_args, data_args, training_args, run_args, argv: Sequence[str
             config, trust_remote_code=model_args.trust_remote_code, dtype=None if dtype == "auto" else dtype
         )
     else:
-        model, loading = AutoModelForSequenceClassification.from_pretrained(
-            model_args.model_name_or_path, config=config, cache_dir=model_args.cache_dir,
-            revision=model_args.model_revision, token=model_args.token, dtype=dtype,
+        model, loading = checkpoints.load_pretrained(
+            AutoModelForSequenceClassification.from_pretrained, model_args.model_name_or_path, config=config,
+            cache_dir=model_args.cache_dir, revision=model_args.model_revision, token=model_args.token, dtype=dtype,
             trust_remote_code=model_args.trust_remote_code, ignore_mismatched_sizes=model_args.ignore_mismatched_sizes,
             output_loading_info=True,
         )  # fmt: skip
-        check_backbone_loaded(model, loading, model_args.model_name_or_path)
+        checkpoints.check_backbone_loaded(model, loading, model_args.model_name_or_path)
     check_tokenizer_matches(config, tokenizer, model_args.tokenizer_name or model_args.model_name_or_path)
     if len(tokenizer) > model.config.vocab_size:
         raise ValueError(
@@ -626,7 +607,7 @@ def fine_tune(model_args, data_args, training_args, run_args, argv: Sequence[str
     training_args.push_to_hub = push_to_hub and model.config.model_type not in VARIANTS
     trainer = GlueTrainer(
         model=model,
-        callbacks=[CompletenessMarker()],
+        callbacks=[CompletenessMarker(fingerprint)],
         skip_nonfinite_steps=run_args.skip_nonfinite_steps,
         args=training_args,
         train_dataset=train_dataset,

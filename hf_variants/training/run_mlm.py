@@ -199,7 +199,11 @@ def build_model(args: argparse.Namespace, tokenizer: PreTrainedTokenizerBase) ->
     """A new model (model_type/config_name + overrides, vocabulary sized to the tokenizer) or a checkpoint."""
     overrides = parse_overrides(args.config_overrides)
     if args.model_name_or_path is not None:
-        model = AutoModelForMaskedLM.from_pretrained(args.model_name_or_path, dtype=torch.float32, **overrides)
+        model, loading = checkpoints.load_pretrained(
+            AutoModelForMaskedLM.from_pretrained, args.model_name_or_path, dtype=torch.float32,
+            output_loading_info=True, **overrides,
+        )  # fmt: skip
+        checkpoints.check_backbone_loaded(model, loading, args.model_name_or_path)
     else:
         if args.config_name is not None:
             config = AutoConfig.from_pretrained(args.config_name, **overrides)
