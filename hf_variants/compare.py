@@ -275,6 +275,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "transformers' BertForMaskedLM as an external reference.",
     )
     parser.add_argument("--output_dir", type=Path, default=Path("outputs/compare"))
+    parser.add_argument(
+        "--overwrite_output_dir",
+        action="store_true",
+        help="Let each model's runs replace earlier runs with other settings in --output_dir (otherwise refused).",
+    )
     parser.add_argument("--data_dir", type=Path, help="Folder with wikitext-2/ and glue/ (GLUE TSV layout).")
     parser.add_argument("--tasks", nargs="+", help="GLUE tasks (default sst2; 'agreement' on the embedded data).")
     parser.add_argument("--no_hub", action="store_true", help="Skip the Hub in the data resolution.")
@@ -326,6 +331,8 @@ def pretrain(args: argparse.Namespace, source: DataSource, tokenizer: str, spec:
     ]  # fmt: skip
     if args.pretrain_seconds is not None:
         argv += ["--time_budget_seconds", str(args.pretrain_seconds)]
+    if args.overwrite_output_dir:
+        argv.append("--overwrite_output_dir")
     if args.disable_tqdm:
         argv.append("--disable_tqdm")
     return run_mlm.main(argv)
@@ -344,6 +351,7 @@ def fine_tune(args: argparse.Namespace, source: DataSource, spec: ModelSpec, tas
         "--logging_steps", "5", "--save_strategy", "no", "--report_to", "none", "--log_level", "error",
         "--dataloader_pin_memory", "false", "--disable_tqdm", str(args.disable_tqdm).lower(),
         "--output_dir", str(args.output_dir / "models" / spec.folder / task),
+        "--overwrite_output_dir", str(args.overwrite_output_dir).lower(),
     ]  # fmt: skip
     return run_glue.main(argv)
 

@@ -13,6 +13,7 @@ and pytest runs every ``test_*`` method below for it.
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 import textwrap
 from pathlib import Path
@@ -431,6 +432,8 @@ class CommonEncoderTests:
             self.config(hidden_act="not-an-activation")
         with pytest.raises(ValueError, match="pad_token_id"):
             self.config(pad_token_id=1000)
+        with pytest.raises(ValueError, match="chunk_size_feed_forward=4 is not supported"):
+            self.config(chunk_size_feed_forward=4)
 
     def test_bad_inputs_raise_clear_errors(self) -> None:
         model = self.model()
@@ -456,6 +459,27 @@ class CommonEncoderTests:
         embeds[0, 1, 0] = float("nan")
         with pytest.raises(ValueError, match="inputs_embeds contain NaN or infinity"):
             model(inputs_embeds=embeds)
+
+    # ------------------------------------------------------------------ transformers conventions
+    def test_a_users_subclass_does_not_rewire_the_heads(self) -> None:
+        """Defining ``class Mine(<Variant>Model)`` must not make it the backbone of the package's heads."""
+        base = self.variant.models["AutoModel"]
+        type("UserSubclass", (base,), {})
+        head = self.variant.models["AutoModelForSequenceClassification"](self.config())
+        assert type(head.base_model) is base
+
+    def test_from_pretrained_without_a_path_takes_the_state_dict(self) -> None:
+        model = self.model("AutoModelForMaskedLM")
+        perturb_parameters(model)
+        loaded = type(model).from_pretrained(None, config=model.config, state_dict=model.state_dict()).eval()
+        inputs = make_inputs(model.config)
+        with torch.no_grad():
+            assert torch.equal(first_output(loaded, inputs), first_output(model, inputs))
+
+    def test_forward_signature_names_the_inputs(self) -> None:
+        """The Trainer keeps dataset columns that ``forward`` names (``remove_unused_columns``)."""
+        parameters = inspect.signature(self.variant.models["AutoModel"].forward).parameters
+        assert {"input_ids", "attention_mask", "token_type_ids", "inputs_embeds"} <= set(parameters)
 
     # ------------------------------------------------------------------ remote code
     def test_remote_code_loads_every_head_without_the_package(self, tmp_path: Path) -> None:

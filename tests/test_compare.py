@@ -136,6 +136,25 @@ def test_default_models_keep_their_sizes_and_specs_add_theirs() -> None:
         "attention_type=mgk"
 
 
+def test_overwrite_reaches_both_training_scripts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Re-running compare with other settings into one folder is refused by run_mlm/run_glue (another
+    run's folder) unless --overwrite_output_dir, which compare passes on to both."""
+    from hf_variants.training import run_glue, run_mlm
+
+    seen: dict[str, list[str]] = {}
+    monkeypatch.setattr(run_mlm, "main", lambda argv: seen.setdefault("mlm", argv))
+    monkeypatch.setattr(run_glue, "main", lambda argv: seen.setdefault("glue", argv))
+    source = compare.synthetic_source(tmp_path / "data", seed=0)
+    for flag, expected_glue in (([], "false"), (["--overwrite_output_dir"], "true")):
+        seen.clear()
+        args = compare.parse_args(["--output_dir", str(tmp_path), *flag])
+        compare.pretrain(args, source, "tok", compare.ModelSpec("bert_control"))
+        compare.fine_tune(args, source, compare.ModelSpec("bert_control"), compare.SYNTHETIC_TASK)
+        assert ("--overwrite_output_dir" in seen["mlm"]) == bool(flag)
+        glue = seen["glue"]
+        assert glue[glue.index("--overwrite_output_dir") + 1] == expected_glue
+
+
 def test_info_lists_every_model_type() -> None:
     completed = subprocess.run([str(CLI), "info"], capture_output=True, text=True, timeout=120)
     assert completed.returncode == 0, completed.stderr

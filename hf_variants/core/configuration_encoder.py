@@ -177,4 +177,9 @@ class EncoderConfig(PretrainedConfig):
             raise ValueError(
                 f"pad_token_id ({self.pad_token_id}) must be a token id in [0, vocab_size={self.vocab_size})."
             )
+        if getattr(self, "chunk_size_feed_forward", 0):
+            raise ValueError(
+                f"chunk_size_feed_forward={self.chunk_size_feed_forward} is not supported by hf-variants encoders (the "
+                "feed-forward runs on the whole sequence); set it to 0."
+            )
         validate_composition(self)

@@ -56,6 +56,7 @@ from .data import SeededMaskingCollator, global_batches, load_text_corpus, token
 BASELINE_MODEL_TYPES = ("bert",)
 STATE_FILE = "training_state.json"
 EVAL_KEY_OFFSET = 10**9  # evaluation masks use keys disjoint from training steps
+log = transformers.logging.get_logger(__name__)
 #: Arguments that do not change the trained model or its metrics (left out of the run fingerprint).
 NOT_FINGERPRINTED = frozenset({
     "output_dir", "resume_from_checkpoint", "overwrite_output_dir", "disable_tqdm", "preprocessing_num_workers",
@@ -402,9 +403,8 @@ def train(args: argparse.Namespace, accelerator: Accelerator, argv: Sequence[str
             ]
             masked_total = sum(int((b["labels"] != -100).sum()) for b in full)
             local_loss = torch.zeros((), dtype=torch.float64, device=accelerator.device)
+            checkpoints.failpoint("train_step", step + 1)
             for m, batch in enumerate(full):
-                failpoint_step = state["global_step"] + 1
-                checkpoints.failpoint("train_step", failpoint_step)
                 local = {
                     k: v[rank * per_device : (rank + 1) * per_device].to(accelerator.device) for k, v in batch.items()
                 }
@@ -523,15 +523,15 @@ def checkpoint_to_resume(
         return path
     latest, skipped = checkpoints.latest_checkpoint(args.output_dir)
     for path in skipped:
-        transformers.logging.get_logger(__name__).warning(f"Not resuming from {path}: it is incomplete or damaged.")
+        log.warning(f"Not resuming from {path}: it is incomplete or damaged.")
     if latest is None:
         if asked == "latest":
-            transformers.logging.get_logger(__name__).warning(
+            log.warning(
                 f"--resume_from_checkpoint latest: {args.output_dir} has no complete checkpoint; starting afresh."
             )
         return None
     check_checkpoint_tokenizer(latest, tokenizer)
-    transformers.logging.get_logger(__name__).warning(f"Resuming this run from {latest}.")
+    log.warning(f"Resuming this run from {latest}.")
     return latest
 
 
