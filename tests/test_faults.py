@@ -30,12 +30,13 @@ def run_args(corpus: Path, tokenizer_dir: Path, output: Path, *extra: str) -> li
                     "--checkpointing_steps", str(EVERY), "--eval_steps", "5", *extra)  # fmt: skip
 
 
-def launch(args: list[str], failpoint: str | None = None) -> subprocess.CompletedProcess:
+def launch(args: list[str], failpoint: str | None = None, script: str = "run_mlm") -> subprocess.CompletedProcess:
+    """``scripts/<script>.py args`` in a fresh process, killed by itself at ``failpoint`` if given."""
     env = {k: v for k, v in os.environ.items() if k != checkpoints.FAILPOINT_ENV}
     env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1")
     if failpoint:
         env[checkpoints.FAILPOINT_ENV] = failpoint
-    command = [sys.executable, str(REPO_ROOT / "scripts" / "run_mlm.py"), *args]
+    command = [sys.executable, str(REPO_ROOT / "scripts" / f"{script}.py"), *args]
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
 
 
@@ -242,29 +243,21 @@ def glue_run_args(setup: tuple[Path, Path], output: Path) -> list[str]:
             "--dataloader_pin_memory", "false"]  # fmt: skip
 
 
-def launch_glue(args: list[str], failpoint: str | None = None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != checkpoints.FAILPOINT_ENV}
-    env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1")
-    if failpoint:
-        env[checkpoints.FAILPOINT_ENV] = failpoint
-    command = [sys.executable, str(REPO_ROOT / "scripts" / "run_glue.py"), *args]
-    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
-
-
 def test_run_glue_killed_at_several_points_resumes_to_the_uninterrupted_run(
     glue_setup: tuple[Path, Path], tmp_path: Path
 ) -> None:
     import json
 
     reference = tmp_path / "reference"
-    result = launch_glue(glue_run_args(glue_setup, reference))
+    result = launch(glue_run_args(glue_setup, reference), script="run_glue")
     assert result.returncode == 0, result.stderr[-3000:]
     output = tmp_path / "run"
     for failpoint in ("train_step@4", "checkpoint_files_written@6"):  # the second: checkpoint-6 left unmarked
-        result = launch_glue(glue_run_args(glue_setup, output), failpoint)
+        result = launch(glue_run_args(glue_setup, output), failpoint, "run_glue")
         assert result.returncode == -signal.SIGKILL, (failpoint, result.returncode, result.stderr[-2000:])
     assert (output / "checkpoint-6").is_dir() and not (output / "checkpoint-6" / checkpoints.COMPLETE_MARKER).exists()
-    result = launch_glue(glue_run_args(glue_setup, output))  # the same command: resumes, skipping checkpoint-6
+    # the same command again: it resumes, skipping the unmarked checkpoint-6
+    result = launch(glue_run_args(glue_setup, output), script="run_glue")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "checkpoint-6: it is incomplete or damaged" in result.stderr and "Resuming this run from" in result.stderr
 

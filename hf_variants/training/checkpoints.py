@@ -19,7 +19,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import logging
@@ -34,6 +33,12 @@ from typing import Any
 import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
+    import msvcrt
 
 logger = logging.getLogger(__name__)
 
@@ -71,10 +76,13 @@ class OutputDirLock:
         self.path = folder / LOCK_FILE
         self.handle = self.path.open("a+")
         try:
-            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self.handle.seek(0)
-            holder = self.handle.read().strip() or "unknown"
+            self._lock()
+        except OSError:
+            try:
+                self.handle.seek(0)
+                holder = self.handle.read().strip() or "unknown"
+            except OSError:  # Windows: the holder's lock covers the bytes being read
+                holder = "unknown"
             self.handle.close()
             raise CheckpointError(
                 f"{folder} is in use by another run (PID {holder}); wait for it to finish or give another "
@@ -85,9 +93,17 @@ class OutputDirLock:
         self.handle.write(str(os.getpid()))
         self.handle.flush()
 
+    def _lock(self) -> None:
+        if fcntl is not None:
+            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        else:  # the first byte, non-blocking; released when the handle closes or the process ends
+            self.handle.seek(0)
+            msvcrt.locking(self.handle.fileno(), msvcrt.LK_NBLCK, 1)
+
     def release(self) -> None:
         if not self.handle.closed:
-            fcntl.flock(self.handle, fcntl.LOCK_UN)
+            if fcntl is not None:
+                fcntl.flock(self.handle, fcntl.LOCK_UN)
             self.handle.close()
 
 
