@@ -105,8 +105,8 @@ class _Payload:
 @pytest.mark.parametrize(
     "name",
     ["model.safetensors", "optimizer.safetensors", "optimizer.json", "scheduler.json", "random_states.safetensors",
-     "random_states.json", "training_state.json", "random_states_0.pkl", "custom_checkpoint_0.pkl", "optimizer.bin",
-     "pytorch_model.bin", "scheduler.bin"],
+     "random_states.json", "training_state.json", "run_fingerprint.json", "random_states_0.pkl",
+     "custom_checkpoint_0.pkl", "optimizer.bin", "pytorch_model.bin", "scheduler.bin"],
 )  # fmt: skip
 def test_a_malicious_pickle_under_any_checkpoint_name_is_refused_without_running(
     name: str,

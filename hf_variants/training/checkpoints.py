@@ -254,11 +254,30 @@ def latest_checkpoint(folder: Path) -> tuple[Path | None, list[Path]]:
         try:
             verify_checkpoint(path)
         except CheckpointError as error:
-            logger.warning("Skipping %s: %s", path, error)
+            logger.warning("Not resuming from %s: it is incomplete or damaged (%s).", path, error)
             skipped.append(path)
             continue
         return path, skipped
     return None, skipped
+
+
+def checkpoint_to_resume(asked: str | None, folder: Path, fingerprint: dict[str, Any]) -> Path | None:
+    """The checkpoint a run continues from: ``asked`` when it is a path (it must be complete and
+    belong to this run), else — ``"latest"`` or nothing — the newest complete checkpoint in ``folder``
+    (announced at WARNING); ``None`` to start afresh."""
+    if asked and asked != "latest":
+        path = Path(asked)
+        verify_checkpoint(path)
+        differences = fingerprint_differences(load_json(path / FINGERPRINT_FILE), fingerprint)
+        if differences:
+            raise CheckpointError(f"{path} belongs to another run: " + "; ".join(differences[:6]))
+        return path
+    latest, _ = latest_checkpoint(folder)
+    if latest is not None:
+        logger.warning("Resuming this run from %s (its newest complete checkpoint).", latest)
+    elif asked == "latest":
+        logger.warning("--resume_from_checkpoint latest: %s has no complete checkpoint; starting afresh.", folder)
+    return latest
 
 
 def write_checkpoint(final: Path, write_files: Callable[[Path], None], step: int) -> None:

@@ -61,7 +61,6 @@ from ..glue import EVALUATE_MODULE, TASKS, GlueTask, get_task, load_glue
 from ..glue.data import features as glue_features
 from ..glue.data import parse_label, read_text_file
 from . import checkpoints
-from .checkpoints import CheckpointError
 from .run_mlm import parse_overrides
 
 logger = logging.getLogger(__name__)
@@ -183,7 +182,8 @@ class GlueTrainer(Trainer):
 
         def guarded_step(*step_args: Any, **step_kwargs: Any):
             gradients = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
-            if self._nonfinite is None and not all(bool(torch.isfinite(g).all()) for g in gradients):
+            # one host sync per step, not one per parameter
+            if self._nonfinite is None and gradients and not torch.stack([g.isfinite().all() for g in gradients]).all():
                 self._nonfinite = "gradient"
             if self._nonfinite is None:
                 return step(*step_args, **step_kwargs)
@@ -410,33 +410,11 @@ def _plain(value: Any) -> Any:
     return value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
 
 
-def checkpoint_to_resume(training_args, output_dir: Path, fingerprint: dict[str, Any]) -> Path | None:
-    """The Trainer checkpoint this run continues from: the one asked for (which must belong to this
-    run and be complete), else the newest complete one in this run's folder — announced at WARNING."""
-    asked = training_args.resume_from_checkpoint
-    if asked:
-        path = Path(asked)
-        checkpoints.verify_checkpoint(path)
-        saved = checkpoints.load_json(path / checkpoints.FINGERPRINT_FILE)
-        differences = checkpoints.fingerprint_differences(saved, fingerprint)
-        if differences:
-            raise CheckpointError(f"{path} belongs to another run: " + "; ".join(differences[:6]))
-        return path
-    latest, skipped = checkpoints.latest_checkpoint(output_dir)
-    for path in skipped:
-        logger.warning("Not resuming from %s: it is incomplete or damaged; falling back to an older one.", path)
-    if latest is not None:
-        logger.warning("Resuming this run from %s (its newest complete checkpoint).", latest)
-    return latest
-
-
 def check_tokenizer_matches(config: transformers.PretrainedConfig, tokenizer: Any, source: str) -> None:
     """A checkpoint pretrained by run_mlm records its vocabulary's SHA-256: another vocabulary (even of
     the same size) would feed other tokens to the same embedding rows."""
-    from .checkpoints import vocabulary_sha256
-
     expected = getattr(config, "tokenizer_vocabulary_sha256", None)
-    if expected is not None and vocabulary_sha256(tokenizer) != expected:
+    if expected is not None and checkpoints.vocabulary_sha256(tokenizer) != expected:
         raise ValueError(
             f"The tokenizer {source} has another vocabulary than the one the model was pretrained with "
             f"(config.tokenizer_vocabulary_sha256={expected[:12]}…); use the checkpoint's own tokenizer."
@@ -561,7 +539,9 @@ def fine_tune(model_args, data_args, training_args, run_args, argv: Sequence[str
     output_dir = Path(training_args.output_dir)
     if training_args.process_index == 0:
         checkpoints.prepare_output_dir(output_dir, fingerprint, run_args.overwrite_output_dir)
-    resume_from = checkpoint_to_resume(training_args, output_dir, fingerprint) if training_args.do_train else None
+    resume_from = None
+    if training_args.do_train:
+        resume_from = checkpoints.checkpoint_to_resume(training_args.resume_from_checkpoint, output_dir, fingerprint)
 
     max_seq_length = min(data_args.max_seq_length, tokenizer.model_max_length)
     positions = getattr(model.config, "max_position_embeddings", None)

@@ -56,7 +56,6 @@ from .data import SeededMaskingCollator, global_batches, load_text_corpus, token
 BASELINE_MODEL_TYPES = ("bert",)
 STATE_FILE = "training_state.json"
 EVAL_KEY_OFFSET = 10**9  # evaluation masks use keys disjoint from training steps
-log = transformers.logging.get_logger(__name__)
 #: Arguments that do not change the trained model or its metrics (left out of the run fingerprint).
 NOT_FINGERPRINTED = frozenset({
     "output_dir", "resume_from_checkpoint", "overwrite_output_dir", "disable_tqdm", "preprocessing_num_workers",
@@ -330,7 +329,9 @@ def train(args: argparse.Namespace, accelerator: Accelerator, argv: Sequence[str
     with accelerator.main_process_first():
         if accelerator.is_main_process:
             checkpoints.prepare_output_dir(args.output_dir, fingerprint, args.overwrite_output_dir)
-    resume_from = checkpoint_to_resume(args, fingerprint, tokenizer)
+    if args.resume_from_checkpoint not in (None, "latest"):  # the clearest message for the commonest mistake
+        check_checkpoint_tokenizer(Path(args.resume_from_checkpoint), tokenizer)
+    resume_from = checkpoints.checkpoint_to_resume(args.resume_from_checkpoint, args.output_dir, fingerprint)
     if tokenizer.model_max_length < args.max_seq_length:
         tokenizer.model_max_length = args.max_seq_length
     with accelerator.main_process_first():
@@ -506,35 +507,6 @@ def run_fingerprint(args: argparse.Namespace, tokenizer: PreTrainedTokenizerBase
     return fingerprint
 
 
-def checkpoint_to_resume(
-    args: argparse.Namespace, fingerprint: dict[str, Any], tokenizer: PreTrainedTokenizerBase
-) -> Path | None:
-    """The checkpoint this run continues from: the one asked for, or the newest complete one of this
-    run's folder (announced at WARNING); ``None`` for a fresh start."""
-    asked = args.resume_from_checkpoint
-    if asked is not None and asked != "latest":
-        path = Path(asked)
-        check_checkpoint_tokenizer(path, tokenizer)
-        checkpoints.verify_checkpoint(path)
-        saved = checkpoints.load_json(path / STATE_FILE).get("fingerprint", {})
-        differences = checkpoints.fingerprint_differences(saved, fingerprint)
-        if differences:
-            raise CheckpointError(f"{path} belongs to another run: " + "; ".join(differences[:6]))
-        return path
-    latest, skipped = checkpoints.latest_checkpoint(args.output_dir)
-    for path in skipped:
-        log.warning(f"Not resuming from {path}: it is incomplete or damaged.")
-    if latest is None:
-        if asked == "latest":
-            log.warning(
-                f"--resume_from_checkpoint latest: {args.output_dir} has no complete checkpoint; starting afresh."
-            )
-        return None
-    check_checkpoint_tokenizer(latest, tokenizer)
-    log.warning(f"Resuming this run from {latest}.")
-    return latest
-
-
 def save_checkpoint(
     accelerator: Accelerator,
     directory: Path,
@@ -563,7 +535,8 @@ def save_checkpoint(
             tensors, metadata = checkpoints.rng_state_to_files(list(torch_states), cuda_states)
             checkpoints.save_tensors(folder / "random_states.safetensors", tensors)
             checkpoints.write_json(folder / "random_states.json", metadata)
-            checkpoints.write_json(folder / STATE_FILE, {**state, "fingerprint": fingerprint})
+            checkpoints.write_json(folder / STATE_FILE, state)
+            checkpoints.write_json(folder / checkpoints.FINGERPRINT_FILE, fingerprint)
             tokenizer.save_pretrained(folder / "tokenizer")
 
         checkpoints.write_checkpoint(directory, write_files, state["global_step"])
@@ -605,7 +578,6 @@ def load_checkpoint(
     missing = {"global_step", "train_seconds", "train_tokens", "history", "logged"} - set(state)
     if missing:
         raise CheckpointError(f"{folder / STATE_FILE} lacks {sorted(missing)}.")
-    state.pop("fingerprint", None)
     state.setdefault("skipped_steps", 0)
     return state
 
