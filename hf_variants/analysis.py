@@ -15,10 +15,14 @@ import torch
 def encoder_outputs(
     model: torch.nn.Module, encodings: Iterable[dict[str, torch.Tensor]], attentions: bool = False
 ) -> list[Any]:
-    """One eval-mode forward per encoding with ``hidden_states`` (and ``attentions`` when asked):
-    every measurement below reads these outputs, so each sentence runs through the model once."""
+    """One eval-mode forward per encoding with ``hidden_states``, ``diagnostics`` (and ``attentions``
+    when asked): every measurement below reads these outputs, so each sentence runs through the model
+    once."""
     model.eval()
-    return [model(**encoding, output_hidden_states=True, output_attentions=attentions) for encoding in encodings]
+    return [
+        model(**encoding, output_hidden_states=True, output_attentions=attentions, output_diagnostics=True)
+        for encoding in encodings
+    ]
 
 
 def distance_ratios(outputs: Iterable[Any]) -> dict[str, list[np.ndarray]]:

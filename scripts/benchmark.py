@@ -316,7 +316,7 @@ def node_tolerance_sweep(args: argparse.Namespace, hidden: int = 256, length: in
         block = statistics.median(timed(lambda: vanilla(**forward)) for _ in range(args.repeats)) / args.layers
         for tolerance in args.tolerances:
             ode.config.rtol = ode.config.atol = tolerance  # the blocks read the solver settings per forward
-            nfe = int(ode(**forward).diagnostics["nfe_total"])
+            nfe = int(ode(**forward, output_diagnostics=True).diagnostics["nfe_total"])
             seconds = statistics.median(timed(lambda: ode(**forward)) for _ in range(args.repeats))
             sweep.append({
                 "tolerance": tolerance, "nfe_total": nfe, "forward_seconds": seconds,

@@ -42,7 +42,7 @@ def main() -> None:
         model.config.rtol = model.config.atol = rtol
         encoded = tokenizer(texts, truncation=True, max_length=length, padding="max_length", return_tensors="pt")
         with torch.no_grad():
-            output = model(**encoded)
+            output = model(**encoded, output_diagnostics=True)
         return {
             "nfe_per_block": output.diagnostics["nfe_per_block"].tolist(),
             "nfe_total": float(output.diagnostics["nfe_total"]),

@@ -70,7 +70,7 @@ class ParityClassifier(nn.Module):
         self.classifier = nn.Linear(width, 2)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, float]:
-        output = self.encoder(input_ids=input_ids, attention_mask=attention_mask)
+        output = self.encoder(input_ids=input_ids, attention_mask=attention_mask, output_diagnostics=True)
         nfe = float(output.diagnostics["nfe_total"]) if output.diagnostics else 0.0
         return self.classifier(self.head(output.last_hidden_state[:, 0])), nfe
 

@@ -24,6 +24,7 @@ import torch
 import transformers
 from transformers import AutoConfig, PreTrainedModel, Trainer, TrainingArguments
 
+from hf_variants.core.composition import has_attention_probabilities
 from hf_variants.core.registration import Variant
 from hf_variants.hub import export_for_hub
 
@@ -186,7 +187,11 @@ class CommonEncoderTests:
             out = model(**inputs, output_hidden_states=True, output_attentions=True)
         assert len(out.hidden_states) == config.num_hidden_layers + 1
         assert torch.equal(out.hidden_states[-1], out.last_hidden_state)
+        if not has_attention_probabilities(config):  # attention-free: declared, not a tuple of Nones
+            assert out.attentions is None
+            return
         assert len(out.attentions) == config.num_hidden_layers
+        assert all(isinstance(weights, torch.Tensor) for weights in out.attentions)
         if self.softmax_attention:
             padded_keys = inputs["attention_mask"] == 0
             for weights in out.attentions:
@@ -352,7 +357,7 @@ class CommonEncoderTests:
         model = self.model("AutoModelForSequenceClassification", num_labels=1)
         inputs = make_inputs(model.config)
         labels = torch.tensor([0.5, 2.0, -1.0])
-        out = model(**inputs, labels=labels)
+        out = model(**inputs, labels=labels, output_diagnostics=True)
         assert model.config.problem_type == "regression"
         assert out.logits.shape == (3, 1)
         expected = ((out.logits.squeeze(-1) - labels) ** 2).mean()
@@ -364,12 +369,12 @@ class CommonEncoderTests:
         model = self.model("AutoModelForSequenceClassification", num_labels=3)
         inputs = make_inputs(model.config)
         labels = torch.tensor([0, 2, 1])
-        out = model(**inputs, labels=labels)
+        out = model(**inputs, labels=labels, output_diagnostics=True)
         expected = torch.nn.functional.cross_entropy(out.logits, labels)
         torch.testing.assert_close(out.loss, _plus_auxiliary(expected, out))
         multi = self.model("AutoModelForSequenceClassification", num_labels=3)
         multi_hot = torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
-        out = multi(**inputs, labels=multi_hot)
+        out = multi(**inputs, labels=multi_hot, output_diagnostics=True)
         assert multi.config.problem_type == "multi_label_classification"
         expected = torch.nn.functional.binary_cross_entropy_with_logits(out.logits, multi_hot)
         torch.testing.assert_close(out.loss, _plus_auxiliary(expected, out))
@@ -432,8 +437,8 @@ class CommonEncoderTests:
             self.config(hidden_act="not-an-activation")
         with pytest.raises(ValueError, match="pad_token_id"):
             self.config(pad_token_id=1000)
-        with pytest.raises(ValueError, match="chunk_size_feed_forward=4 is not supported"):
-            self.config(chunk_size_feed_forward=4)
+        with pytest.raises(ValueError, match="chunk_size_feed_forward must be a non-negative integer"):
+            self.config(chunk_size_feed_forward=-1)
 
     def test_bad_inputs_raise_clear_errors(self) -> None:
         model = self.model()
@@ -467,6 +472,23 @@ class CommonEncoderTests:
         type("UserSubclass", (base,), {})
         head = self.variant.models["AutoModelForSequenceClassification"](self.config())
         assert type(head.base_model) is base
+
+    def test_init_weights_after_building_on_the_meta_device(self) -> None:
+        """``to_empty()`` + ``init_weights()`` (how transformers materialises a model built on the meta
+        device) initialises every weight: finite outputs, orthogonal weights orthogonal, LayerNorms at 1."""
+        with torch.device("meta"):
+            model = self.variant.models["AutoModelForMaskedLM"](self.config())
+        model.to_empty(device="cpu")
+        model.init_weights()
+        model.eval()
+        for module in model.modules():
+            if torch.nn.utils.parametrize.is_parametrized(module, "weight"):
+                weight = module.weight
+                torch.testing.assert_close(weight.T @ weight, torch.eye(weight.shape[1]), atol=1e-5, rtol=0)
+            if isinstance(module, torch.nn.LayerNorm):
+                assert torch.equal(module.weight, torch.ones_like(module.weight))
+        with torch.no_grad():
+            assert torch.isfinite(model(**make_inputs(model.config)).logits).all()
 
     def test_from_pretrained_without_a_path_takes_the_state_dict(self) -> None:
         model = self.model("AutoModelForMaskedLM")

@@ -107,7 +107,7 @@ def test_nfe_adapts_to_tolerance_and_to_the_input() -> None:
         model.config.rtol = model.config.atol = rtol
         embeddings = model.embeddings(input_ids=inputs["input_ids"]) * scale
         with torch.no_grad():
-            out = model(inputs_embeds=embeddings, attention_mask=inputs["attention_mask"])
+            out = model(inputs_embeds=embeddings, attention_mask=inputs["attention_mask"], output_diagnostics=True)
         per_block = out.diagnostics["nfe_per_block"].tolist()
         assert out.diagnostics["nfe_total"].item() == sum(per_block)
         return per_block
@@ -128,7 +128,7 @@ def test_rk4_matches_dopri5_at_tight_tolerance() -> None:
         a, b = adaptive(**inputs).last_hidden_state, fixed(**inputs).last_hidden_state
     real = inputs["attention_mask"].bool()
     torch.testing.assert_close(b[real], a[real], atol=1e-7, rtol=1e-7)
-    assert fixed(**inputs).diagnostics["nfe_total"].item() == 4 * 100  # 4 stages × 100 steps
+    assert fixed(**inputs, output_diagnostics=True).diagnostics["nfe_total"].item() == 4 * 100  # 4 stages × 100 steps
 
 
 def test_kinetic_regulariser_equals_a_riemann_sum() -> None:
@@ -140,7 +140,7 @@ def test_kinetic_regulariser_equals_a_riemann_sum() -> None:
     randomise(model, std=0.4)
     inputs = make_inputs(config, batch=2, seq_len=6)
     with torch.no_grad():
-        out = model(**inputs)
+        out = model(**inputs, output_diagnostics=True)
         dynamics = model.encoder.layer[0].dynamics
         mask = inputs["attention_mask"].bool()
         dynamics.padding_mask = mask
@@ -159,7 +159,7 @@ def test_kinetic_regulariser_is_added_to_the_loss() -> None:
     model = NodeTransformerForSequenceClassification(small(kinetic_regularization=2.0)).eval()
     inputs = make_inputs(model.config)
     labels = torch.tensor([0, 1, 1])
-    out = model(**inputs, labels=labels)
+    out = model(**inputs, labels=labels, output_diagnostics=True)
     task = F.cross_entropy(out.logits, labels)
     torch.testing.assert_close(out.loss, task + out.auxiliary_loss)
     assert out.auxiliary_loss > 0

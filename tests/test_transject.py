@@ -200,7 +200,7 @@ def test_exact_eigenvalues_exclude_padding() -> None:
     inputs = make_inputs(model.config, batch=2, seq_len=9)
     inputs["attention_mask"][1, 5:] = 0
     with torch.no_grad():
-        output = model(**inputs)
+        output = model(**inputs, output_diagnostics=True)
         embeddings = model.embeddings(input_ids=inputs["input_ids"]).double().numpy()
     for row in range(2):
         real = embeddings[row, inputs["attention_mask"][row].bool().numpy()]
@@ -209,11 +209,28 @@ def test_exact_eigenvalues_exclude_padding() -> None:
         np.testing.assert_allclose(output.diagnostics["eigenvalues"][row].numpy(), expected, atol=1e-5)
 
 
+def test_exact_eigenvalues_are_computed_in_float64(monkeypatch: pytest.MonkeyPatch) -> None:
+    """float32 eigvalsh once failed to converge on an ill-conditioned Gram matrix; the solver gets float64."""
+    dtypes = []
+    eigvalsh = torch.linalg.eigvalsh
+
+    def recording(matrix: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+        dtypes.append(matrix.dtype)
+        return eigvalsh(matrix, *args, **kwargs)
+
+    monkeypatch.setattr(torch.linalg, "eigvalsh", recording)
+    model = TransJectModel(small_config(eigenvalue_mode="exact")).eval()
+    with torch.no_grad():
+        output = model(**make_inputs(model.config), output_diagnostics=True)
+    assert dtypes == [torch.float64]
+    assert output.diagnostics["eigenvalues"].dtype == torch.float32
+
+
 def test_approx_eigenvalues_are_the_diagonal_in_the_learned_basis() -> None:
     model = TransJectModel(small_config()).eval()
     inputs = make_inputs(model.config, batch=2)
     with torch.no_grad():
-        output = model(**inputs)
+        output = model(**inputs, output_diagnostics=True)
         embeddings = model.embeddings(input_ids=inputs["input_ids"]) * inputs["attention_mask"][..., None]
         basis = model.eigenvalues.eigenvectors.weight
         gram = embeddings.transpose(1, 2) @ embeddings
@@ -229,11 +246,11 @@ def test_approx_eigenvalues_are_the_diagonal_in_the_learned_basis() -> None:
 def test_random_eigenvalues_are_fixed_per_model_and_standardised() -> None:
     model = TransJectModel(small_config(eigenvalue_mode="random")).eval()
     with torch.no_grad():
-        first = model(**make_inputs(model.config, seed=0)).diagnostics["eigenvalues"]
-        second = model(**make_inputs(model.config, seed=1)).diagnostics["eigenvalues"]
+        first = model(**make_inputs(model.config, seed=0), output_diagnostics=True).diagnostics["eigenvalues"]
+        second = model(**make_inputs(model.config, seed=1), output_diagnostics=True).diagnostics["eigenvalues"]
     assert torch.equal(first[0], second[0]) and torch.equal(first[0], first[1])
     assert first.abs().max().item() == pytest.approx(1.0)
-    assert model(**make_inputs(model.config)).auxiliary_loss is None
+    assert model(**make_inputs(model.config), output_diagnostics=True).auxiliary_loss is None
 
 
 def test_mlm_loss_adds_the_weighted_reconstruction_loss() -> None:
@@ -241,7 +258,7 @@ def test_mlm_loss_adds_the_weighted_reconstruction_loss() -> None:
     inputs = make_inputs(model.config)
     labels = inputs["input_ids"].masked_fill(inputs["attention_mask"] == 0, -100)
     with torch.no_grad():
-        out = model(**inputs, labels=labels)
+        out = model(**inputs, labels=labels, output_diagnostics=True)
     task = torch.nn.functional.cross_entropy(out.logits.view(-1, model.config.vocab_size), labels.view(-1))
     torch.testing.assert_close(out.loss, task + out.auxiliary_loss)
     torch.testing.assert_close(out.auxiliary_loss, 0.5 * out.diagnostics["reconstruction_loss"])

@@ -101,6 +101,13 @@ def context_modules(config: EncoderConfig) -> dict[str, nn.Module]:
     return {} if context is None else {context[0]: context[1](config)}
 
 
+def lora_target_modules(config: EncoderConfig) -> list[str]:
+    """PEFT ``target_modules`` for a LoRA adapter on this config's pair: the token mixer's and the
+    layer scheme's linear layers (e.g. ``["query", "key", "value", "output", "fc_in", "fc_out"]``)."""
+    ideas = selected_ideas(config.attention_type, config.layer_scheme)
+    return [name for idea in ideas for name in idea.lora_target_modules]
+
+
 def has_attention_probabilities(config: EncoderConfig) -> bool:
     """Whether ``output_attentions=True`` gives attention probabilities for this config's pair."""
     return all(idea.has_attention_probabilities for idea in selected_ideas(config.attention_type, config.layer_scheme))

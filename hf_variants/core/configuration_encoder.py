@@ -14,7 +14,13 @@ from transformers import PretrainedConfig
 from transformers.activations import ACT2FN
 
 from .composition import LAYER_SCHEMES, option_defaults, validate_composition
-from .validation import require_choice, require_positive_int, require_probability
+from .validation import (
+    require_bool,
+    require_choice,
+    require_non_negative_int,
+    require_positive_int,
+    require_probability,
+)
 
 
 class EncoderConfig(PretrainedConfig):
@@ -47,6 +53,11 @@ class EncoderConfig(PretrainedConfig):
             token instead of ``(batch, seq_len, vocab)``.
         tie_word_embeddings: Tie the masked-LM decoder to the input word embeddings (transformers 5
             no longer declares this on the base config, so every encoder config must).
+        output_diagnostics: Whether outputs carry ``auxiliary_loss`` (a variant's weighted extra
+            objective, always added to ``loss`` when labels are given) and ``diagnostics`` (e.g. the
+            N-ODE solver's function evaluations). Off by default, like transformers' own
+            ``output_router_logits``: these values describe the whole batch, so pipelines could not
+            split them per example. ``forward(..., output_diagnostics=True)`` asks for them per call.
         attention_type: The token mixer, a key of ``hf_variants.core.composition.ATTENTION_TYPES``:
             ``"softmax"`` (BERT), ``"mgk"`` / ``"mlk"`` (MGK-BERT), ``"orthogonal"`` (TransJect).
         layer_scheme: How a layer composes its sub-steps, a key of ``LAYER_SCHEMES``:
@@ -82,6 +93,7 @@ class EncoderConfig(PretrainedConfig):
         classifier_dropout: float | None = None,
         sparse_prediction: bool = False,
         tie_word_embeddings: bool = True,
+        output_diagnostics: bool = False,
         attention_type: str = "softmax",
         layer_scheme: str = "lie_trotter",
         **kwargs: Any,
@@ -109,6 +121,7 @@ class EncoderConfig(PretrainedConfig):
         self.classifier_dropout = classifier_dropout
         self.sparse_prediction = sparse_prediction
         self.tie_word_embeddings = tie_word_embeddings
+        self.output_diagnostics = output_diagnostics
         super().__init__(**kwargs)
         self.validate()
 
@@ -177,9 +190,6 @@ class EncoderConfig(PretrainedConfig):
             raise ValueError(
                 f"pad_token_id ({self.pad_token_id}) must be a token id in [0, vocab_size={self.vocab_size})."
             )
-        if getattr(self, "chunk_size_feed_forward", 0):
-            raise ValueError(
-                f"chunk_size_feed_forward={self.chunk_size_feed_forward} is not supported by hf-variants encoders (the "
-                "feed-forward runs on the whole sequence); set it to 0."
-            )
+        require_non_negative_int(self, "chunk_size_feed_forward")
+        require_bool(self, "output_diagnostics")
         validate_composition(self)

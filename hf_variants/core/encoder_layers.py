@@ -17,6 +17,7 @@ from transformers.activations import ACT2FN
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.bert.modeling_bert import eager_attention_forward
+from transformers.pytorch_utils import apply_chunking_to_forward
 
 from .inputs import additive_attention_bias, embedding_ids, sdpa_attention_mask
 
@@ -37,6 +38,8 @@ class ConfigurableIdea:
     config_defaults: ClassVar[dict[str, Any]] = {}
     #: Whether ``output_attentions=True`` yields attention probabilities (False: ``None``).
     has_attention_probabilities: ClassVar[bool] = True
+    #: Names of this idea's linear layers that a LoRA adapter targets (PEFT's ``target_modules``).
+    lora_target_modules: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def validate_config(cls, config: EncoderConfig) -> None:
@@ -142,6 +145,8 @@ class MultiHeadSelfAttention(TokenMixer, nn.Module):
     #: The affine map of the four projections (the N-ODE Transformer swaps in ``Ax + b + ct``).
     projection_class: type[nn.Linear] = nn.Linear
 
+    lora_target_modules = ("query", "key", "value", "output")
+
     def __init__(self, config: EncoderConfig, layer_idx: int | None = None) -> None:
         super().__init__()
         self.config = config
@@ -194,17 +199,27 @@ class MultiHeadSelfAttention(TokenMixer, nn.Module):
 
 class FeedForward(nn.Module):
     """Position-wise feed-forward network ``act(x W1 + b1) W2 + b2`` (``linear_class`` builds the two
-    affine maps)."""
+    affine maps). ``chunk_size`` > 0 runs it on that many positions at a time (``config.
+    chunk_size_feed_forward``, as in BERT): the same result with a smaller activation peak."""
 
     def __init__(
-        self, hidden_size: int, inner_size: int, activation: str, linear_class: type[nn.Linear] = nn.Linear
+        self,
+        hidden_size: int,
+        inner_size: int,
+        activation: str,
+        linear_class: type[nn.Linear] = nn.Linear,
+        chunk_size: int = 0,
     ) -> None:
         super().__init__()
         self.fc_in = linear_class(hidden_size, inner_size)
         self.activation = ACT2FN[activation]
         self.fc_out = linear_class(inner_size, hidden_size)
+        self.chunk_size = chunk_size
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return apply_chunking_to_forward(self.position_wise, self.chunk_size, 1, hidden_states)
+
+    def position_wise(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return self.fc_out(self.activation(self.fc_in(hidden_states)))
 
 
@@ -263,11 +278,15 @@ class TransformerLayer(LayerScheme):
     ``config.layer_norm_position`` says and any token mixer in place of MHSA.
     """
 
+    lora_target_modules = ("fc_in", "fc_out")
+
     def __init__(self, config: EncoderConfig, layer_idx: int | None, make_attention: Callable[[], nn.Module]) -> None:
         super().__init__()
         self.attention = make_attention()
         self.attention_residual = SublayerConnection(config, config.layer_norm_position)
-        self.feed_forward = FeedForward(config.hidden_size, config.intermediate_size, config.hidden_act)
+        self.feed_forward = FeedForward(
+            config.hidden_size, config.intermediate_size, config.hidden_act, chunk_size=config.chunk_size_feed_forward
+        )
         self.feed_forward_residual = SublayerConnection(config, config.layer_norm_position)
 
     def forward(

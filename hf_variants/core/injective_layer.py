@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import initialization as init
+from transformers.pytorch_utils import apply_chunking_to_forward
 
 from .encoder_layers import LayerScheme
 from .orthogonal_attention import orthogonal_linear, validate_orthogonal_map
@@ -66,6 +67,7 @@ class InjectiveLayer(LayerScheme):
     }
     has_layer_norm = False
     has_attention_probabilities = False  # E experts are mixed after a nonlinearity: no single map
+    lora_target_modules = ("ffn_in", "ffn_out")  # orthogonal: an adapter makes them non-orthogonal
 
     @classmethod
     def validate_config(cls, config: EncoderConfig) -> None:
@@ -89,6 +91,7 @@ class InjectiveLayer(LayerScheme):
         self.alpha = nn.Parameter(torch.zeros(()))
         self.ffn_in = orthogonal_linear(config.hidden_size, True, config.orthogonal_map)
         self.ffn_out = orthogonal_linear(config.hidden_size, True, config.orthogonal_map)
+        self.chunk_size = config.chunk_size_feed_forward
 
     def init_extra_parameters(self, config: EncoderConfig) -> None:
         init.zeros_(self.alpha)  # ReZero: every layer starts as the identity
@@ -136,5 +139,9 @@ class InjectiveLayer(LayerScheme):
         updates = step * torch.stack(outputs, dim=1)
         update = torch.einsum("be,bend->bnd", self.expert_weights(hidden_states, updates, padding_mask), updates)
         hidden_states = self.residual(hidden_states, update)
-        feed_forward = F.elu(self.ffn_out(F.elu(self.ffn_in(hidden_states))))
+        feed_forward = apply_chunking_to_forward(self.feed_forward, self.chunk_size, 1, hidden_states)
         return hidden_states + step * feed_forward, None
+
+    def feed_forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """The orthogonal residual FFN's update ``ELU(W2 ELU(W1 x))`` (eq. 6), position-wise."""
+        return F.elu(self.ffn_out(F.elu(self.ffn_in(hidden_states))))

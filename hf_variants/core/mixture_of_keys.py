@@ -131,19 +131,20 @@ def linear_mixture_attention(
     """MLK (§2.4) in O(N): ``h_i = φ(q_i)ᵀ Σ_j k̄_j v_jᵀ / φ(q_i)ᵀ Σ_j k̄_j``, ``k̄_j = Σ_r π_r φ(k_jr)``.
 
     Padded keys are zeroed before the sums. Half inputs accumulate in float32. Returns
-    ``(B, H, N, D)`` and, only when asked, the implied ``(B, H, N, N)`` attention matrix.
+    ``(B, H, N, D)`` and, only when asked, the implied ``(B, H, N, N)`` attention matrix; the output
+    is then computed from that matrix (the same function in O(N²)), so that the returned attentions
+    are the ones the output depends on (gradients reach them, as for softmax attention).
     """
     phi_query = F.elu(upcast(query)) + 1.0
     mixed_keys = torch.einsum("bhrnd,hr->bhnd", F.elu(upcast(keys)) + 1.0, priors.to(phi_query.dtype))
     if padding_mask is not None:
         mixed_keys = mixed_keys * padding_mask[:, None, :, None]
-    key_value = torch.einsum("bhnd,bhne->bhde", mixed_keys, upcast(value))
     normaliser = torch.einsum("bhnd,bhd->bhn", phi_query, mixed_keys.sum(dim=2))[..., None] + LINEAR_ATTENTION_EPS
-    output = torch.einsum("bhnd,bhde->bhne", phi_query, key_value) / normaliser
-    weights = None
     if output_attentions:
         weights = torch.einsum("bhid,bhjd->bhij", phi_query, mixed_keys) / normaliser
-    return output, weights
+        return weights @ upcast(value), weights
+    key_value = torch.einsum("bhnd,bhne->bhde", mixed_keys, upcast(value))
+    return torch.einsum("bhnd,bhde->bhne", phi_query, key_value) / normaliser, None
 
 
 class MixtureOfKeysAttention(MultiHeadSelfAttention):
@@ -183,6 +184,7 @@ class MixtureOfKeysAttention(MultiHeadSelfAttention):
         "variance_factors": [1.0, 3.0],
         "mixture_weights": "learned",
     }
+
     @classmethod
     def validate_config(cls, config: EncoderConfig) -> None:
         require_positive_int(config, "num_key_components")

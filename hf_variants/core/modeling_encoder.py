@@ -41,12 +41,14 @@ from transformers.loss.loss_utils import (
     ForSequenceClassificationLoss,
     ForTokenClassification,
 )
+from transformers.utils import logging
 
 from .composition import (
     LAYER_SCHEMES,
     build_layer,
     context_modules,
     gradient_checkpointing_error,
+    has_attention_probabilities,
 )
 from .configuration_encoder import EncoderConfig
 from .encoder_layers import EncoderEmbeddings, LayerInputs, MaskedLMHead, Pooler
@@ -62,16 +64,24 @@ from .outputs import (
     EncoderTokenClassifierOutput,
 )
 
+logger = logging.get_logger(__name__)
+
 #: Keyword arguments of ``from_pretrained`` that say where a checkpoint is (to read its saved config).
 HUB_KWARGS = ("cache_dir", "force_download", "proxies", "token", "local_files_only", "revision", "subfolder")
 
 
 class EncoderStack(nn.Module):
     """``num_hidden_layers`` layers of the config's (scheme, token mixer), then a final LayerNorm for
-    pre-LN stacks."""
+    pre-LN stacks.
+
+    A pair without attention probabilities (TransJect's orthogonal attention, the injective scheme's
+    mixture of experts) is attention-free in transformers' sense: ``output_attentions=True`` gives
+    ``attentions=None`` (with a warning), as transformers' attention-free models do.
+    """
 
     def __init__(self, config: EncoderConfig) -> None:
         super().__init__()
+        self.has_attentions = has_attention_probabilities(config)
         self.layer = nn.ModuleList(build_layer(config, i) for i in range(config.num_hidden_layers))
         self.final_layer_norm = (
             nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.uses_final_layer_norm else None
@@ -89,6 +99,12 @@ class EncoderStack(nn.Module):
         all_hidden_states: list[torch.Tensor] = [hidden_states]
         all_attentions: list[torch.Tensor | None] = []
         extra_outputs: list[tuple[torch.Tensor, ...]] = []
+        if output_attentions and not self.has_attentions:
+            logger.warning_once(
+                "output_attentions=True: this model's token mixing has no attention probabilities "
+                "(attention-free in transformers' sense); `attentions` is None."
+            )
+            output_attentions = False
         for layer in self.layer:
             hidden_states, attention, *extras = layer(
                 hidden_states, padding_mask, *extra_inputs, output_attentions=output_attentions
@@ -142,12 +158,17 @@ class EncoderPreTrainedModel(PreTrainedModel):
         zeros for biases and the padding row, ones/zeros for LayerNorm), then a random orthogonal base
         and zero offset for orthogonally parametrised weights, then the module's own parameters
         (``init_extra_parameters``) — all through ``transformers.initialization``, which only touches
-        tensors that were not loaded."""
+        tensors that were not loaded.
+
+        Orthogonal weights are initialised at their ``ParametrizationList`` (which holds ``original``),
+        not at the Linear: transformers never calls ``_init_weights`` on a custom-code module without
+        parameters of its own, which a bias-free parametrised Linear is.
+        """
         super()._init_weights(module)
-        if parametrize.is_parametrized(module, "weight"):
+        if isinstance(module, parametrize.ParametrizationList) and getattr(module[0], "base", None) is not None:
             # weight = base @ map(skew(original)): a random orthogonal base and a zero offset.
-            init.orthogonal_(module.parametrizations.weight[0].base)
-            init.zeros_(module.parametrizations.weight.original)
+            init.orthogonal_(module[0].base)
+            init.zeros_(module.original)
         if hasattr(module, "init_extra_parameters"):
             module.init_extra_parameters(self.config)
 
@@ -199,6 +220,25 @@ class EncoderPreTrainedModel(PreTrainedModel):
             )
         setattr(self, self.base_model_prefix, self.base_model_class(config, add_pooling_layer=add_pooling_layer))
 
+    def _diagnostics_requested(self, output_diagnostics: bool | None) -> bool:
+        return self.config.output_diagnostics if output_diagnostics is None else output_diagnostics
+
+    def _head_fields(
+        self, task_loss: torch.Tensor | None, outputs: EncoderOutput, output_diagnostics: bool | None
+    ) -> dict[str, Any]:
+        """The fields every head output shares: the loss (task loss plus the backbone's auxiliary
+        loss, when there is a task loss), the backbone's hidden states and attentions and, when asked
+        for, the auxiliary loss and diagnostics on their own."""
+        loss = None if task_loss is None else _add_optional(task_loss, outputs.auxiliary_loss)
+        requested = self._diagnostics_requested(output_diagnostics)
+        return {
+            "loss": loss,
+            "hidden_states": outputs.hidden_states,
+            "attentions": outputs.attentions,
+            "auxiliary_loss": outputs.auxiliary_loss if requested else None,
+            "diagnostics": outputs.diagnostics if requested else None,
+        }
+
     def _backbone(
         self,
         input_ids: torch.Tensor | None,
@@ -218,6 +258,7 @@ class EncoderPreTrainedModel(PreTrainedModel):
             inputs_embeds=inputs_embeds,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
+            output_diagnostics=True,  # the head adds the auxiliary loss to its task loss
             return_dict=True,
         )
 
@@ -258,6 +299,7 @@ class EncoderModel(EncoderPreTrainedModel):
         inputs_embeds: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
+        output_diagnostics: bool | None = None,
         return_dict: bool | None = None,
     ) -> EncoderOutput | tuple[torch.Tensor, ...]:
         output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
@@ -278,8 +320,9 @@ class EncoderModel(EncoderPreTrainedModel):
                 embeddings, padding_mask, extra_inputs, output_attentions, output_hidden_states
             )
             layer_loss, layer_diagnostics = self.summarize_layer_outputs(extra_outputs, padding_mask)
-            outputs.auxiliary_loss = _add_optional(auxiliary_loss, layer_loss)
-            outputs.diagnostics = {**diagnostics, **layer_diagnostics} or None
+            if self._diagnostics_requested(output_diagnostics):
+                outputs.auxiliary_loss = _add_optional(auxiliary_loss, layer_loss)
+                outputs.diagnostics = {**diagnostics, **layer_diagnostics} or None
             if self.pooler is not None:
                 outputs.pooler_output = self.pooler(outputs.last_hidden_state, padding_mask)
         return outputs if return_dict else outputs.to_tuple()
@@ -342,6 +385,7 @@ class EncoderForMaskedLM(EncoderPreTrainedModel):
         labels: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
+        output_diagnostics: bool | None = None,
         return_dict: bool | None = None,
     ) -> EncoderMaskedLMOutput | tuple[torch.Tensor, ...]:
         r"""``labels``: ``(batch, seq_len)`` token ids, ``-100`` where no prediction is scored.
@@ -369,7 +413,7 @@ class EncoderForMaskedLM(EncoderPreTrainedModel):
         loss = None
         if labels is not None:
             loss = ForMaskedLMLoss(logits, labels, vocab_size=logits.shape[-1])
-        result = EncoderMaskedLMOutput(logits=logits, **_head_fields(loss, outputs))
+        result = EncoderMaskedLMOutput(logits=logits, **self._head_fields(loss, outputs, output_diagnostics))
         return result if return_dict else result.to_tuple()
 
 
@@ -404,6 +448,7 @@ class EncoderForSequenceClassification(_ClassifierHeadMixin, EncoderPreTrainedMo
         labels: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
+        output_diagnostics: bool | None = None,
         return_dict: bool | None = None,
     ) -> EncoderSequenceClassifierOutput | tuple[torch.Tensor, ...]:
         r"""``labels``: ``(batch,)`` class ids, floats for regression, or ``(batch, num_labels)`` multi-hot."""
@@ -422,7 +467,7 @@ class EncoderForSequenceClassification(_ClassifierHeadMixin, EncoderPreTrainedMo
         if labels is not None:
             _check_class_labels(labels, self.num_labels, self.config.problem_type)
             loss = ForSequenceClassificationLoss(labels, logits, self.config)
-        result = EncoderSequenceClassifierOutput(logits=logits, **_head_fields(loss, outputs))
+        result = EncoderSequenceClassifierOutput(logits=logits, **self._head_fields(loss, outputs, output_diagnostics))
         return result if return_dict else result.to_tuple()
 
 
@@ -446,6 +491,7 @@ class EncoderForTokenClassification(_ClassifierHeadMixin, EncoderPreTrainedModel
         labels: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
+        output_diagnostics: bool | None = None,
         return_dict: bool | None = None,
     ) -> EncoderTokenClassifierOutput | tuple[torch.Tensor, ...]:
         r"""``labels``: ``(batch, seq_len)`` class ids in ``[0, num_labels)``, ``-100`` to ignore."""
@@ -464,7 +510,7 @@ class EncoderForTokenClassification(_ClassifierHeadMixin, EncoderPreTrainedModel
         if labels is not None:
             _check_class_labels(labels, self.num_labels, "single_label_classification", ignore_index=-100)
             loss = ForTokenClassification(logits, labels, self.config)
-        result = EncoderTokenClassifierOutput(logits=logits, **_head_fields(loss, outputs))
+        result = EncoderTokenClassifierOutput(logits=logits, **self._head_fields(loss, outputs, output_diagnostics))
         return result if return_dict else result.to_tuple()
 
 
@@ -488,6 +534,7 @@ class EncoderForQuestionAnswering(EncoderPreTrainedModel):
         end_positions: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
+        output_diagnostics: bool | None = None,
         return_dict: bool | None = None,
     ) -> EncoderQuestionAnsweringOutput | tuple[torch.Tensor, ...]:
         r"""``start_positions``/``end_positions``: ``(batch,)`` token indices of the answer span
@@ -509,7 +556,7 @@ class EncoderForQuestionAnswering(EncoderPreTrainedModel):
         if start_positions is not None and end_positions is not None:
             loss = ForQuestionAnsweringLoss(start_logits, end_logits, start_positions, end_positions)
         result = EncoderQuestionAnsweringOutput(
-            start_logits=start_logits, end_logits=end_logits, **_head_fields(loss, outputs)
+            start_logits=start_logits, end_logits=end_logits, **self._head_fields(loss, outputs, output_diagnostics)
         )
         return result if return_dict else result.to_tuple()
 
@@ -534,6 +581,7 @@ class EncoderForMultipleChoice(_ClassifierHeadMixin, EncoderPreTrainedModel):
         labels: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
+        output_diagnostics: bool | None = None,
         return_dict: bool | None = None,
     ) -> EncoderMultipleChoiceOutput | tuple[torch.Tensor, ...]:
         r"""``labels``: ``(batch,)`` index of the correct choice in ``[0, num_choices)``."""
@@ -560,7 +608,7 @@ class EncoderForMultipleChoice(_ClassifierHeadMixin, EncoderPreTrainedModel):
         if labels is not None:
             _check_class_labels(labels, num_choices, "single_label_classification")
             loss = nn.functional.cross_entropy(logits.float(), labels.view(-1))
-        result = EncoderMultipleChoiceOutput(logits=logits, **_head_fields(loss, outputs))
+        result = EncoderMultipleChoiceOutput(logits=logits, **self._head_fields(loss, outputs, output_diagnostics))
         return result if return_dict else result.to_tuple()
 
 
@@ -568,20 +616,6 @@ def _add_optional(first: torch.Tensor | None, second: torch.Tensor | None) -> to
     if first is None or second is None:
         return second if first is None else first
     return first + second
-
-
-def _head_fields(task_loss: torch.Tensor | None, outputs: EncoderOutput) -> dict[str, Any]:
-    """The fields every head output shares: the loss (task loss plus the backbone's auxiliary
-    loss, when there is a task loss), the auxiliary loss and diagnostics on their own, and the
-    backbone's hidden states and attentions."""
-    loss = None if task_loss is None else _add_optional(task_loss, outputs.auxiliary_loss)
-    return {
-        "loss": loss,
-        "hidden_states": outputs.hidden_states,
-        "attentions": outputs.attentions,
-        "auxiliary_loss": outputs.auxiliary_loss,
-        "diagnostics": outputs.diagnostics,
-    }
 
 
 def _check_class_labels(

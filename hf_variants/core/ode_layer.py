@@ -84,7 +84,11 @@ class NodeDynamics(nn.Module):
         self.ode_function = config.ode_function
         self.attention = TimeDependentAttention(config) if config.time_dependent_attention else make_attention()
         self.feed_forward = FeedForward(
-            config.hidden_size, config.intermediate_size, config.hidden_act, linear_class=TimeDependentLinear
+            config.hidden_size,
+            config.intermediate_size,
+            config.hidden_act,
+            linear_class=TimeDependentLinear,
+            chunk_size=config.chunk_size_feed_forward,
         )
         norm = config.use_layer_norm
         self.attention_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if norm else nn.Identity()
@@ -178,6 +182,7 @@ class NodeTransformerBlock(LayerScheme):
         "adjoint": False,
         "kinetic_regularization": 0.0,
     }
+    lora_target_modules = ("fc_in", "fc_out")
 
     @classmethod
     def validate_config(cls, config: EncoderConfig) -> None:
@@ -305,7 +310,9 @@ class VanillaTransformerBlock(LayerScheme):
     def __init__(self, config: EncoderConfig, layer_idx: int | None, make_attention: Callable[[], nn.Module]) -> None:
         super().__init__()
         self.attention = make_attention()
-        self.feed_forward = FeedForward(config.hidden_size, config.intermediate_size, config.hidden_act)
+        self.feed_forward = FeedForward(
+            config.hidden_size, config.intermediate_size, config.hidden_act, chunk_size=config.chunk_size_feed_forward
+        )
         norm = config.use_layer_norm
         self.attention_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if norm else nn.Identity()
         self.feed_forward_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if norm else nn.Identity()

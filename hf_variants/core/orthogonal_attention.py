@@ -93,7 +93,7 @@ class EigenvalueEstimator(nn.Module):
 
     ``approx``: learned orthogonal Ũ with ``Σ = diag(ŨᵀGŨ)`` — the minimiser of ``‖G − ŨΣŨᵀ‖`` over
     diagonal Σ for that Ũ — and the relative reconstruction error ``‖G − ŨΣŨᵀ‖_F / ‖G‖_F``;
-    ``exact``: ``eigvalsh(G)`` in descending order; ``random``: a learnable diagonal, fixed per model.
+    ``exact``: ``eigvalsh(G)`` in float64, in descending order; ``random``: a learnable diagonal, fixed per model.
     Every mode standardises Σ to ``max |λ| = 1``. ``forward`` returns ``(Σ (B, d), reconstruction
     error or None)``; :meth:`layer_inputs` packs it for the layers.
     """
@@ -121,7 +121,9 @@ class EigenvalueEstimator(nn.Module):
             x = x * padding_mask[..., None]
         gram = x.transpose(1, 2) @ x  # (B, d, d)
         if self.mode == "exact":
-            return _standardise(torch.linalg.eigvalsh(gram).flip(-1)).to(embeddings.dtype), None
+            # float64: float32's eigvalsh can fail to converge on ill-conditioned Gram matrices
+            eigenvalues = torch.linalg.eigvalsh(gram.double()).flip(-1)
+            return _standardise(eigenvalues).to(embeddings.dtype), None
         vectors = self.eigenvectors.weight.float()  # columns are the eigenvector estimates
         diagonal = torch.einsum("di,bde,ei->bi", vectors, gram, vectors)
         reconstruction = vectors @ torch.diag_embed(diagonal) @ vectors.T
@@ -161,6 +163,7 @@ class OrthogonalAttention(TokenMixer, nn.Module):
         "orthogonal_map": "cayley",
     }
     has_attention_probabilities = False
+    lora_target_modules = ("U", "V")  # orthogonal: an adapter makes them non-orthogonal
     context_module = ("eigenvalues", EigenvalueEstimator)
 
     @classmethod

@@ -42,6 +42,7 @@ class StrangLayer(LayerScheme):
     """
 
     config_defaults: ClassVar[dict[str, Any]] = {"first_ffn_activation": None}
+    lora_target_modules = ("fc_in", "fc_out")
 
     @classmethod
     def validate_config(cls, config: EncoderConfig) -> None:
@@ -58,11 +59,12 @@ class StrangLayer(LayerScheme):
         position = config.layer_norm_position
         inner_size = config.intermediate_size // 2
         first_activation = config.first_ffn_activation or config.hidden_act
-        self.ffn_down = FeedForward(config.hidden_size, inner_size, first_activation)
+        chunk_size = config.chunk_size_feed_forward
+        self.ffn_down = FeedForward(config.hidden_size, inner_size, first_activation, chunk_size=chunk_size)
         self.ffn_down_residual = SublayerConnection(config, position)
         self.attention = make_attention()
         self.attention_residual = SublayerConnection(config, position)
-        self.ffn_up = FeedForward(config.hidden_size, inner_size, config.hidden_act)
+        self.ffn_up = FeedForward(config.hidden_size, inner_size, config.hidden_act, chunk_size=chunk_size)
         self.ffn_up_residual = SublayerConnection(config, position)
 
     def forward(

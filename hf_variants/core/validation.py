@@ -17,6 +17,12 @@ def require_positive_int(config: Any, name: str, maximum: int | None = None) -> 
         raise ValueError(f"{name} must be at most {maximum}, got {value!r}.")
 
 
+def require_non_negative_int(config: Any, name: str) -> None:
+    value = getattr(config, name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {value!r}.")
+
+
 def require_number(config: Any, name: str, *, minimum: float = 0.0, strict: bool = True) -> None:
     """A real number above ``minimum`` (``strict``) or at least ``minimum``."""
     value = getattr(config, name)

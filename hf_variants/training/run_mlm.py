@@ -234,7 +234,7 @@ def masked_lm_loss_sum(
     masked positions."""
     labels = batch["labels"]
     inputs = {k: v for k, v in batch.items() if k not in ("labels", "special_tokens_mask")}
-    outputs = model(**inputs, labels=labels) if sparse else model(**inputs)
+    outputs = model(**inputs, labels=labels if sparse else None, output_diagnostics=True)
     logits = outputs.logits.float()
     targets = labels[labels != -100] if sparse else labels.reshape(-1)
     loss_sum = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets, ignore_index=-100, reduction="sum")

@@ -1,0 +1,194 @@
+"""The libraries users combine our models with: transformers pipelines (batched), PEFT adapters and
+sentence-transformers — on every variant and the BERT control."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from torch.nn.utils import parametrize
+from transformers import AutoTokenizer, pipeline
+
+from hf_variants.core.composition import lora_target_modules
+from hf_variants.core.registration import VARIANTS
+from hf_variants.hub import export_for_hub
+
+from .common import WITHOUT_PACKAGE, perturb_parameters
+from .helpers import run_python
+
+#: A small config per model type (the N-ODE solver tight enough that batching changes nothing visible).
+SMALL: dict[str, dict[str, Any]] = {
+    "bert_control": {},
+    "macaron_bert": {},
+    "mgk_bert": {"num_attention_heads": 2, "head_dim": 16},
+    "transject": {"num_experts": 2, "num_attention_heads": 1},
+    "node_transformer": {"rtol": 1e-7, "atol": 1e-7},
+}
+MODEL_TYPES = sorted(SMALL)
+TEXTS = ["the cat sat", "a dog ran over the hill and far away", "birds sing"]
+
+
+def small_model(model_type: str, head: str, vocab_size: int, seed: int = 0, **overrides: Any):
+    sizes = {
+        "vocab_size": vocab_size,
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 64,
+        "max_position_embeddings": 64,
+        "hidden_dropout_prob": 0.0,
+        "attention_probs_dropout_prob": 0.0,
+    }
+    config = VARIANTS[model_type].config_class(**{**sizes, **SMALL[model_type], **overrides})
+    torch.manual_seed(seed)
+    return VARIANTS[model_type].models[head](config).eval()
+
+
+def assert_same_results(batched: Any, single: Any, atol: float = 1e-5) -> None:
+    """Pipeline results (nested lists/dicts of numbers and strings) agree element by element."""
+    if isinstance(batched, dict):
+        assert batched.keys() == single.keys()
+        for key in batched:
+            assert_same_results(batched[key], single[key], atol)
+    elif isinstance(batched, (list, tuple)):
+        assert len(batched) == len(single)
+        for a, b in zip(batched, single, strict=True):
+            assert_same_results(a, b, atol)
+    elif isinstance(batched, (float, np.floating)):
+        assert batched == pytest.approx(single, abs=atol)
+    else:
+        assert batched == single
+
+
+# ---------------------------------------------------------------------------------------------- pipelines
+PIPELINES = {
+    "feature-extraction": "AutoModel",
+    "fill-mask": "AutoModelForMaskedLM",
+    "text-classification": "AutoModelForSequenceClassification",
+    "token-classification": "AutoModelForTokenClassification",
+}
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+@pytest.mark.parametrize("task", sorted(PIPELINES))
+def test_batched_pipelines_give_the_unbatched_results(
+    task: str, model_type: str, tokenizer_dir: Path, tmp_path: Path
+) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    model = small_model(model_type, PIPELINES[task], len(tokenizer), num_labels=3)
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    texts = [f"{text} {tokenizer.mask_token}" for text in TEXTS] if task == "fill-mask" else TEXTS
+    runner = pipeline(task, model=str(tmp_path), device="cpu")
+    batched = runner(texts, batch_size=2)
+    single = runner(texts, batch_size=1)
+    assert len(batched) == len(texts)
+    if task == "feature-extraction":
+        # (1, tokens, hidden) per text; batched rows keep the batch's padding (as for every model),
+        # so the real tokens are compared
+        for text, features in zip(texts, single, strict=True):
+            assert len(features[0]) == len(tokenizer(text)["input_ids"])
+        batched = [[features[0][: len(reference[0])]] for features, reference in zip(batched, single, strict=True)]
+    assert_same_results(batched, single)
+
+
+# ---------------------------------------------------------------------------------------------- PEFT
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_lora_adapter_trains_saves_and_loads(model_type: str, tmp_path: Path) -> None:
+    peft = pytest.importorskip("peft", reason="the 'peft' extra is not installed")
+    model = small_model(model_type, "AutoModelForSequenceClassification", 99, num_labels=2, rtol=1e-5, atol=1e-5)
+    perturb_parameters(model)  # as if pretrained (TransJect's residual weights α start at 0: identity layers)
+    targets = lora_target_modules(model.config)
+    adapted = peft.get_peft_model(model, peft.LoraConfig(r=4, target_modules=targets, modules_to_save=["classifier"]))
+    wrapped = {name.split(".")[-1] for name, module in adapted.named_modules() if hasattr(module, "lora_A")}
+    assert set(targets) <= wrapped  # every documented name matched a layer
+    trainable = {name for name, p in adapted.named_parameters() if p.requires_grad}
+    assert all("lora_" in name or "classifier" in name for name in trainable)
+
+    torch.manual_seed(1)
+    inputs = {"input_ids": torch.randint(1, 99, (8, 7)), "labels": torch.tensor([0, 1] * 4)}
+    optimizer = torch.optim.AdamW([p for p in adapted.parameters() if p.requires_grad], lr=1e-2)
+    adapted.train()
+    losses = []
+    for _ in range(15):
+        loss = adapted(**inputs).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0]
+    assert any(p.abs().sum() > 0 for name, p in adapted.named_parameters() if "lora_B" in name)
+
+    adapted.eval()
+    with torch.no_grad():
+        expected = adapted(input_ids=inputs["input_ids"]).logits
+    adapted.save_pretrained(tmp_path)
+    assert (tmp_path / "adapter_model.safetensors").is_file()
+    base = small_model(model_type, "AutoModelForSequenceClassification", 99, num_labels=2, rtol=1e-5, atol=1e-5)
+    perturb_parameters(base)
+    reloaded = peft.PeftModel.from_pretrained(base, tmp_path).eval()
+    with torch.no_grad():
+        torch.testing.assert_close(reloaded(input_ids=inputs["input_ids"]).logits, expected, atol=1e-6, rtol=0)
+        # PEFT merges by writing into `weight.data`, which for an orthogonally parametrised weight is a
+        # computed tensor (the write would be lost): those layers become plain ones first (README).
+        for module in list(reloaded.modules()):
+            if parametrize.is_parametrized(module, "weight"):
+                parametrize.remove_parametrizations(module, "weight", leave_parametrized=True)
+        merged = reloaded.merge_and_unload()
+        torch.testing.assert_close(merged(input_ids=inputs["input_ids"]).logits, expected, atol=1e-5, rtol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------- sentence-transformers
+SENTENCE_SCRIPT = WITHOUT_PACKAGE + textwrap.dedent(
+    """
+    from sentence_transformers import SentenceTransformer, models
+    folder, texts = sys.argv[1], json.loads(sys.argv[2])
+    kwargs = {"trust_remote_code": True}
+    module = models.Transformer(folder, model_kwargs=kwargs, config_kwargs=kwargs, processor_kwargs=kwargs)
+    pooling = models.Pooling(module.get_embedding_dimension(), pooling_mode="mean")
+    print(json.dumps(SentenceTransformer(modules=[module, pooling], device="cpu").encode(texts).tolist()))
+    """
+)
+
+
+def mean_pooled(model, tokenizer, texts: list[str]) -> torch.Tensor:
+    """The reference: mean of the last hidden states over real tokens, one text at a time."""
+    rows = []
+    with torch.no_grad():
+        for text in texts:
+            rows.append(model(**tokenizer(text, return_tensors="pt")).last_hidden_state[0].mean(0))
+    return torch.stack(rows)
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_sentence_transformers_encodes_a_saved_model_and_a_hub_export(
+    model_type: str, tokenizer_dir: Path, tmp_path: Path
+) -> None:
+    sentence_transformers = pytest.importorskip(
+        "sentence_transformers", reason="the 'sentence-transformers' extra is not installed"
+    )
+    from sentence_transformers import models
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    model = small_model(model_type, "AutoModel", len(tokenizer))
+    expected = mean_pooled(model, tokenizer, TEXTS)
+
+    saved = tmp_path / "saved"
+    model.save_pretrained(saved)
+    tokenizer.save_pretrained(saved)
+    module = models.Transformer(str(saved))
+    pooling = models.Pooling(module.get_embedding_dimension(), pooling_mode="mean")
+    encoder = sentence_transformers.SentenceTransformer(modules=[module, pooling], device="cpu")
+    embeddings = torch.as_tensor(encoder.encode(TEXTS, batch_size=2))
+    torch.testing.assert_close(embeddings, expected, atol=1e-5, rtol=1e-4)
+
+    exported = export_for_hub(model, tmp_path / "export", tokenizer)
+    result = run_python(SENTENCE_SCRIPT, str(exported), json.dumps(TEXTS), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    remote = torch.tensor(json.loads(result.stdout.strip().splitlines()[-1]))
+    torch.testing.assert_close(remote, expected, atol=1e-5, rtol=1e-4)
