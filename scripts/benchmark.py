@@ -21,6 +21,12 @@ of the machine hits all alike), ratios to BERT from the same rounds. Also:
   twin holding the same matrices as plain weights), for its default Cayley map and for matrix_exp.
 
 Writes ``model_benchmark.json``, ``model_benchmark.md`` (the README tables) and ``model_benchmark.png``.
+
+``--compile`` instead measures eager against ``torch.compile`` training steps (forward, backward,
+AdamW) per model at the first hidden size and length, interleaved as above, and writes
+``compile_benchmark.json`` and ``compile_benchmark.md``:
+
+    python scripts/benchmark.py --compile --output_dir docs/benchmarks --hidden_sizes 256 --lengths 128
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ from transformers import AutoConfig, AutoModelForMaskedLM, BertConfig, BertForMa
 import hf_variants  # noqa: F401  (registers the variants)
 
 MODELS = ("bert", "macaron_bert", "mgk_bert", "mlk_bert", "transject", "node_transformer")
+#: ``--compile`` also measures the BERT control built from our core (the baseline of comparisons).
+COMPILE_MODELS = ("bert", "bert_control", *MODELS[1:])
 
 
 def build(name: str, hidden: int, layers: int, vocab: int, max_len: int, attention: str) -> torch.nn.Module:
@@ -222,12 +230,17 @@ def main() -> None:
     parser.add_argument("--tolerances", nargs="+", type=float, default=[1e-2, 1e-3, 1e-4, 1e-5])
     parser.add_argument("--render_only", action="store_true", help="Re-render the .md/.png from the saved JSON.")
     parser.add_argument("--recount_flops", action="store_true", help="Recount FLOPs/MFU of the saved JSON's rows.")
+    parser.add_argument("--compile", action="store_true",
+                        help="Eager vs torch.compile training throughput per model (compile_benchmark.json).")
     parser.add_argument("--profile", metavar="MODEL,HIDDEN,N",
                         help="Print torch.profiler's top operators of one training step there, then exit.")  # fmt: skip
     args = parser.parse_args()
     if args.profile:
         name, hidden, length = args.profile.split(",")
         profile_step(name, int(hidden), int(length), args)
+        return
+    if args.compile:
+        compile_comparison(args)
         return
     if args.render_only or args.recount_flops:
         results = json.loads((args.output_dir / "model_benchmark.json").read_text())
@@ -301,6 +314,67 @@ def main() -> None:
     (args.output_dir / "model_benchmark.json").write_text(json.dumps(results, indent=2) + "\n")
     render(results, args.output_dir)
     print(json.dumps({"exponents": exponents, "node_transformer": ode}, indent=2))
+
+
+def compile_comparison(args: argparse.Namespace) -> None:
+    """Eager vs ``torch.compile`` (fullgraph except the N-ODE solver) training-step throughput."""
+    hidden, length = args.hidden_sizes[0], args.lengths[0]
+    names = [name for name in COMPILE_MODELS if name in args.models or name == "bert_control"]
+    inputs = batch(args.vocab_size, args.batch_size, length)
+    models, optimizers, started = {}, {}, {}
+    for name in names:
+        torch.manual_seed(0)
+        eager = build(name, hidden, args.layers, args.vocab_size, length, "sdpa").train()
+        twin_model = copy.deepcopy(eager)
+        fullgraph = not name.startswith("node_transformer")
+        models[f"{name}/eager"] = eager
+        models[f"{name}/compiled"] = torch.compile(twin_model, fullgraph=fullgraph)
+        for key in (f"{name}/eager", f"{name}/compiled"):
+            optimizers[key] = torch.optim.AdamW(models[key].parameters(), lr=1e-4)
+            begin = time.perf_counter()
+            train_step(models[key], optimizers[key], inputs)  # warm-up; compiles the compiled twin
+            started[key] = time.perf_counter() - begin
+    seconds: dict[str, list[float]] = {key: [] for key in models}
+    for _ in range(args.repeats):
+        for key, model in models.items():
+            seconds[key].append(timed(lambda model=model, key=key: train_step(model, optimizers[key], inputs)))
+    rows = []
+    for name in names:
+        eager, compiled = (statistics.median(seconds[f"{name}/{kind}"]) for kind in ("eager", "compiled"))
+        rows.append({
+            "model": name, "hidden": hidden, "length": length, "batch": args.batch_size,
+            "eager_step_seconds": eager, "compiled_step_seconds": compiled,
+            "eager_tokens_per_second": args.batch_size * length / eager,
+            "compiled_tokens_per_second": args.batch_size * length / compiled,
+            "compiled_vs_eager": eager / compiled, "compile_seconds": started[f"{name}/compiled"],
+            "fullgraph": not name.startswith("node_transformer"),
+        })  # fmt: skip
+        print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in rows[-1].items()}), flush=True)
+    results = {
+        "command": " ".join(["scripts/benchmark.py", *sys.argv[1:]]),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "repeats": args.repeats,
+        "note": "wall-clock medians on a shared machine: ratios from the same interleaved rounds are what compares",
+        "rows": rows,
+    }
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    (args.output_dir / "compile_benchmark.json").write_text(json.dumps(results, indent=2) + "\n")
+    lines = [
+        f"Training step (forward, backward, AdamW), hidden {hidden}, length {length}, batch {args.batch_size}, "
+        f"{args.layers} layers, {results['threads']} threads, median of {args.repeats} interleaved rounds.",
+        "",
+        "| model | eager tokens/s | compiled tokens/s | compiled / eager | compile time (s) | fullgraph |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['model']} | {row['eager_tokens_per_second']:,.0f} | {row['compiled_tokens_per_second']:,.0f} | "
+            f"{row['compiled_vs_eager']:.2f}× | {row['compile_seconds']:.0f} | "
+            f"{'yes' if row['fullgraph'] else 'no (one break per ODE block)'} |"
+        )
+    (args.output_dir / "compile_benchmark.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
 
 
 def node_tolerance_sweep(args: argparse.Namespace, hidden: int = 256, length: int = 128) -> dict:

@@ -53,3 +53,20 @@ def test_tiny_run_writes_consistent_json_and_tables(tmp_path) -> None:
     table = (tmp_path / "model_benchmark.md").read_text()
     assert sum(line.startswith("| 64 | 32 |") for line in table.splitlines()) == len(benchmark.MODELS)
     assert (tmp_path / "model_benchmark.png").stat().st_size > 0
+
+
+def test_compile_mode_records_eager_and_compiled_throughput(tmp_path) -> None:
+    command = [
+        sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--compile", "--output_dir", str(tmp_path),
+        "--models", "bert", "node_transformer", "--hidden_sizes", "64", "--lengths", "16", "--repeats", "1",
+        "--vocab_size", "100", "--layers", "1",
+    ]  # fmt: skip
+    subprocess.run(command, check=True, capture_output=True, text=True, cwd=ROOT)
+    results = json.loads((tmp_path / "compile_benchmark.json").read_text())
+    rows = {row["model"]: row for row in results["rows"]}
+    assert list(rows) == ["bert", "bert_control", "node_transformer"]  # the control always
+    for row in rows.values():
+        assert row["compiled_vs_eager"] == pytest.approx(row["eager_step_seconds"] / row["compiled_step_seconds"])
+        assert row["compiled_tokens_per_second"] == pytest.approx(16 * 8 / row["compiled_step_seconds"])
+    assert rows["bert_control"]["fullgraph"] and not rows["node_transformer"]["fullgraph"]
+    assert (tmp_path / "compile_benchmark.md").read_text().count("\n| ") == 4  # header + 3 models

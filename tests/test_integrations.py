@@ -192,3 +192,46 @@ def test_sentence_transformers_encodes_a_saved_model_and_a_hub_export(
     assert result.returncode == 0, result.stderr[-3000:]
     remote = torch.tensor(json.loads(result.stdout.strip().splitlines()[-1]))
     torch.testing.assert_close(remote, expected, atol=1e-5, rtol=1e-4)
+
+
+# ---------------------------------------------------------------------------------------------- torch.compile
+COMPILE_CASES = {  # model type → config overrides; every token mixer and layer scheme appears
+    "bert_control": {},
+    "macaron_bert": {},
+    "mgk_bert": {},
+    "mgk_bert:mlk": {"attention_type": "mlk"},
+    "transject": {},
+    "node_transformer": {"rtol": 1e-5, "atol": 1e-5},
+}
+
+
+@pytest.mark.parametrize("case", sorted(COMPILE_CASES))
+def test_torch_compile_forward_and_backward_match_eager(case: str) -> None:
+    """fullgraph=True wherever the math allows; the N-ODE Transformer breaks the graph once per block,
+    around the adaptive solve (README "torch.compile"), and nowhere else."""
+    model_type = case.split(":")[0]
+    model = small_model(model_type, "AutoModelForSequenceClassification", 99, num_labels=2, **COMPILE_CASES[case])
+    model.train()  # dropout is 0: training mode without randomness
+    torch.manual_seed(2)
+    inputs = {"input_ids": torch.randint(1, 99, (4, 9)), "attention_mask": torch.ones(4, 9, dtype=torch.long)}
+    inputs["attention_mask"][1, 6:] = 0
+    labels = torch.tensor([0, 1, 0, 1])
+
+    def loss_and_gradients(module) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        model.zero_grad()
+        output = module(**inputs, labels=labels)
+        output.loss.backward()
+        return output.loss.detach(), output.logits.detach(), [p.grad.clone() for p in model.parameters()]
+
+    eager = loss_and_gradients(model)
+    torch._dynamo.reset()
+    ode = model.config.layer_scheme == "ode"
+    if ode:
+        explanation = torch._dynamo.explain(model)(**inputs)
+        assert explanation.graph_break_count == model.config.num_hidden_layers
+        assert all("integrate" in reason.reason for reason in explanation.break_reasons)
+    compiled = loss_and_gradients(torch.compile(model, fullgraph=not ode))
+    torch.testing.assert_close(compiled[0], eager[0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(compiled[1], eager[1], atol=1e-5, rtol=1e-5)
+    for got, expected in zip(compiled[2], eager[2], strict=True):
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-4)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 
-def _checks_enabled() -> bool:
+def value_checks_enabled() -> bool:
     # Data-dependent checks would break graph capture; compiled/traced code skips them.
     return not (torch.jit.is_tracing() or torch.compiler.is_compiling())
 
@@ -39,7 +39,7 @@ def check_input_ids(
             raise ValueError(f"input_ids must have shape (batch_size, seq_len); got shape {tuple(input_ids.shape)}.")
         if input_ids.is_floating_point():
             raise ValueError(f"input_ids must be integer token ids, got dtype {input_ids.dtype}.")
-        if _checks_enabled() and input_ids.numel() > 0:
+        if value_checks_enabled() and input_ids.numel() > 0:
             low, high = int(input_ids.min()), int(input_ids.max())
             if low < 0 or high >= vocab_size:
                 bad = low if low < 0 else high
@@ -52,7 +52,7 @@ def check_input_ids(
         raise ValueError(
             f"inputs_embeds must have shape (batch_size, seq_len, hidden_size); got shape {tuple(inputs_embeds.shape)}."
         )
-    if _checks_enabled() and not bool(torch.isfinite(inputs_embeds).all()):
+    if value_checks_enabled() and not bool(torch.isfinite(inputs_embeds).all()):
         raise ValueError("inputs_embeds contain NaN or infinity.")
     return tuple(inputs_embeds.shape[:2])
 
@@ -61,7 +61,7 @@ def check_ids_below(name: str, ids: torch.Tensor, limit: int, shape: tuple[int, 
     """Check an auxiliary id tensor (token types, positions): its shape and range ``[0, limit)``."""
     if ids.dim() != 2 or (ids.shape[0] not in (1, shape[0])) or ids.shape[1] != shape[1]:
         raise ValueError(f"{name} must have shape {shape} (or (1, {shape[1]})); got {tuple(ids.shape)}.")
-    if _checks_enabled() and ids.numel() > 0:
+    if value_checks_enabled() and ids.numel() > 0:
         low, high = int(ids.min()), int(ids.max())
         if low < 0 or high >= limit:
             raise ValueError(f"{name} contain value {high if high >= limit else low}, outside [0, {limit}).")
@@ -117,7 +117,7 @@ def key_padding_mask(attention_mask: torch.Tensor | None, shape: tuple[int, int]
             f"attention_mask must have shape (batch_size, seq_len) = {tuple(shape)}; got {tuple(attention_mask.shape)}."
         )
     mask = attention_mask.bool() if attention_mask.dtype == torch.bool else attention_mask != 0
-    if _checks_enabled():
+    if value_checks_enabled():
         if attention_mask.dtype != torch.bool and not bool(((attention_mask == 0) | (attention_mask == 1)).all()):
             raise ValueError("attention_mask must contain only 0 (padding) and 1 (real token).")
         if not bool(mask.any(dim=-1).all()):

@@ -52,7 +52,7 @@ from .composition import (
 )
 from .configuration_encoder import EncoderConfig
 from .encoder_layers import EncoderEmbeddings, LayerInputs, MaskedLMHead, Pooler
-from .inputs import key_padding_mask
+from .inputs import key_padding_mask, value_checks_enabled
 from .ode_layer import VanillaTransformerBlock
 from .orthogonal_attention import set_orthogonal_map
 from .outputs import (
@@ -622,9 +622,9 @@ def _check_class_labels(
     labels: torch.Tensor, num_classes: int, problem_type: str | None, ignore_index: int | None = None
 ) -> None:
     """Class-id labels must lie in ``[0, num_classes)`` (cross-entropy would fail obscurely, or on
-    CUDA with a device-side assert)."""
+    CUDA with a device-side assert). Skipped under torch.compile, like every check of input values."""
     is_class_ids = not labels.is_floating_point() and (problem_type in (None, "single_label_classification"))
-    if not is_class_ids or num_classes == 1 or labels.numel() == 0:
+    if not is_class_ids or num_classes == 1 or labels.numel() == 0 or not value_checks_enabled():
         return
     valid = labels[labels != ignore_index] if ignore_index is not None else labels
     if valid.numel() and (int(valid.min()) < 0 or int(valid.max()) >= num_classes):

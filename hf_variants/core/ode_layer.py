@@ -254,6 +254,26 @@ class NodeTransformerBlock(LayerScheme):
         *context: torch.Tensor,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor]:
+        final, evaluations, energy = self.integrate(hidden_states, padding_mask, context)
+        attention = None
+        if output_attentions:
+            dynamics = self.dynamics
+            for module in dynamics.time_dependent:
+                module.time = float(self.config.final_time)
+            normed = dynamics.attention_norm(final)
+            attention = dynamics.attention(normed, padding_mask, *context, output_attentions=True)[1]
+        return final, attention, evaluations, energy
+
+    @torch.compiler.disable(reason="torchdiffeq's adaptive solver chooses its steps from the data")
+    def integrate(
+        self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None, context: tuple[torch.Tensor, ...]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Solve the block's ODE from ``hidden_states``: ``(X(T_F), NFE, kinetic energy per sequence)``.
+
+        Under ``torch.compile`` this is the N-ODE Transformer's one graph break per block: the solver
+        loop runs eagerly (its step-size control and step count depend on the values), the rest of
+        the model is compiled.
+        """
         if odeint is None:
             raise ImportError("layer_scheme='ode' needs torchdiffeq: pip install torchdiffeq")
         config, dynamics = self.config, self.dynamics
@@ -293,13 +313,7 @@ class NodeTransformerBlock(LayerScheme):
         if not torch.isfinite(final).all():
             raise ODESolverError(f"N-ODE block {self.layer_idx}: the solution contains NaN or infinity.")
         evaluations = torch.tensor(float(dynamics.evaluations), device=hidden_states.device)
-        attention = None
-        if output_attentions:
-            for module in dynamics.time_dependent:
-                module.time = times[-1]
-            normed = dynamics.attention_norm(final)
-            attention = dynamics.attention(normed, padding_mask, *context, output_attentions=True)[1]
-        return final, attention, evaluations, energy
+        return final, evaluations, energy
 
 
 class VanillaTransformerBlock(LayerScheme):
