@@ -235,3 +235,44 @@ def test_torch_compile_forward_and_backward_match_eager(case: str) -> None:
     torch.testing.assert_close(compiled[1], eager[1], atol=1e-5, rtol=1e-5)
     for got, expected in zip(compiled[2], eager[2], strict=True):
         torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-4)
+
+
+# ---------------------------------------------------------------------------------------------- flex attention
+FLEX_CASES = {  # softmax attention under each scheme that runs it, and MGK's augmented-key form
+    "bert_control": {},
+    "macaron_bert": {},
+    "mgk_bert": {},
+    "mgk_bert:soft_em": {"mixture_weights": "soft_em"},
+    "node_transformer": {"rtol": 1e-7, "atol": 1e-7},
+}
+
+
+@pytest.mark.parametrize("case", sorted(FLEX_CASES))
+def test_flex_attention_matches_eager_on_padded_batches(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``attn_implementation="flex_attention"`` runs through flex attention (counted) with the padding
+    as a BlockMask, and agrees with eager attention at the real tokens. (torch has no CPU backward
+    for flex attention: on this machine it is an inference path.)"""
+    from transformers.integrations import flex_attention as flex_module
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    from hf_variants.core import mixture_of_keys
+
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return flex_module.flex_attention_forward(*args, **kwargs)
+
+    monkeypatch.setitem(ALL_ATTENTION_FUNCTIONS._global_mapping, "flex_attention", counted)
+    monkeypatch.setattr(mixture_of_keys, "flex_attention_forward", counted)
+    model = small_model(case.split(":")[0], "AutoModel", 99, **FLEX_CASES[case])
+    inputs = {"input_ids": torch.randint(1, 99, (3, 9)), "attention_mask": torch.ones(3, 9, dtype=torch.long)}
+    inputs["attention_mask"][1, 5:] = 0
+    real = inputs["attention_mask"].bool()
+    with torch.no_grad():
+        model.set_attn_implementation("eager")
+        expected = model(**inputs).last_hidden_state
+        model.set_attn_implementation("flex_attention")
+        got = model(**inputs).last_hidden_state
+    assert calls, "flex attention was never called"
+    torch.testing.assert_close(got[real], expected[real], atol=2e-6, rtol=1e-5)

@@ -19,7 +19,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.bert.modeling_bert import eager_attention_forward
 from transformers.pytorch_utils import apply_chunking_to_forward
 
-from .inputs import additive_attention_bias, embedding_ids, sdpa_attention_mask
+from .inputs import additive_attention_bias, embedding_ids, flex_block_mask, sdpa_attention_mask
 
 if TYPE_CHECKING:
     from .configuration_encoder import EncoderConfig
@@ -183,7 +183,10 @@ class MultiHeadSelfAttention(TokenMixer, nn.Module):
             mask = additive_attention_bias(padding_mask, query.dtype)
         else:
             attention = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
-            mask = sdpa_attention_mask(padding_mask)
+            if implementation == "flex_attention":
+                mask = flex_block_mask(padding_mask, query.shape[-2])
+            else:
+                mask = sdpa_attention_mask(padding_mask)
         context, weights = attention(
             self,
             query,

@@ -8,6 +8,8 @@ boolean mask for ``scaled_dot_product_attention``, zeroed keys for linear attent
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 
@@ -137,6 +139,24 @@ def additive_attention_bias(padding_mask: torch.Tensor | None, dtype: torch.dtyp
     bias = torch.zeros(padding_mask.shape, dtype=dtype, device=padding_mask.device)
     bias.masked_fill_(~padding_mask, torch.finfo(dtype).min)
     return bias[:, None, None, :]
+
+
+def flex_block_mask(padding_mask: torch.Tensor | None, query_length: int, key_copies: int = 1) -> Any:
+    """``BlockMask`` for ``flex_attention``: every query attends to the real keys. With ``key_copies``
+    M, the keys are M copies of the sequence side by side (MGK's augmented keys, length M·N).
+    ``None`` (no mask) when nothing is padded."""
+    if padding_mask is None:
+        return None
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    batch, seq_len = padding_mask.shape
+
+    def real_key(batch_index, head_index, query_index, key_index):
+        return padding_mask[batch_index, key_index % seq_len]
+
+    return create_block_mask(
+        real_key, batch, None, query_length, key_copies * seq_len, device=padding_mask.device.type
+    )
 
 
 def sdpa_attention_mask(padding_mask: torch.Tensor | None) -> torch.Tensor | None:

@@ -34,8 +34,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import initialization as init
+from transformers.integrations.flex_attention import flex_attention_forward
 
 from .encoder_layers import MultiHeadSelfAttention
+from .inputs import flex_block_mask
 from .validation import require_choice, require_number, require_positive_int
 
 if TYPE_CHECKING:
@@ -92,8 +94,11 @@ def fused_gaussian_mixture_attention(
     log_priors: torch.Tensor,
     padding_mask: torch.Tensor | None,
     dropout: float = 0.0,
+    module: nn.Module | None = None,
 ) -> torch.Tensor:
-    """MGK as one ``scaled_dot_product_attention`` over augmented keys (see the module docstring).
+    """MGK as one softmax attention over augmented keys (see the module docstring): torch's
+    ``scaled_dot_product_attention``, or transformers' ``flex_attention`` when ``module`` (the
+    attention layer, whose ``training`` flag flex attention reads) is given.
 
     Shapes: query/value ``(B, H, N, D)``, keys ``(B, H, M, N, D)``, variances ``(M,)``, log_priors
     ``(H, M)``, padding_mask ``(B, N)`` bool. Returns ``(B, H, N, D)``, in float32 for half inputs.
@@ -113,6 +118,12 @@ def fused_gaussian_mixture_attention(
     ).reshape(batch, heads, components * seq_len, head_dim + 2)
     # Values are padded to the augmented width so every SDPA kernel (equal head dims) applies.
     padded_value = F.pad(value, (0, 2)).repeat(1, 1, components, 1)
+    if module is not None:
+        block_mask = flex_block_mask(padding_mask, seq_len, key_copies=components)
+        output = flex_attention_forward(
+            module, augmented_query, augmented_keys, padded_value, block_mask, scaling=1.0, dropout=dropout
+        )[0]
+        return output.transpose(1, 2)[..., :head_dim]
     mask = None if padding_mask is None else padding_mask.repeat(1, components)[:, None, None, :]
     output = F.scaled_dot_product_attention(
         augmented_query, augmented_keys, padded_value, attn_mask=mask, dropout_p=dropout, scale=1.0
@@ -315,10 +326,11 @@ class MixtureOfKeysAttention(MultiHeadSelfAttention):
         variances = self.variances(query)
         dropout = self.attention_dropout if self.training else 0.0
         hard = self.config.mixture_weights == "hard"
-        use_fused = self.config._attn_implementation == "sdpa" and not (output_attentions or hard)
-        if use_fused:
+        implementation = self.config._attn_implementation
+        if implementation in ("sdpa", "flex_attention") and not (output_attentions or hard):
+            module = self if implementation == "flex_attention" else None
             context = fused_gaussian_mixture_attention(
-                query, keys, value, variances, self.log_priors(), padding_mask, dropout
+                query, keys, value, variances, self.log_priors(), padding_mask, dropout, module
             )
             return context, None
         query, keys, log_priors = upcast(query), upcast(keys), self.log_priors()
