@@ -100,6 +100,13 @@ def make_multiple_choice_inputs(
     return {k: v.view(batch, num_choices, seq_len) for k, v in flat.items()}
 
 
+def enable_checkpointing(model: PreTrainedModel) -> None:
+    """Activation checkpointing through the name this transformers version offers (newer versions
+    deprecate ``gradient_checkpointing_enable`` for ``activation_checkpointing_enable``)."""
+    method = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+    method()
+
+
 def perturb_parameters(model: torch.nn.Module, seed: int = 1) -> None:
     """Move every parameter away from its initial value, so a re-initialisation after loading shows."""
     generator = torch.Generator().manual_seed(seed)
@@ -262,7 +269,7 @@ class CommonEncoderTests:
         config = self.config()
         if not self.gradient_checkpointing:
             with pytest.raises(ValueError, match="gradient checkpointing"):
-                self.variant.models["AutoModelForMaskedLM"](config).gradient_checkpointing_enable()
+                enable_checkpointing(self.variant.models["AutoModelForMaskedLM"](config))
             return
         inputs = make_inputs(config)
         labels = inputs["input_ids"].masked_fill(inputs["attention_mask"] == 0, -100)
@@ -271,7 +278,7 @@ class CommonEncoderTests:
             torch.manual_seed(0)
             model = self.variant.models["AutoModelForMaskedLM"](config).train()
             if checkpointing:
-                model.gradient_checkpointing_enable()
+                enable_checkpointing(model)
                 assert all(layer.gradient_checkpointing for layer in model.base_model.encoder.layer)
             model(**inputs, labels=labels).loss.backward()
             return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}

@@ -176,11 +176,25 @@ class EncoderPreTrainedModel(PreTrainedModel):
         if hasattr(module, "init_extra_parameters"):
             module.init_extra_parameters(self.config)
 
-    def gradient_checkpointing_enable(self, *args: Any, **kwargs: Any) -> None:
+    def _refuse_inexact_checkpointing(self) -> None:
         reason = gradient_checkpointing_error(self.config)
         if reason is not None:
             raise ValueError(reason)
-        super().gradient_checkpointing_enable(*args, **kwargs)
+
+    # Newer transformers renamed gradient_checkpointing_enable to activation_checkpointing_enable (the
+    # old name warns and forwards to the new one): the check sits on the entry point this version
+    # has, so that neither name warns unless the user calls the deprecated one.
+    if hasattr(PreTrainedModel, "activation_checkpointing_enable"):
+
+        def activation_checkpointing_enable(self, *args: Any, **kwargs: Any) -> None:
+            self._refuse_inexact_checkpointing()
+            super().activation_checkpointing_enable(*args, **kwargs)
+
+    else:
+
+        def gradient_checkpointing_enable(self, *args: Any, **kwargs: Any) -> None:
+            self._refuse_inexact_checkpointing()
+            super().gradient_checkpointing_enable(*args, **kwargs)
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
