@@ -47,6 +47,49 @@ PIPELINE_TAG_BY_AUTO_CLASS = {
     "AutoModelForMultipleChoice": "multiple-choice",
 }
 
+#: The card's usage snippet per saved head: the pipeline of its ``pipeline_tag`` (transformers 5 has no
+#: question-answering or multiple-choice pipeline: those models are called directly). ``{repo_id}`` is
+#: filled in; each runs on an exported folder that has a tokenizer (tests/test_hub.py runs them).
+USAGE_BY_AUTO_CLASS = {
+    "AutoModel": """from transformers import pipeline
+
+extractor = pipeline("feature-extraction", model="{repo_id}", trust_remote_code=True)
+features = extractor("Paris is the capital of France.")  # [1][tokens][hidden_size]
+print(len(features[0]), "token vectors of size", len(features[0][0]))""",
+    "AutoModelForMaskedLM": """from transformers import pipeline
+
+fill = pipeline("fill-mask", model="{repo_id}", trust_remote_code=True)
+print(fill(f"Paris is the {{fill.tokenizer.mask_token}} of France."))""",
+    "AutoModelForSequenceClassification": """from transformers import pipeline
+
+classify = pipeline("text-classification", model="{repo_id}", trust_remote_code=True)
+print(classify(["a gripping, beautifully shot film", "a dull and lifeless script"]))""",
+    "AutoModelForTokenClassification": """from transformers import pipeline
+
+tag = pipeline("token-classification", model="{repo_id}", trust_remote_code=True)
+print(tag("Ada Lovelace was born in London."))""",
+    "AutoModelForQuestionAnswering": """import torch
+from transformers import AutoModelForQuestionAnswering, AutoTokenizer
+
+model = AutoModelForQuestionAnswering.from_pretrained("{repo_id}", trust_remote_code=True).eval()
+tokenizer = AutoTokenizer.from_pretrained("{repo_id}")
+encoded = tokenizer("Where was Ada Lovelace born?", "Ada Lovelace was born in London.", return_tensors="pt")
+with torch.no_grad():
+    output = model(**encoded)
+start, end = int(output.start_logits.argmax()), int(output.end_logits.argmax())
+print(tokenizer.decode(encoded["input_ids"][0, start : max(start, end) + 1]))""",
+    "AutoModelForMultipleChoice": """import torch
+from transformers import AutoModelForMultipleChoice, AutoTokenizer
+
+model = AutoModelForMultipleChoice.from_pretrained("{repo_id}", trust_remote_code=True).eval()
+tokenizer = AutoTokenizer.from_pretrained("{repo_id}")
+prompt, choices = "The sky on a clear day is", ["blue.", "made of cheese."]
+encoded = tokenizer([prompt] * len(choices), choices, padding=True, return_tensors="pt")
+with torch.no_grad():
+    logits = model(**{{name: tensor.unsqueeze(0) for name, tensor in encoded.items()}}).logits
+print(choices[int(logits.argmax())])""",
+}
+
 _RELATIVE_IMPORT = re.compile(r"^(\s*from\s+)(\.+)([\w.]*)(\s+import\b)", re.MULTILINE)
 
 
@@ -137,8 +180,10 @@ def render_model_card(
     training_summary: str | None = None,
     template_dir: Path | None = None,
     license: str = "apache-2.0",
+    head: str = "AutoModelForMaskedLM",
 ) -> ModelCard:
-    """Render ``model_cards/<model_type>.md`` with YAML metadata and optional results.
+    """Render ``model_cards/<model_type>.md`` with YAML metadata and optional results; the usage
+    snippet is the one of ``head`` (the Auto class of the saved model).
 
     Templates are Jinja; each variant's extends ``_common.md`` (usage, checkpoint, results and
     config sections) and fills its own blocks (description, paper-vs-code switches, citation).
@@ -149,6 +194,8 @@ def render_model_card(
         raise FileNotFoundError(
             f"No model-card template for {variant.model_type!r}: expected {template_dir / template_name}."
         )
+    if head not in USAGE_BY_AUTO_CLASS:
+        raise ValueError(f"head must be one of {', '.join(USAGE_BY_AUTO_CLASS)}; got {head!r}.")
     model_name = repo_id.split("/")[-1] if repo_id else f"{variant.model_type}-model"
     eval_results = [
         EvalResult(
@@ -185,6 +232,8 @@ def render_model_card(
         card_data=card_data.to_yaml(),
         model_name=model_name,
         repo_id=repo_id or f"your-name/{model_name}",
+        usage=USAGE_BY_AUTO_CLASS[head].format(repo_id=repo_id or f"your-name/{model_name}"),
+        head=head,
         model_type=variant.model_type,
         attention_type=config.attention_type,
         layer_scheme=config.layer_scheme,
@@ -252,6 +301,7 @@ def export_for_hub(
         datasets=datasets,
         results=results,
         training_summary=training_summary,
+        head=saved_head,
     )
     card.save(output_dir / "README.md")
     return output_dir

@@ -15,7 +15,14 @@ import yaml
 
 import hf_variants
 from hf_variants.core.registration import VARIANTS
-from hf_variants.hub import TaskResult, auto_map, export_for_hub, flattened_code_files, push_folder_to_hub
+from hf_variants.hub import (
+    PIPELINE_TAG_BY_AUTO_CLASS,
+    TaskResult,
+    auto_map,
+    export_for_hub,
+    flattened_code_files,
+    push_folder_to_hub,
+)
 from hf_variants.tokenization import train_wordpiece_tokenizer
 
 from .common import (
@@ -117,10 +124,48 @@ def test_model_card_metadata_and_results(tmp_path: Path) -> None:
     assert scored["dataset"]["config"] == "sst2" and scored["metrics"][0]["value"] == pytest.approx(0.8125)
     body = (folder / "README.md").read_text()
     assert "| GLUE SST-2 | validation | accuracy | 0.8125 |" in body
-    assert 'from_pretrained("me/mac", trust_remote_code=True)' in body
+    assert 'pipeline("fill-mask", model="me/mac", trust_remote_code=True)' in body
 
     plain = export_for_hub(small_mlm(), tmp_path / "without")
     assert "model-index" not in read_card_metadata(plain / "README.md")
+
+
+#: Each head's card snippet runs on an exported folder; together the cases cover every variant.
+SNIPPET_CASES = {
+    "AutoModel": "transject",
+    "AutoModelForMaskedLM": "macaron_bert",
+    "AutoModelForSequenceClassification": "node_transformer",
+    "AutoModelForTokenClassification": "mgk_bert",
+    "AutoModelForQuestionAnswering": "bert_control",
+    "AutoModelForMultipleChoice": "transject",
+}
+
+
+@pytest.mark.parametrize("head", sorted(SNIPPET_CASES))
+def test_every_exported_cards_usage_snippet_runs_on_its_folder(head: str, tmp_path: Path) -> None:
+    """The card shows the usage of the exported head (a classifier's card is not a fill-mask one), and
+    that code runs on the folder, without the package, with the head's weights all loaded."""
+    model_type = SNIPPET_CASES[head]
+    extra = {"transject": {"num_experts": 2, "num_attention_heads": 1}, "mgk_bert": {"num_attention_heads": 2}}
+    config = VARIANTS[model_type].config_class(
+        **{
+            "vocab_size": 60, "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 4,
+            "intermediate_size": 32, "max_position_embeddings": 64, "num_labels": 2, **extra.get(model_type, {}),
+        }
+    )  # fmt: skip
+    model = VARIANTS[model_type].models[head](config).eval()
+    tokenizer = train_wordpiece_tokenizer(CORPUS, vocab_size=60, min_frequency=1)
+    folder = export_for_hub(model, tmp_path / "export", tokenizer, repo_id="me/model")
+    card = (folder / "README.md").read_text()
+    assert read_card_metadata(folder / "README.md")["pipeline_tag"] == PIPELINE_TAG_BY_AUTO_CLASS[head]
+    (snippet,) = re.findall(r"```python\n(.*?)```", card, flags=re.DOTALL)
+    assert '"me/model"' in snippet
+    script = WITHOUT_PACKAGE + snippet.replace('"me/model"', repr(str(folder)))
+    result = run_python(script, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip(), "the snippet printed nothing"
+    # every weight of the saved head was found in the folder (a mismatched snippet reports MISSING keys)
+    assert "MISSING" not in result.stdout + result.stderr
 
 
 def test_export_rejects_foreign_models(tmp_path: Path) -> None:
