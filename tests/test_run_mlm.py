@@ -188,3 +188,23 @@ def test_unknown_model_type_raises(corpus: Path, tokenizer_dir: Path, tmp_path: 
     with pytest.raises(SystemExit):
         run_mlm.main(args)
     assert "unknown --model_type 'gpt9'" in capsys.readouterr().err
+
+
+def test_sharded_optimizer_state_is_refused_and_an_unhonoured_fsdp_launch_is_named(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """FSDP/DeepSpeed shard the optimizer state, which run_mlm's main-process checkpoints would lose;
+    on a CPU-only machine accelerate runs an FSDP launch config as plain data parallelism (said)."""
+    from types import SimpleNamespace
+
+    from accelerate.utils import DistributedType
+
+    from hf_variants.training.run_mlm import check_parallelism
+
+    printed = []
+    for sharded in (DistributedType.FSDP, DistributedType.DEEPSPEED):
+        with pytest.raises(SystemExit, match=f"does not support {sharded.value}"):
+            check_parallelism(SimpleNamespace(distributed_type=sharded, print=printed.append))
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    check_parallelism(SimpleNamespace(distributed_type=DistributedType.MULTI_CPU, print=printed.append))
+    assert printed and "asked for FSDP, but this run uses MULTI_CPU" in printed[-1]

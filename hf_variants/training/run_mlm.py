@@ -7,8 +7,8 @@
     accelerate launch --multi_gpu --num_processes 2 scripts/run_mlm.py ...  # data-parallel, same result
 
 On a machine without GPUs the two processes use gloo on the CPU (``accelerate launch --cpu`` starts a
-single process unless an MPI hostfile is given). Configs for multi-GPU DDP, FSDP and DeepSpeed are in
-``scripts/configs/``.
+single process unless an MPI hostfile is given). Configs for multi-GPU DDP are in ``scripts/configs/``;
+FSDP and DeepSpeed are refused (:func:`check_parallelism`).
 
 Determinism: the data order of an epoch and the masks of a step are functions of ``--seed`` and the
 step only, and global batches are split across processes by rows. So ``--resume_from_checkpoint``
@@ -33,6 +33,7 @@ import contextlib
 import csv
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -43,7 +44,7 @@ import torch
 import torch.nn.functional as F
 import transformers
 from accelerate import Accelerator
-from accelerate.utils import set_seed
+from accelerate.utils import DistributedType, set_seed
 from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer, PreTrainedTokenizerBase, get_scheduler
 
@@ -304,10 +305,36 @@ def evaluate(
     return {"eval_loss": loss, "perplexity": math.exp(min(loss, 50.0)), "eval_tokens": float(totals[1])}
 
 
+#: Parallelism whose optimizer state is partitioned over the processes: the main process alone cannot
+#: write it, so run_mlm's checkpoints (written by the main process) would resume with a wrong state.
+SHARDED_OPTIMIZER_STATE = (DistributedType.FSDP, DistributedType.DEEPSPEED)
+
+
+def check_parallelism(accelerator: Accelerator) -> None:
+    """Refuse FSDP and DeepSpeed (their optimizer state is sharded: a resumed run would silently lose
+    most of it), and say so when an FSDP/DeepSpeed launch config ran as plain data parallelism (on a
+    CPU-only machine accelerate selects FSDP only from a multi-accelerator setup, see
+    ``accelerate/state.py``)."""
+    if accelerator.distributed_type in SHARDED_OPTIMIZER_STATE:
+        raise SystemExit(
+            f"run_mlm does not support {accelerator.distributed_type.value}: its checkpoints are written by the main "
+            "process, which holds only its shard of the optimizer state, so resuming would be wrong. Use data "
+            "parallelism (scripts/configs/ddp_multi_gpu.yaml or multi_cpu_gloo.yaml)."
+        )
+    requested = [name for name in ("FSDP", "DEEPSPEED") if os.environ.get(f"ACCELERATE_USE_{name}") == "true"]
+    if requested:
+        accelerator.print(
+            f"Warning: accelerate launch asked for {requested[0]}, but this run uses "
+            f"{accelerator.distributed_type.value} (accelerate shards only across accelerators); results equal "
+            "data parallelism."
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     # Without a GPU, processes started by `accelerate launch --multi_gpu` / torchrun use gloo on the CPU.
     accelerator = Accelerator(mixed_precision=args.mixed_precision, cpu=args.cpu or not torch.cuda.is_available())
+    check_parallelism(accelerator)
     lock = checkpoints.OutputDirLock(args.output_dir) if accelerator.is_main_process else None
     try:
         return train(args, accelerator, argv)
