@@ -143,5 +143,5 @@ class InjectiveLayer(LayerScheme):
         return hidden_states + step * feed_forward, None
 
     def feed_forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        """The orthogonal residual FFN's update ``ELU(W2 ELU(W1 x))`` (eq. 6), position-wise."""
+        """The orthogonal residual FFN's update ``ELU(ELU(x W1 + b1) W2 + b2)`` (eq. 6), position-wise."""
         return F.elu(self.ffn_out(F.elu(self.ffn_in(hidden_states))))

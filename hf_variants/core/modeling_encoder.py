@@ -134,10 +134,10 @@ class EncoderPreTrainedModel(PreTrainedModel):
     base_model_prefix = "encoder_model"
     main_input_name = "input_ids"
     supports_gradient_checkpointing = True
-    # Softmax attention (under any scheme) runs eager or sdpa; the other token mixers ignore the choice.
-    # Softmax attention dispatches through ALL_ATTENTION_FUNCTIONS with a padding mask in each
-    # backend's form (additive bias, boolean mask, BlockMask); flash attention would need unpadded
-    # inputs, and hub attention kernels are untested, so neither is declared.
+    # Softmax attention (under any scheme) dispatches through ALL_ATTENTION_FUNCTIONS with the padding in
+    # each backend's form (eager: additive bias, sdpa: boolean mask, flex: BlockMask); the other token
+    # mixers ignore the choice. Flash attention would need unpadded inputs and hub attention kernels are
+    # untested, so neither is declared.
     _supports_sdpa = True
     _supports_flex_attn = True
     # Losses are means over the batch; the Trainer must scale them for gradient accumulation.
