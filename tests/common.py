@@ -30,6 +30,18 @@ from hf_variants.hub import export_for_hub
 
 from .helpers import run_python
 
+#: Sizes of the small models the tests build (variant-specific fields are added on top).
+SMALL_SIZES: dict[str, Any] = {
+    "vocab_size": 99,
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "intermediate_size": 64,
+    "max_position_embeddings": 64,
+    "hidden_dropout_prob": 0.0,
+    "attention_probs_dropout_prob": 0.0,
+}
+
 HEADS = (
     "AutoModel",
     "AutoModelForMaskedLM",
@@ -133,19 +145,7 @@ class CommonEncoderTests:
 
     # ------------------------------------------------------------------ helpers
     def config(self, **overrides: Any) -> Any:
-        kwargs = {
-            "vocab_size": 99,
-            "hidden_size": 32,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 4,
-            "intermediate_size": 64,
-            "max_position_embeddings": 64,
-            "hidden_dropout_prob": 0.0,
-            "attention_probs_dropout_prob": 0.0,
-            **self.config_kwargs,
-            **overrides,
-        }
-        return self.variant.config_class(**kwargs)
+        return self.variant.config_class(**{**SMALL_SIZES, **self.config_kwargs, **overrides})
 
     def model(self, head: str = "AutoModel", seed: int = 0, **overrides: Any) -> PreTrainedModel:
         torch.manual_seed(seed)

@@ -18,7 +18,7 @@ from hf_variants.core.composition import lora_target_modules
 from hf_variants.core.registration import VARIANTS
 from hf_variants.hub import export_for_hub
 
-from .common import WITHOUT_PACKAGE, perturb_parameters
+from .common import SMALL_SIZES, WITHOUT_PACKAGE, perturb_parameters
 from .helpers import run_python
 
 #: A small config per model type (the N-ODE solver tight enough that batching changes nothing visible).
@@ -34,17 +34,8 @@ TEXTS = ["the cat sat", "a dog ran over the hill and far away", "birds sing"]
 
 
 def small_model(model_type: str, head: str, vocab_size: int, seed: int = 0, **overrides: Any):
-    sizes = {
-        "vocab_size": vocab_size,
-        "hidden_size": 32,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "intermediate_size": 64,
-        "max_position_embeddings": 64,
-        "hidden_dropout_prob": 0.0,
-        "attention_probs_dropout_prob": 0.0,
-    }
-    config = VARIANTS[model_type].config_class(**{**sizes, **SMALL[model_type], **overrides})
+    sizes = {**SMALL_SIZES, "vocab_size": vocab_size, **SMALL[model_type], **overrides}
+    config = VARIANTS[model_type].config_class(**sizes)
     torch.manual_seed(seed)
     return VARIANTS[model_type].models[head](config).eval()
 
