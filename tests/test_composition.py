@@ -198,6 +198,53 @@ def test_every_pair_builds_from_the_two_registries_and_trains(scheme: str, atten
     assert grads and any(float(g.abs().sum()) > 0 for g in grads)
 
 
+#: What each variant's matched control changes, written out independently of the registries.
+CONTROL_CHANGES = {
+    "bert_control": {},
+    "macaron_bert": {"layer_scheme": ("strang", "lie_trotter")},
+    "mgk_bert": {"attention_type": ("mgk", "softmax")},
+    "transject": {"attention_type": ("orthogonal", "softmax"), "layer_scheme": ("injective", "lie_trotter")},
+    "node_transformer": {"block_type": ("ode", "vanilla")},
+}
+
+
+@pytest.mark.parametrize("model_type", list(VARIANTS))
+@pytest.mark.parametrize("layer_norm_position", ["pre", "post"])
+def test_matched_control_changes_only_the_variants_idea(model_type: str, layer_norm_position: str) -> None:
+    """The control differs from the variant in its idea's switches only, keeps its embeddings and
+    pooler (same parameter names and shapes), and has no piece of the idea left."""
+    sizes = dict(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32)
+    config = AutoConfig.for_model(model_type, **sizes, layer_norm_position=layer_norm_position)
+    control = composition.matched_control(config)
+    variant_fields, control_fields = config.to_dict(), control.to_dict()
+    changed = {
+        name: (variant_fields.get(name), control_fields.get(name))
+        for name in variant_fields.keys() | control_fields.keys()
+        if variant_fields.get(name) != control_fields.get(name)
+    }
+    assert changed == CONTROL_CHANGES[model_type]
+    assert composition.matched_control(control).to_dict() == control_fields  # a control is its own control
+    models = [VARIANTS[model_type].models["AutoModel"](c) for c in (config, control)]
+    shared = [{n: p.shape for n, p in m.named_parameters() if n.startswith(("embeddings.", "pooler."))} for m in models]
+    assert shared[0] and shared[0] == shared[1]
+    idea_classes = (StrangLayer, InjectiveLayer, MixtureOfKeysAttention, OrthogonalAttention)
+    assert not any(isinstance(m, idea_classes) for m in models[1].modules())
+    assert not any(isinstance(m, NodeTransformerBlock) and m.config.block_type == "ode" for m in models[1].modules())
+    mixers = [m for m in models[1].modules() if isinstance(m, TokenMixer)]
+    assert mixers and all(type(m) is composition.ATTENTION_TYPES["softmax"] for m in mixers)
+
+
+@pytest.mark.parametrize("scheme", list(composition.LAYER_SCHEMES))
+@pytest.mark.parametrize("attention", list(composition.ATTENTION_TYPES))
+def test_every_pairs_control_is_softmax_with_a_bert_or_vanilla_layer(scheme: str, attention: str) -> None:
+    config = BertControlConfig(layer_scheme=scheme, attention_type=attention)
+    control = composition.matched_control(config)
+    assert control.attention_type == "softmax"
+    assert control.layer_scheme in ("lie_trotter", "ode")
+    assert control.layer_scheme == "lie_trotter" or control.block_type == "vanilla"
+    assert composition.matched_control_overrides(control).items() <= control.to_dict().items()
+
+
 def test_a_mixer_has_the_same_parameters_in_every_scheme_and_variant() -> None:
     """No per-pair code: MGK in Macaron's layer is the module MGK-BERT uses (same parameter names)."""
     sizes = {"vocab_size": 40, "hidden_size": 16, "num_attention_heads": 2, "intermediate_size": 32}

@@ -27,7 +27,7 @@ SMALL: dict[str, dict[str, Any]] = {
     "macaron_bert": {},
     "mgk_bert": {"num_attention_heads": 2, "head_dim": 16},
     "transject": {"num_experts": 2, "num_attention_heads": 1},
-    "node_transformer": {"rtol": 1e-7, "atol": 1e-7},
+    "node_transformer": {"rtol": 1e-8, "atol": 1e-8},
 }
 MODEL_TYPES = sorted(SMALL)
 TEXTS = ["the cat sat", "a dog ran over the hill and far away", "birds sing"]

@@ -76,14 +76,21 @@ def padded_hidden(batch: int = 3, seq_len: int = 11, dtype: torch.dtype = torch.
 
 
 MODES = list(itertools.product(["separate", "shifted"], ["learned", "soft_em", "hard"]))
+#: The paper's equal variances (default; ‖q‖² cancels) and the §3 ablation's unequal ones (it does not).
+VARIANCES = pytest.mark.parametrize("variance_factors", [[1.0, 1.0], [1.0, 3.0]], ids=["equal", "ablation"])
 
 
 @pytest.mark.parametrize(("key_mode", "mixture_weights"), MODES)
 @pytest.mark.parametrize("pad", [False, True], ids=["no-padding", "padding"])
 @pytest.mark.parametrize("training", [False, True], ids=["eval", "train"])
-def test_fused_matches_reference_forward_and_backward(key_mode, mixture_weights, pad, training) -> None:
+@VARIANCES
+def test_fused_matches_reference_forward_and_backward(
+    key_mode, mixture_weights, pad, training, variance_factors
+) -> None:
     """In float64 the two exact forms agree to round-off (variants.md: 1e-15), outputs and gradients."""
-    reference, fused = attention_pair(torch.float64, key_mode=key_mode, mixture_weights=mixture_weights)
+    reference, fused = attention_pair(
+        torch.float64, key_mode=key_mode, mixture_weights=mixture_weights, variance_factors=variance_factors
+    )
     reference.train(training)
     fused.train(training)
     hidden, mask = padded_hidden(pad=pad, dtype=torch.float64)
@@ -127,8 +134,11 @@ def test_fused_matches_reference_in_float32() -> None:
 
 
 @pytest.mark.parametrize(("key_mode", "mixture_weights"), MODES)
-def test_reference_matches_equation_7_written_out(key_mode, mixture_weights) -> None:
-    reference, fused = attention_pair(key_mode=key_mode, mixture_weights=mixture_weights)
+@VARIANCES
+def test_reference_matches_equation_7_written_out(key_mode, mixture_weights, variance_factors) -> None:
+    reference, fused = attention_pair(
+        key_mode=key_mode, mixture_weights=mixture_weights, variance_factors=variance_factors
+    )
     hidden, mask = padded_hidden()
     expected = naive_mgk(reference.eval(), hidden, mask)
     real = mask
@@ -155,8 +165,9 @@ def test_hard_e_step_is_the_small_variance_limit() -> None:
     torch.testing.assert_close(torch.softmax(soft, -1), torch.softmax(hard, -1), atol=1e-3, rtol=0)
 
 
-def test_soft_e_step_updates_priors_only_in_training() -> None:
-    reference, _ = attention_pair(mixture_weights="soft_em")
+@VARIANCES
+def test_soft_e_step_updates_priors_only_in_training(variance_factors) -> None:
+    reference, _ = attention_pair(mixture_weights="soft_em", variance_factors=variance_factors)
     hidden, mask = padded_hidden()
     initial = reference.mixture_prior.clone()
     reference.eval()(hidden, mask)
@@ -164,7 +175,7 @@ def test_soft_e_step_updates_priors_only_in_training() -> None:
 
     # Expected M-step from eq. (8), computed independently in float64 with explicit differences.
     query, keys, _ = (t.double() for t in reference.project(hidden))
-    sigma2 = torch.tensor([1.0, 3.0], dtype=torch.float64) * math.sqrt(16)
+    sigma2 = torch.tensor(variance_factors, dtype=torch.float64) * math.sqrt(16)
     distance = ((query[:, :, None, :, None, :] - keys[:, :, :, None, :, :]) ** 2).sum(-1)
     weighted = initial.double()[None, :, :, None, None] * torch.exp(-distance / (2 * sigma2[None, None, :, None, None]))
     responsibilities = weighted / weighted.sum(dim=2, keepdim=True)

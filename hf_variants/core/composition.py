@@ -111,3 +111,27 @@ def lora_target_modules(config: EncoderConfig) -> list[str]:
 def has_attention_probabilities(config: EncoderConfig) -> bool:
     """Whether ``output_attentions=True`` gives attention probabilities for this config's pair."""
     return all(idea.has_attention_probabilities for idea in selected_ideas(config.attention_type, config.layer_scheme))
+
+
+def matched_control_overrides(config: EncoderConfig) -> dict[str, Any]:
+    """The config changes that turn the config's ideas off (``{}`` for BERT's own pair): softmax
+    attention for a non-softmax token mixer, BERT's layer for the Strang and injective schemes,
+    vanilla eq. (1) blocks for the ODE scheme (the N-ODE paper's own baseline)."""
+    overrides: dict[str, Any] = {}
+    for idea in selected_ideas(config.attention_type, config.layer_scheme):
+        overrides.update(idea.control_overrides)
+    return overrides
+
+
+def matched_control(config: EncoderConfig) -> EncoderConfig:
+    """The matched control of ``config``: the same model type, sizes, embeddings, LayerNorm placement,
+    pooling, activation and initialisation, with only its ideas turned off
+    (:func:`matched_control_overrides`). A config that has no idea of its own is its own control.
+
+    Example: the control of Macaron-BERT (pre-LN, Strang layers) is Macaron-BERT with
+    ``layer_scheme="lie_trotter"`` — pre-LN BERT layers with the same final LayerNorm — so the
+    comparison changes the layer's splitting and nothing else."""
+    fields = config.to_dict()
+    fields.pop("transformers_version", None)
+    fields.update(matched_control_overrides(config))
+    return type(config).from_dict(fields)

@@ -40,6 +40,9 @@ class ConfigurableIdea:
     has_attention_probabilities: ClassVar[bool] = True
     #: Names of this idea's linear layers that a LoRA adapter targets (PEFT's ``target_modules``).
     lora_target_modules: ClassVar[tuple[str, ...]] = ()
+    #: Config changes that turn this idea off, leaving everything else (embeddings, sizes, LayerNorm
+    #: placement, pooling, initialisation): its matched control. Empty for BERT's own pieces.
+    control_overrides: ClassVar[dict[str, Any]] = {}
 
     @classmethod
     def validate_config(cls, config: EncoderConfig) -> None:

@@ -44,9 +44,12 @@ class InjectiveLayer(LayerScheme):
 
     Config fields (on every config whose ``layer_scheme`` is ``"injective"``):
         num_experts: E, attention experts per layer (paper: 4).
-        residual_weight: ``"linear"`` (paper eq. 3: step ``α_l / L`` with learnable α_l initialised at 0,
-            ReZero) or ``"tanh"`` (authors' code: ``tanh(α_l) / L``, which keeps ``|step| < 1/L`` as
-            Lemma 3 and Theorem 2 assume).
+        residual_weight: ``"tanh"`` (default; authors' code: step ``tanh(a_l) / L`` with learnable
+            a_l initialised at 0, ReZero) bounds the residual weight α_l = tanh(a_l) inside (−1, 1), so
+            ``|α_l / L| < 1/L`` holds throughout training as Lemma 3 and Theorem 2 need (eq. 3 states
+            α_l ∈ (0, 1); the proofs use only |α_l| < 1, and ReZero's α_l = 0 start is that interval's
+            edge). ``"linear"`` (eq. 3 read literally, and v0.1.0's default: step ``α_l / L`` with α_l
+            unbounded) lets training leave the range in which the theorem holds.
         expert_weights: ``"constant"`` (paper eq. 5: learned convex weights ``softmax(w)``) or
             ``"input_dependent"`` (authors' code: ``softmax_e(g · max_tokens X^(l,e))``, which breaks
             the Lipschitz argument).
@@ -57,9 +60,10 @@ class InjectiveLayer(LayerScheme):
         orthogonal_map: Map of the orthogonal FFN weights (see ``OrthogonalAttention``).
     """
 
+    control_overrides: ClassVar[dict[str, Any]] = {"layer_scheme": "lie_trotter"}
     config_defaults: ClassVar[dict[str, Any]] = {
         "num_experts": 4,
-        "residual_weight": "linear",
+        "residual_weight": "tanh",
         "expert_weights": "constant",
         "entropic": False,
         "entropic_eval": "expectation",
@@ -99,9 +103,12 @@ class InjectiveLayer(LayerScheme):
             init.zeros_(self.expert_logits)
 
     def step_size(self) -> torch.Tensor:
-        """``s = α_l / L`` (paper) or ``tanh(α_l) / L`` (authors' code)."""
-        alpha = torch.tanh(self.alpha) if self.config.residual_weight == "tanh" else self.alpha
-        return alpha / self.config.num_hidden_layers
+        """``s = α_l / L`` with ``α_l = tanh(a_l)`` (default) or ``α_l = a_l`` (``"linear"``)."""
+        return self.residual_weight() / self.config.num_hidden_layers
+
+    def residual_weight(self) -> torch.Tensor:
+        """α_l of eq. (3): ``tanh(a_l)`` (bounded in (−1, 1)) or the raw parameter (``"linear"``)."""
+        return torch.tanh(self.alpha) if self.config.residual_weight == "tanh" else self.alpha
 
     def expert_weights(
         self, hidden_states: torch.Tensor, updates: torch.Tensor, padding_mask: torch.Tensor | None

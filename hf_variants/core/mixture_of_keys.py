@@ -178,8 +178,11 @@ class MixtureOfKeysAttention(MultiHeadSelfAttention):
             "MGK"); ``"shifted"`` — ``k_jr = x_j W_K + b_r`` (option B, "sMGK").
         key_shift_init_std: Standard deviation of the initial shifts ``b_r`` (paper: N(0, 1); the
             authors' code starts them smaller).
-        variance_factors: Per-component factors c_r with ``σ_r² = c_r · √D`` (§3 ablation: [1, 3];
-            appendix and LRA code: [1, 1]; WikiText code: [1, 1/3]). One factor per component; MGK only.
+        variance_factors: Per-component factors c_r with ``σ_r² = c_r · √D``; one factor per component,
+            MGK only. Default ``[1, 1]``: §2.3 and appendix A.1 (the setting of every reported
+            experiment) and the LRA code. ``[1, 3]`` is the §3 ablation; ``[1, 1/3]`` the WikiText
+            code. The kernel has no Gaussian normaliser, so unequal variances bias both E-steps
+            toward the wide component (``scripts/mgk_e_step_bias.py`` measures it).
         mixture_weights: How the priors π_r are obtained (paper Table 5):
             ``"learned"`` — by SGD (default), one softmax-normalised π per head shared over
             positions; ``"soft_em"`` — the M-step of eq. (8), ``π_r = mean_{i,j} γ_ijr``, computed in
@@ -188,11 +191,12 @@ class MixtureOfKeysAttention(MultiHeadSelfAttention):
             (``attention_type="mlk"``, §2.4: linear attention with φ = elu + 1) needs ``"learned"``.
     """
 
+    control_overrides: ClassVar[dict[str, Any]] = {"attention_type": "softmax"}
     config_defaults: ClassVar[dict[str, Any]] = {
         "num_key_components": 2,
         "key_mode": "separate",
         "key_shift_init_std": 1.0,
-        "variance_factors": [1.0, 3.0],
+        "variance_factors": [1.0, 1.0],
         "mixture_weights": "learned",
     }
 

@@ -168,6 +168,7 @@ class NodeTransformerBlock(LayerScheme):
             number of real tokens), integrated alongside the state and added to the loss; 0 disables.
     """
 
+    control_overrides: ClassVar[dict[str, Any]] = {"block_type": "vanilla"}
     config_defaults: ClassVar[dict[str, Any]] = {
         "ode_function": "eq2",
         "time_dependent_attention": False,

@@ -157,6 +157,7 @@ class OrthogonalAttention(TokenMixer, nn.Module):
     Attention-free in transformers' sense: ``output_attentions=True`` gives ``None`` for it.
     """
 
+    control_overrides: ClassVar[dict[str, Any]] = {"attention_type": "softmax"}
     config_defaults: ClassVar[dict[str, Any]] = {
         "eigenvalue_mode": "approx",
         "reconstruction_loss_weight": 1e-3,

@@ -41,6 +41,7 @@ class StrangLayer(LayerScheme):
     it (paper §4: "reduce the dimensionality of the inner-layer of the two FFN sub-layers by half").
     """
 
+    control_overrides: ClassVar[dict[str, Any]] = {"layer_scheme": "lie_trotter"}
     config_defaults: ClassVar[dict[str, Any]] = {"first_ffn_activation": None}
     lora_target_modules = ("fc_in", "fc_out")
 

@@ -24,6 +24,8 @@ class NodeTransformerConfig(EncoderConfig):
         **kwargs: The fields of ``EncoderConfig`` and of the selected pair; ``intermediate_size``
             defaults to ``hidden_size`` (the paper's dimension-preserving FFN), dropout to 0 (the
             paper uses none).
+        hidden_act: Activation of the FFN's hidden layer (default ``"relu"``: the paper's FFN, §3;
+            v0.1.0 defaulted to GELU, and checkpoints saved then keep it).
     """
 
     model_type = "node_transformer"
@@ -38,9 +40,11 @@ class NodeTransformerConfig(EncoderConfig):
         num_hidden_layers: int = 2,
         hidden_dropout_prob: float = 0.0,
         attention_probs_dropout_prob: float = 0.0,
+        hidden_act: str = "relu",
         **kwargs: Any,
     ) -> None:
         super().__init__(
+            hidden_act=hidden_act,
             attention_type=attention_type,
             layer_scheme=layer_scheme,
             hidden_size=hidden_size,
