@@ -1,0 +1,226 @@
+"""The resumable comparison grid on one task: every variant and its matched control, a learning-rate
+sweep on a held-out slice of the training split, then several seeds at the chosen rate on the test split.
+
+Layout of ``output_dir/<task>/`` (small JSON files, meant to be committed as they finish)::
+
+    run_fingerprint.json                     the settings; another grid in this folder is refused
+    <pair>/<role>/sweep-lr<lr>.json          role = variant | control; trained on the training split
+                                             without its held-out slice, scored on the slice (seed 0)
+    <pair>/<role>/seed<s>.json               trained on the whole training split at the chosen rate,
+                                             scored on the test split
+
+The chosen rate is the sweep's best held-out accuracy (ties: the smaller rate); the test split is never
+seen before the choice. A run's file is written only when it ends (atomically), so a killed grid
+restarts its unfinished run from scratch and skips every finished one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..tokenization import train_wordpiece_tokenizer
+from ..training.checkpoints import CheckpointError, OutputDirLock, load_json, prepare_output_dir
+from .text_classification import TextClassificationData, load_task
+from .training import EncodedSplit, build_config, majority_share, train_and_evaluate
+
+logger = logging.getLogger(__name__)
+ROLES = ("variant", "control")
+
+
+@dataclass(frozen=True)
+class GridSettings:
+    """Everything that determines a grid's results (its fingerprint)."""
+
+    task: str
+    pairs: tuple[str, ...]
+    sizes: dict[str, Any]
+    learning_rates: tuple[float, ...]
+    seeds: tuple[int, ...]
+    steps: int
+    batch_size: int
+    max_length: int
+    warmup_ratio: float = 0.1
+    sweep_seed: int = 0
+    heldout_fraction: float = 0.15
+    max_train: int | None = None
+    max_test: int | None = None
+    vocab_size: int = 8000
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def fingerprint(self) -> dict[str, Any]:
+        return json.loads(json.dumps(asdict(self)))
+
+
+def pair_folder(spec: str) -> str:
+    """A file-system name for a model spec (``macaron_bert:layer_norm_position=post`` →
+    ``macaron_bert__layer_norm_position-post``)."""
+    return spec.replace(":", "__").replace(",", "_").replace("=", "-")
+
+
+def write_result(path: Path, record: dict[str, Any]) -> None:
+    """Write ``record`` as JSON so that the file either is complete or does not exist."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".json.tmp")
+    temporary.write_text(json.dumps(record, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def chosen_learning_rate(sweep: dict[float, dict[str, Any]]) -> float | None:
+    """The swept rate with the best held-out accuracy (ties: the smaller); ``None`` if every run diverged."""
+    finished = {lr: r["accuracy"] for lr, r in sweep.items() if r["status"] == "finished"}
+    if not finished:
+        return None
+    best = max(finished.values())
+    return min(lr for lr, accuracy in finished.items() if accuracy == best)
+
+
+class Grid:
+    """One task's grid in ``output_dir/<task>``; :meth:`run` does every run that is not yet on disk."""
+
+    def __init__(self, settings: GridSettings, data_dir: Path, output_dir: Path) -> None:
+        self.settings = settings
+        self.data_dir = data_dir
+        self.folder = output_dir / settings.task
+        self.data: TextClassificationData | None = None
+        self.encoded: dict[str, EncodedSplit] = {}
+
+    # ---------------------------------------------------------------- data
+    def prepare_data(self) -> None:
+        s = self.settings
+        data = load_task(s.task, self.data_dir, s.max_train, s.max_test)
+        (fit_texts, fit_labels), (held_texts, held_labels) = data.held_out(s.heldout_fraction)
+        # The tokenizer sees only the training split (deterministic: same texts, same vocabulary).
+        tokenizer = train_wordpiece_tokenizer(data.train_texts, vocab_size=s.vocab_size)
+        self.vocab_size = len(tokenizer)
+        self.encoded = {
+            "fit": EncodedSplit.encode(tokenizer, fit_texts, fit_labels, s.max_length),
+            "held_out": EncodedSplit.encode(tokenizer, held_texts, held_labels, s.max_length),
+            "train": EncodedSplit.encode(tokenizer, data.train_texts, data.train_labels, s.max_length),
+            "test": EncodedSplit.encode(tokenizer, data.test_texts, data.test_labels, s.max_length),
+        }
+        self.data = data
+        lengths = [len(ids) for ids in self.encoded["train"].input_ids]
+        self.data_summary = {
+            "split": data.split,
+            "num_labels": data.num_labels,
+            "train_examples": len(data.train_labels),
+            "held_out_examples": len(held_labels),
+            "test_examples": len(data.test_labels),
+            "tokenizer_vocab_size": self.vocab_size,
+            "truncated_train_share": sum(n == s.max_length for n in lengths) / len(lengths),
+            "test_majority_share": majority_share(data.test_labels),
+            "held_out_majority_share": majority_share(held_labels),
+        }
+
+    def config(self, spec: str, role: str):
+        return build_config(
+            spec,
+            self.settings.sizes,
+            control=role == "control",
+            vocab_size=self.vocab_size,
+            num_labels=self.data.num_labels,
+            max_position_embeddings=self.settings.max_length,
+            pad_token_id=0,
+        )
+
+    # ---------------------------------------------------------------- runs
+    def run_one(self, path: Path, spec: str, role: str, phase: str, learning_rate: float, seed: int) -> dict:
+        if path.is_file():
+            return load_json(path)
+        s = self.settings
+        train, evaluation = (self.encoded["fit"], self.encoded["held_out"]) if phase == "sweep" else (
+            self.encoded["train"], self.encoded["test"])  # fmt: skip
+        config = self.config(spec, role)
+        started = time.time()
+        result = train_and_evaluate(
+            config, train, evaluation, learning_rate=learning_rate, warmup_ratio=s.warmup_ratio,
+            steps=s.steps, batch_size=s.batch_size, seed=seed,
+        )  # fmt: skip
+        record = {
+            "task": s.task, "pair": spec, "role": role, "phase": phase, "learning_rate": learning_rate,
+            "warmup_ratio": s.warmup_ratio, "seed": seed, "steps": s.steps, "batch_size": s.batch_size,
+            "evaluated_on": "held-out slice of the training split" if phase == "sweep" else "test split",
+            "model_type": config.model_type, "attention_type": config.attention_type,
+            "layer_scheme": config.layer_scheme, "config": config.to_diff_dict(), **result,
+            "wall_seconds": round(time.time() - started, 1),
+        }  # fmt: skip
+        write_result(path, record)
+        shown = f"{result['accuracy']:.3f}" if result["status"] == "finished" else result["status"]
+        logger.warning("%s %s %s %s lr=%g seed=%d: %s", s.task, spec, role, phase, learning_rate, seed, shown)
+        return record
+
+    def run(self, on_cell_done: Callable[[Path], None] | None = None) -> None:
+        """Every (pair, role) cell: the sweep, the choice, the seeds. ``on_cell_done(folder)`` is called
+        after each cell (e.g. to commit its files)."""
+        s = self.settings
+        lock = OutputDirLock(self.folder)
+        try:
+            prepare_output_dir(self.folder, s.fingerprint(), overwrite=False)
+            self.prepare_data()
+            write_result(self.folder / "data.json", self.data_summary)
+            for spec in s.pairs:
+                for role in ROLES:
+                    cell = self.folder / pair_folder(spec) / role
+                    sweep = {
+                        lr: self.run_one(cell / f"sweep-lr{lr:g}.json", spec, role, "sweep", lr, s.sweep_seed)
+                        for lr in s.learning_rates
+                    }
+                    chosen = chosen_learning_rate(sweep)
+                    if chosen is None:
+                        no_rate = {"chosen_learning_rate": None, "reason": "every rate diverged"}
+                        write_result(cell / "choice.json", no_rate)
+                        continue
+                    write_result(cell / "choice.json", {"chosen_learning_rate": chosen})
+                    for seed in s.seeds:
+                        self.run_one(cell / f"seed{seed}.json", spec, role, "final", chosen, seed)
+                    if on_cell_done is not None:
+                        on_cell_done(cell)
+        finally:
+            lock.release()
+
+
+def git_commit_cell(repository: Path) -> Callable[[Path], None]:
+    """A callback that commits one finished cell's files (and the task's fingerprint and data summary)
+    with ``git commit -- <paths>``, leaving anything else in the working tree alone."""
+
+    def commit(cell: Path) -> None:
+        task_folder = cell.parent.parent
+        paths = [str(cell), str(task_folder / "run_fingerprint.json"), str(task_folder / "data.json")]
+        subprocess.run(["git", "add", "--", *paths], cwd=repository, check=True)
+        staged = subprocess.run(["git", "diff", "--cached", "--quiet", "--", *paths], cwd=repository)
+        if staged.returncode:
+            message = f"Grid result: {task_folder.name} / {cell.parent.name} / {cell.name}"
+            subprocess.run(["git", "commit", "-q", "-m", message, "--", *paths], cwd=repository, check=True)
+
+    return commit
+
+
+def load_grid(folder: Path) -> dict[str, Any]:
+    """The results of one task folder: ``{"settings", "data", "cells": {pair: {role: {"sweep", "chosen",
+    "seeds"}}}}`` (only what is on disk)."""
+    settings_file = folder / "run_fingerprint.json"
+    if not settings_file.is_file():
+        raise CheckpointError(f"{folder} holds no grid ({settings_file.name} is missing).")
+    settings = load_json(settings_file)
+    cells: dict[str, dict[str, Any]] = {}
+    for spec in settings["pairs"]:
+        for role in ROLES:
+            cell = folder / pair_folder(spec) / role
+            sweep = {float(p.stem.removeprefix("sweep-lr")): load_json(p) for p in sorted(cell.glob("sweep-lr*.json"))}
+            seeds = {int(p.stem.removeprefix("seed")): load_json(p) for p in sorted(cell.glob("seed*.json"))}
+            choice = load_json(cell / "choice.json") if (cell / "choice.json").is_file() else {}
+            cells.setdefault(spec, {})[role] = {
+                "sweep": sweep,
+                "chosen_learning_rate": choice.get("chosen_learning_rate"),
+                "seeds": seeds,
+            }
+    data = load_json(folder / "data.json") if (folder / "data.json").is_file() else {}
+    return {"settings": settings, "data": data, "cells": cells}

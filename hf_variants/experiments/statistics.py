@@ -1,0 +1,63 @@
+"""Means with 95% intervals, paired differences and the "did not learn" rule of the comparisons."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scipy import stats
+
+#: A run "did not learn" when at least this share of its test predictions is one class.
+ONE_CLASS_SHARE = 0.99
+
+
+@dataclass(frozen=True)
+class Interval:
+    """Mean of ``n`` values with the half-width of its two-sided 95% Student-t interval
+    (``nan`` half-width for fewer than two values)."""
+
+    mean: float
+    half_width: float
+    n: int
+
+    @property
+    def low(self) -> float:
+        return self.mean - self.half_width
+
+    @property
+    def high(self) -> float:
+        return self.mean + self.half_width
+
+    @property
+    def excludes_zero(self) -> bool:
+        """Whether the interval lies entirely above or below 0 (never, with fewer than two values)."""
+        return self.n >= 2 and (self.low > 0 or self.high < 0)
+
+
+def mean_interval(values: Sequence[float]) -> Interval:
+    """``mean ± t_{0.975, n−1} · s / √n``; raises ``ValueError`` for no values or a non-finite one."""
+    if not values:
+        raise ValueError("mean_interval needs at least one value.")
+    if not all(math.isfinite(v) for v in values):
+        raise ValueError(f"mean_interval got a non-finite value: {list(values)!r}.")
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return Interval(mean, math.nan, n)
+    variance = sum((v - mean) ** 2 for v in values) / (n - 1)
+    return Interval(mean, float(stats.t.ppf(0.975, n - 1)) * math.sqrt(variance / n), n)
+
+
+def paired_difference(variant: dict[int, float], control: dict[int, float]) -> Interval:
+    """Interval of ``variant[s] − control[s]`` over the seeds ``s`` both have (paired by seed)."""
+    seeds = sorted(variant.keys() & control.keys())
+    if not seeds:
+        raise ValueError("paired_difference: the variant and its control share no seed.")
+    return mean_interval([variant[s] - control[s] for s in seeds])
+
+
+def predicts_one_class(prediction_counts: Sequence[int]) -> bool:
+    """Whether one class takes at least :data:`ONE_CLASS_SHARE` of the predictions."""
+    total = sum(prediction_counts)
+    return total > 0 and max(prediction_counts) >= ONE_CLASS_SHARE * total
