@@ -1,0 +1,133 @@
+"""Markdown tables of the comparison grids, computed only from their result files.
+
+Each row answers one question — does the variant's idea change accuracy against its matched control? —
+with both means and their 95% intervals, the paired difference by seed with its interval (bold where
+it excludes 0), the learning rates the held-out sweep chose, and "did not learn" wherever a run
+predicted one class (such runs are left out of means and pairs, never averaged in).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from .grid import load_grid
+from .statistics import Interval, mean_interval, paired_difference
+
+#: What each pair compares, in words (the control is the same model with the idea turned off).
+PAIR_LABELS = {
+    "macaron_bert": "Macaron layer (pre-LN) vs BERT layer (pre-LN)",
+    "macaron_bert:layer_norm_position=post": "Macaron layer (post-LN) vs BERT layer (post-LN)",
+    "mgk_bert": "MGK attention vs softmax (same heads, head_dim)",
+    "transject": "TransJect (orthogonal attention + injective layers) vs softmax BERT layers, same embeddings",
+    "node_transformer": "N-ODE blocks vs vanilla eq. (1) blocks (same modules)",
+}
+#: The papers' numbers for the same comparison, where they report one (accuracy %, theirs vs their baseline).
+PAPER_NUMBERS = {
+    ("mgk_bert", "listops"): "LRA ListOps (2K tokens): MGK 2 heads 36.88 vs softmax 2 heads 36.76 (Table 1)",
+    ("mgk_bert", "imdb"): "LRA Text (byte-level IMDb, 4K): MGK 2 heads 65.37 vs softmax 2 heads 64.90 (Table 1)",
+    ("transject", "imdb"): "IMDb (512 tokens): TransJect 88.1 vs Transformer 81.3 (Table 2)",
+    ("transject", "ag_news"): "AG News (256 tokens): TransJect 88.8 vs Transformer 88.8 (Table 2)",
+    ("transject", "listops"): "ListOps (1024 tokens): TransJect 48.3 vs Transformer 36.4 (Table 3)",
+}
+
+
+def _percent(interval: Interval) -> str:
+    if math.isnan(interval.half_width):
+        return f"{100 * interval.mean:.1f} (n = {interval.n})"
+    return f"{100 * interval.mean:.1f} ± {100 * interval.half_width:.1f}"
+
+
+def summarize_role(role: dict[str, Any], chance: float) -> dict[str, Any]:
+    """Accuracies of the finished seeds that learned, and the seeds that did not (one class)."""
+    seeds = role["seeds"]
+    learned = {s: r["accuracy"] for s, r in seeds.items() if r["status"] == "finished" and not r["predicts_one_class"]}
+    failed = sorted(s for s in seeds if s not in learned)
+    text = _percent(mean_interval(list(learned.values()))) if learned else f"did not learn (chance {100 * chance:.1f})"
+    if learned and failed:
+        text += f" ({len(failed)}/{len(role['seeds'])} seeds did not learn)"
+    return {"learned": learned, "failed": failed, "text": text}
+
+
+def difference_text(variant: dict[int, float], control: dict[int, float]) -> str:
+    if len(variant.keys() & control.keys()) < 2:
+        return "—"
+    interval = paired_difference(variant, control)
+    text = f"{100 * interval.mean:+.1f} [{100 * interval.low:+.1f}, {100 * interval.high:+.1f}]"
+    return f"**{text}**" if interval.excludes_zero else text
+
+
+def comparison_table(grid_dir: Path, tasks: list[str]) -> str:
+    """The answer table: one row per task and pair."""
+    lines = [
+        "| task | comparison | variant acc. % | control acc. % | variant − control (paired, 95% CI) | chosen lr "
+        "(variant / control) | paper (their setting) |",
+        "|---|---|---:|---:|---:|---|---|",
+    ]
+    for task in tasks:
+        folder = grid_dir / task
+        if not (folder / "run_fingerprint.json").is_file():
+            continue
+        grid = load_grid(folder)
+        chance = grid["data"].get("test_majority_share", math.nan)
+        for spec, roles in grid["cells"].items():
+            if not roles["variant"]["seeds"] or not roles["control"]["seeds"]:
+                lines.append(f"| {task} | {PAIR_LABELS.get(spec, spec)} | not run yet | | | | |")
+                continue
+            variant, control = (summarize_role(roles[r], chance) for r in ("variant", "control"))
+            rates = " / ".join(f"{roles[r]['chosen_learning_rate']:g}" for r in ("variant", "control"))
+            lines.append(
+                f"| {task} | {PAIR_LABELS.get(spec, spec)} | {variant['text']} | {control['text']} | "
+                f"{difference_text(variant['learned'], control['learned'])} | {rates} | "
+                f"{PAPER_NUMBERS.get((spec.partition(':')[0], task), '—')} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def sweep_table(grid_dir: Path, tasks: list[str]) -> str:
+    """Held-out accuracy of every swept learning rate (the chosen one in bold), and the training speed."""
+    lines = [
+        "| task | comparison | role | held-out acc. % by learning rate | median train tokens/s (load-dependent) |",
+        "|---|---|---|---|---:|",
+    ]
+    for task in tasks:
+        folder = grid_dir / task
+        if not (folder / "run_fingerprint.json").is_file():
+            continue
+        for spec, roles in load_grid(folder)["cells"].items():
+            for role_name, role in roles.items():
+                if not role["sweep"]:
+                    continue
+                cells = []
+                for lr, record in sorted(role["sweep"].items()):
+                    score = f"{100 * record['accuracy']:.1f}" if record["status"] == "finished" else record["status"]
+                    cell = f"{lr:g}: {score}"
+                    cells.append(f"**{cell}**" if lr == role["chosen_learning_rate"] else cell)
+                finished = [r for r in role["seeds"].values() if r["status"] == "finished"]
+                speeds = sorted(r["train_tokens_per_second"] for r in finished)
+                speed = f"{speeds[len(speeds) // 2]:,.0f}" if speeds else "—"
+                lines.append(f"| {task} | {spec} | {role_name} | {'; '.join(cells)} | {speed} |")
+    return "\n".join(lines) + "\n"
+
+
+def settings_text(grid_dir: Path, tasks: list[str]) -> str:
+    """One line per task: data split, budget, sizes, swept rates and seeds, from the grid's fingerprint."""
+    lines = []
+    for task in tasks:
+        folder = grid_dir / task
+        if not (folder / "run_fingerprint.json").is_file():
+            continue
+        grid = load_grid(folder)
+        s, d = grid["settings"], grid["data"]
+        sizes = ", ".join(f"{k} {v}" for k, v in s["sizes"].items())
+        lines.append(
+            f"- **{task}**: {d.get('split')}; {d.get('held_out_examples')} training examples held out for the "
+            f"learning-rate sweep; {s['max_length']} tokens ({100 * d.get('truncated_train_share', 0):.0f}% of "
+            f"training texts truncated), WordPiece vocabulary {d.get('tokenizer_vocab_size')} trained on the "
+            f"training split; {s['steps']} steps of {s['batch_size']}, AdamW, warmup {s['warmup_ratio']:g} then "
+            f"linear decay; learning rates {', '.join(f'{x:g}' for x in s['learning_rates'])} swept at seed "
+            f"{s['sweep_seed']}; seeds {', '.join(map(str, s['seeds']))}; {sizes}; chance (majority class of the "
+            f"test split) {100 * d.get('test_majority_share', math.nan):.1f}%."
+        )
+    return "\n".join(lines) + "\n"

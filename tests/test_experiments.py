@@ -1,0 +1,224 @@
+"""The comparison grid: statistics against hand-computed references, data splits and data errors, the
+held-out learning-rate choice, resuming, and the tables rendered from result files."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hf_variants.experiments.grid import Grid, GridSettings, chosen_learning_rate, load_grid, pair_folder
+from hf_variants.experiments.statistics import mean_interval, paired_difference, predicts_one_class
+from hf_variants.experiments.tables import comparison_table, summarize_role
+from hf_variants.experiments.text_classification import load_task
+from hf_variants.training.checkpoints import CheckpointError
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Two-sided 95% Student-t critical values from a printed table (df = 1, 2, 4).
+T_975 = {1: 12.706, 2: 4.303, 4: 2.776}
+
+
+def test_mean_interval_matches_the_t_table() -> None:
+    for values in ([0.5, 0.7], [1.0, 2.0, 3.0], [0.1, 0.4, 0.2, 0.9, 0.3]):
+        n = len(values)
+        mean = sum(values) / n
+        sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+        interval = mean_interval(values)
+        assert interval.mean == pytest.approx(mean)
+        assert interval.half_width == pytest.approx(T_975[n - 1] * sd / math.sqrt(n), rel=1e-3)
+    single = mean_interval([0.4])
+    assert single.n == 1 and math.isnan(single.half_width) and not single.excludes_zero
+    with pytest.raises(ValueError, match="non-finite"):
+        mean_interval([0.1, float("nan")])
+
+
+def test_paired_difference_pairs_by_seed_and_says_whether_it_excludes_zero() -> None:
+    variant = {1: 0.80, 2: 0.70, 3: 0.90}
+    control = {1: 0.70, 2: 0.60, 3: 0.85, 4: 0.10}  # seed 4 has no partner and is not used
+    difference = paired_difference(variant, control)
+    assert difference.n == 3 and difference.mean == pytest.approx((0.10 + 0.10 + 0.05) / 3)
+    assert difference.excludes_zero  # differences 0.10, 0.10, 0.05: all positive, small spread
+    noisy = paired_difference({1: 0.8, 2: 0.6, 3: 0.7}, {1: 0.7, 2: 0.7, 3: 0.7})
+    assert not noisy.excludes_zero
+    with pytest.raises(ValueError, match="share no seed"):
+        paired_difference({1: 0.5}, {2: 0.5})
+
+
+def test_one_class_rule() -> None:
+    assert predicts_one_class([0, 500, 0]) and predicts_one_class([3, 997])
+    assert not predicts_one_class([20, 980]) and not predicts_one_class([0, 0])
+
+
+# ---------------------------------------------------------------------------------------------- data
+def write_ag_news(folder: Path, rows: list[list[str]], header: list[str] | None = None) -> Path:
+    path = folder / "ag_news" / "test.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header or ["label", "title", "description"])
+        writer.writerows(rows)
+    return path
+
+
+def learnable_ag_news(folder: Path, rows: int = 240) -> None:
+    """Labels 1–4, each signalled by its own word, so a tiny model can learn them."""
+    words = ["sports", "business", "science", "world"]
+    generator = random.Random(0)
+    data = []
+    for _ in range(rows):
+        label = generator.randrange(4)
+        filler = " ".join(generator.choice(["the", "a", "news", "today", "report"]) for _ in range(6))
+        data.append([str(label + 1), f"{words[label]} {filler}", filler])
+    write_ag_news(folder, data)
+
+
+def test_single_file_tasks_are_split_with_a_fixed_seed(tmp_path: Path) -> None:
+    learnable_ag_news(tmp_path, rows=100)
+    first, second = load_task("ag_news", tmp_path), load_task("ag_news", tmp_path)
+    assert (first.train_texts, first.test_texts) == (second.train_texts, second.test_texts)
+    assert len(first.train_texts) == 80 and len(first.test_texts) == 20
+    assert "seed 0" in first.split and "80 train / 20 test" in first.split
+    (fit, fit_labels), (held, held_labels) = first.held_out(0.25)
+    assert fit + held == first.train_texts and fit_labels + held_labels == first.train_labels
+    assert len(held) == 20 and not set(held) & set(first.test_texts) - set(first.train_texts)
+
+
+@pytest.mark.parametrize(
+    ("rows", "header", "message"),
+    [
+        ([["1", "a", "b"], ["2", "c"]], None, r"test.csv: line 3 has 2 fields, expected 3"),
+        ([["1", "a", "b"], ["five", "c", "d"]], None, r"test.csv: line 3: label 'five' is not an integer"),
+        ([["1", "a", "b"], ["9", "c", "d"]], None, r"test.csv: line 3: label 9 is outside 1–4"),
+        ([["1", "a", "b"]], ["label", "text"], r"test.csv: line 1 should be the header"),
+        ([], None, r"test.csv has no data rows"),
+    ],
+)
+def test_malformed_data_names_the_file_and_line(tmp_path: Path, rows, header, message) -> None:
+    write_ag_news(tmp_path, rows, header)
+    with pytest.raises(ValueError, match=message):
+        load_task("ag_news", tmp_path)
+
+
+def test_missing_data_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"listops/test_d20s.tsv does not exist"):
+        load_task("listops", tmp_path)
+
+
+# ---------------------------------------------------------------------------------------------- grid
+def tiny_settings(**overrides) -> GridSettings:
+    fields = dict(
+        task="ag_news",
+        pairs=("mgk_bert", "macaron_bert"),
+        sizes={"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "head_dim": 8,
+               "intermediate_size": 32},
+        learning_rates=(1e-3, 3e-3),
+        seeds=(1, 2),
+        steps=3,
+        batch_size=8,
+        max_length=24,
+        vocab_size=200,
+    )
+    return GridSettings(**{**fields, **overrides})
+
+
+def test_chosen_learning_rate_is_the_best_held_out_one() -> None:
+    finished = lambda accuracy: {"status": "finished", "accuracy": accuracy}  # noqa: E731
+    assert chosen_learning_rate({1e-3: finished(0.6), 3e-3: finished(0.7)}) == 3e-3
+    assert chosen_learning_rate({1e-3: finished(0.7), 3e-3: finished(0.7)}) == 1e-3  # tie: the smaller
+    assert chosen_learning_rate({1e-3: {"status": "diverged"}, 3e-3: finished(0.2)}) == 3e-3
+    assert chosen_learning_rate({1e-3: {"status": "diverged"}}) is None
+
+
+def test_grid_runs_sweeps_on_the_held_out_slice_then_seeds_and_resumes(tmp_path: Path) -> None:
+    learnable_ag_news(tmp_path / "data")
+    settings = tiny_settings()
+    Grid(settings, tmp_path / "data", tmp_path / "out").run()
+    folder = tmp_path / "out" / "ag_news"
+    data = json.loads((folder / "data.json").read_text())
+    for spec in settings.pairs:
+        for role in ("variant", "control"):
+            cell = folder / pair_folder(spec) / role
+            sweep = {lr: json.loads((cell / f"sweep-lr{lr:g}.json").read_text()) for lr in settings.learning_rates}
+            for record in sweep.values():  # scored on the held-out slice, never the test split
+                assert sum(record["prediction_counts"]) == data["held_out_examples"]
+                assert record["evaluated_on"] == "held-out slice of the training split"
+            best = max(r["accuracy"] for r in sweep.values())
+            chosen = min(lr for lr, r in sweep.items() if r["accuracy"] == best)
+            for seed in settings.seeds:
+                record = json.loads((cell / f"seed{seed}.json").read_text())
+                assert record["learning_rate"] == chosen and record["seed"] == seed
+                assert sum(record["prediction_counts"]) == data["test_examples"]
+                assert (record["attention_type"], record["layer_scheme"]) == (
+                    ("softmax", "lie_trotter") if role == "control" else
+                    {"mgk_bert": ("mgk", "lie_trotter"), "macaron_bert": ("softmax", "strang")}[spec]
+                )  # fmt: skip
+    # A rerun does nothing (every file kept); a lost run is redone alone.
+    def run_files() -> dict[Path, int]:
+        paths = [*folder.glob("*/*/sweep-*.json"), *folder.glob("*/*/seed*.json")]
+        return {p: p.stat().st_mtime_ns for p in paths}
+
+    files = run_files()
+    assert len(files) == 2 * 2 * (2 + 2)  # pairs × roles × (rates + seeds)
+    lost = folder / "mgk_bert" / "variant" / "seed2.json"
+    kept = json.loads(lost.read_text())
+    lost.unlink()
+    Grid(settings, tmp_path / "data", tmp_path / "out").run()
+    after = run_files()
+    assert after.keys() == files.keys()
+    assert {p: t for p, t in after.items() if p != lost} == {p: t for p, t in files.items() if p != lost}
+    redone = json.loads(lost.read_text())
+    assert redone["accuracy"] == kept["accuracy"] and redone["prediction_counts"] == kept["prediction_counts"]
+    # Another grid in the same folder is refused, naming the difference.
+    with pytest.raises(CheckpointError, match="steps: 3 → 4"):
+        Grid(tiny_settings(steps=4), tmp_path / "data", tmp_path / "out").run()
+
+
+def test_table_reports_means_pairs_and_did_not_learn_from_the_files(tmp_path: Path) -> None:
+    learnable_ag_news(tmp_path / "data")
+    settings = tiny_settings(pairs=("mgk_bert",), seeds=(1, 2, 3))
+    Grid(settings, tmp_path / "data", tmp_path / "out").run()
+    folder = tmp_path / "out" / "ag_news"
+
+    def set_seed(role: str, seed: int, accuracy: float, one_class: bool) -> None:
+        """Give a run's file chosen numbers (the table must read them from the file)."""
+        path = folder / "mgk_bert" / role / f"seed{seed}.json"
+        record = json.loads(path.read_text())
+        total = sum(record["prediction_counts"])
+        counts = [total, 0, 0, 0] if one_class else [total // 2, total - total // 2, 0, 0]
+        record.update(accuracy=accuracy, predicts_one_class=one_class, prediction_counts=counts)
+        path.write_text(json.dumps(record))
+
+    variant = {1: 0.80, 2: 0.70, 3: 0.75}
+    for seed, accuracy in variant.items():
+        set_seed("variant", seed, accuracy, one_class=False)
+    set_seed("control", 1, 0.60, one_class=False)
+    set_seed("control", 2, 0.65, one_class=False)
+    set_seed("control", 3, 0.25, one_class=True)  # must leave the mean and the pairing
+    grid = load_grid(folder)
+    chance = grid["data"]["test_majority_share"]
+    control = summarize_role(grid["cells"]["mgk_bert"]["control"], chance)
+    assert control["failed"] == [3] and control["learned"] == {1: 0.60, 2: 0.65}
+    assert "(1/3 seeds did not learn)" in control["text"]
+    row = comparison_table(tmp_path / "out", ["ag_news"]).splitlines()[2]
+    # Paired over seeds 1 and 2: differences 0.20 and 0.05, mean 0.125, half-width t(1) · s / √2.
+    half = T_975[1] * math.sqrt(((0.20 - 0.125) ** 2 + (0.05 - 0.125) ** 2) / 1) / math.sqrt(2)
+    assert f"{100 * 0.125:+.1f} [{100 * (0.125 - half):+.1f}, {100 * (0.125 + half):+.1f}]" in row
+    assert "75.0 ± " in row and "62.5 ± " in row
+    # Every control seed one class: the cell says so, with the chance score, and there is no difference.
+    for seed in (1, 2):
+        set_seed("control", seed, 0.25, one_class=True)
+    row = comparison_table(tmp_path / "out", ["ag_news"]).splitlines()[2]
+    assert f"did not learn (chance {100 * chance:.1f})" in row and "| — |" in row
+
+
+def test_committed_tables_are_rendered_from_the_committed_results() -> None:
+    """README's comparison block and docs/experiments/classification.md equal what the result files give."""
+    command = [sys.executable, str(ROOT / "scripts" / "render_tables.py"), "--check"]
+    result = subprocess.run(command, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
