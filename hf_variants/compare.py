@@ -36,6 +36,7 @@ DATA_ENV = "HF_VARIANTS_DATA"
 DEFAULT_MODELS = ("bert_control", "macaron_bert", "mgk_bert", "transject", "node_transformer")
 EXTERNAL_REFERENCE = "bert"
 SYNTHETIC_TASK = "agreement"
+CONTROL_PREFIX = "control of "
 
 
 @dataclass(frozen=True)
@@ -45,27 +46,61 @@ class ModelSpec:
 
     model_type: str
     overrides: str = ""
+    #: For a matched control: the spec whose idea it turns off (it takes that spec's sizes).
+    control_of: ModelSpec | None = None
 
     @property
     def name(self) -> str:
         """The spec as written: the model's label in tables and ``results.json``."""
+        if self.control_of is not None:
+            return f"{CONTROL_PREFIX}{self.control_of.name}"
         return f"{self.model_type}:{self.overrides}" if self.overrides else self.model_type
 
     @property
     def folder(self) -> str:
         """A file-system name for the spec's run folders."""
-        return self.name.replace(":", "__").replace(",", "_").replace("=", "-").replace("[", "").replace("]", "")
+        name = self.name.replace(" ", "_").replace(":", "__").replace(",", "_").replace("=", "-")
+        return name.replace("[", "").replace("]", "")
+
+    def config(self):
+        """The spec's config at the default sizes (``transformers`` BERT has none here)."""
+        from transformers import AutoConfig
+
+        from .core.composition import matched_control
+        from .training.run_mlm import parse_overrides
+
+        if self.control_of is not None:
+            return matched_control(self.control_of.config())
+        return AutoConfig.for_model(self.model_type, **parse_overrides(self.overrides))
 
     def pair(self) -> tuple[str, str]:
         """``(attention_type, layer_scheme)`` of the spec (``transformers`` BERT: softmax × Lie–Trotter)."""
         if self.model_type == EXTERNAL_REFERENCE:
             return "softmax", "lie_trotter"
-        from transformers import AutoConfig
-
-        from .training.run_mlm import parse_overrides
-
-        config = AutoConfig.for_model(self.model_type, **parse_overrides(self.overrides))
+        config = self.config()
         return config.attention_type, config.layer_scheme
+
+    def matched_control(self) -> ModelSpec | None:
+        """The spec of this model with only its idea turned off (``None`` when it has no idea of its own:
+        the BERT control, ``transformers`` BERT, or a control)."""
+        from .core.composition import matched_control_overrides
+
+        if self.model_type == EXTERNAL_REFERENCE or self.control_of is not None:
+            return None
+        config = self.config()
+        changes = {k: v for k, v in matched_control_overrides(config).items() if getattr(config, k, None) != v}
+        return ModelSpec(self.model_type, self.overrides, control_of=self) if changes else None
+
+
+def with_matched_controls(specs: Sequence[ModelSpec]) -> list[ModelSpec]:
+    """``specs`` with each variant's matched control right after it."""
+    expanded: list[ModelSpec] = []
+    for spec in specs:
+        expanded.append(spec)
+        control = spec.matched_control()
+        if control is not None:
+            expanded.append(control)
+    return expanded
 
 
 def parse_model_spec(text: str) -> ModelSpec:
@@ -76,6 +111,11 @@ def parse_model_spec(text: str) -> ModelSpec:
     from .core.registration import VARIANTS
     from .training.run_mlm import parse_overrides
 
+    if text.startswith(CONTROL_PREFIX):  # a name from results.json: "control of <spec>"
+        control = parse_model_spec(text.removeprefix(CONTROL_PREFIX)).matched_control()
+        if control is None:
+            raise argparse.ArgumentTypeError(f"{text!r}: that model has no idea to turn off, so no matched control")
+        return control
     model_type, _, overrides = text.partition(":")
     known = [*VARIANTS, EXTERNAL_REFERENCE]
     if model_type not in known:
@@ -227,7 +267,14 @@ def size_overrides(spec: ModelSpec, hidden: int, layers: int, head_size: int, no
     """One matched size, by axis: hidden width, depth, FFN width (4 × hidden; TransJect's orthogonal
     FFN has none) and head width shared; MGK/MLK with half the heads (the paper's comparison), the
     injective scheme with 4 experts, the ODE scheme with ``layers`` blocks at the given tolerance.
-    The spec's own overrides come last and win."""
+    The spec's own overrides come last and win; a matched control takes its variant's sizes and then
+    the changes that turn the variant's idea off."""
+    if spec.control_of is not None:
+        from .core.composition import matched_control_overrides
+
+        changes = matched_control_overrides(spec.control_of.config())
+        own = size_overrides(spec.control_of, hidden, layers, head_size, node_tolerance)
+        return ",".join([own, *(f"{key}={value}" for key, value in changes.items())])
     attention_type, layer_scheme = spec.pair()
     heads = max(hidden // head_size, 1)
     parts = [f"hidden_size={hidden}", f"num_hidden_layers={layers}"]
@@ -273,6 +320,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Model types, each optionally with config fields: e.g. macaron_bert:attention_type=mgk or "
         "node_transformer:attention_type=mlk. Default: the BERT control and the four variants; add 'bert' for "
         "transformers' BertForMaskedLM as an external reference.",
+    )
+    parser.add_argument(
+        "--no_matched_controls",
+        action="store_true",
+        help="Do not add each variant's matched control (the same model with only its idea turned off, at the "
+        "same sizes) after it.",
     )
     parser.add_argument("--output_dir", type=Path, default=Path("outputs/compare"))
     parser.add_argument(
@@ -356,8 +409,11 @@ def fine_tune(args: argparse.Namespace, source: DataSource, spec: ModelSpec, tas
     return run_glue.main(argv)
 
 
-def recomputed_metric(model, tokenizer, source: DataSource, task: str, max_length: int) -> dict[str, float]:
-    """The dev metrics of a reloaded classifier, computed here (batch by batch, no Trainer)."""
+def recomputed_metric(
+    model, tokenizer, source: DataSource, task: str, max_length: int
+) -> tuple[dict[str, float], np.ndarray, np.ndarray]:
+    """The dev metrics of a reloaded classifier, computed here (batch by batch, no Trainer), with its
+    predictions and the dev labels."""
     from .glue import compute_glue_metrics
 
     first, second, labels = source.dev_split(task)
@@ -371,8 +427,27 @@ def recomputed_metric(model, tokenizer, source: DataSource, task: str, max_lengt
             predictions.append(logits[:, 0] if model.config.num_labels == 1 else logits.argmax(-1))
     predicted = torch.cat(predictions).numpy()
     if source.kind == "synthetic":
-        return {"accuracy": float((predicted == labels).mean())}
-    return compute_glue_metrics(task, predicted, labels)
+        return {"accuracy": float((predicted == labels).mean())}, predicted, labels
+    return compute_glue_metrics(task, predicted, labels), predicted, labels
+
+
+def learning_verdict(model, predicted: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
+    """Whether a classifier "did not learn" (≥ 99% of its dev predictions one class, or one constant
+    regression score) and the chance score it then has (the dev majority share)."""
+    from .experiments.statistics import predicts_one_class
+
+    if model.config.num_labels == 1:
+        return {"did_not_learn": bool(np.ptp(predicted) == 0), "chance": None}
+    counts = np.bincount(predicted.astype(int), minlength=model.config.num_labels).tolist()
+    majority = float(np.bincount(labels.astype(int)).max() / len(labels))
+    return {"did_not_learn": predicts_one_class(counts), "chance": majority, "prediction_counts": counts}
+
+
+def analysis_has_attention(spec: ModelSpec) -> bool:
+    """Whether the spec's model returns attention probabilities (TransJect's does not)."""
+    from .core.composition import has_attention_probabilities
+
+    return spec.model_type == EXTERNAL_REFERENCE or has_attention_probabilities(spec.config())
 
 
 def analyse(model, tokenizer, sentences: list[str], max_length: int) -> dict[str, Any]:
@@ -411,12 +486,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     models: dict[str, dict[str, Any]] = {}
     analyses: dict[str, dict[str, Any]] = {}
-    names = [spec.name for spec in args.models]
+    specs = list(args.models) if args.no_matched_controls else with_matched_controls(args.models)
+    names = [spec.name for spec in specs]
     if len(set(names)) != len(names):
         raise ValueError(f"--models names a model twice: {names}")
-    for index, spec in enumerate(args.models, 1):
+    for index, spec in enumerate(specs, 1):
         model_type = spec.name
-        print(f"[hf-variants compare] {index}/{len(args.models)} {model_type}: MLM pretraining", flush=True)
+        print(f"[hf-variants compare] {index}/{len(specs)} {model_type}: MLM pretraining", flush=True)
         model_started = time.perf_counter()
         mlm = pretrain(args, source, tokenizer_name, spec)
         model_dir = args.output_dir / "models" / spec.folder
@@ -427,6 +503,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "attention_type": attention_type,
             "layer_scheme": layer_scheme,
             "external_reference": spec.model_type == EXTERNAL_REFERENCE,
+            "control_of": spec.control_of.name if spec.control_of is not None else None,
+            "has_attention_probabilities": analysis_has_attention(spec),
             "config_overrides": parse_overrides(size_overrides(spec, args.hidden_size, args.num_layers,
                                                                args.head_size, args.node_tolerance)),
             "parameters": sum(p.numel() for p in reloaded_mlm.parameters()),
@@ -436,10 +514,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "fine_tuning": {},
         }  # fmt: skip
         for task in tasks:
-            print(f"[hf-variants compare] {index}/{len(args.models)} {model_type}: fine-tuning on {task}", flush=True)
+            print(f"[hf-variants compare] {index}/{len(specs)} {model_type}: fine-tuning on {task}", flush=True)
             result = fine_tune(args, source, spec, task)
             classifier = AutoModelForSequenceClassification.from_pretrained(model_dir / task)
-            recomputed = recomputed_metric(classifier, tokenizer, source, task, args.max_seq_length)
+            recomputed, predicted, labels = recomputed_metric(classifier, tokenizer, source, task, args.max_seq_length)
             reported = result["eval"]["validation"]
             metric, value = headline(task, reported)
             if abs(recomputed[metric] - value) > 1e-6:
@@ -454,6 +532,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 "metrics": {k: v for k, v in reported.items() if k not in ("runtime", "samples_per_second",
                                                                            "steps_per_second", "epoch")},
                 "recomputed_after_reload": recomputed[metric],
+                **learning_verdict(classifier, predicted, labels),
                 "train_seconds": result["train"]["train_runtime"],
                 "curve": [{"step": e["step"], "loss": e["loss"]} for e in state["log_history"] if "loss" in e],
             }  # fmt: skip
@@ -498,6 +577,56 @@ def _setting(value: Any) -> Any:
     return value
 
 
+def score_text(entry: dict[str, Any], task: str) -> str:
+    tuned = entry["fine_tuning"][task]
+    if tuned.get("did_not_learn"):
+        chance = tuned.get("chance")
+        return "did not learn" + (f" (chance {100 * chance:.1f})" if chance is not None else " (constant score)")
+    return f"{100 * tuned['value']:.1f}"
+
+
+def answer_lines(results: dict[str, Any]) -> list[str]:
+    """The report's first section: each variant against its matched control, and what to conclude."""
+    tasks, models = results["tasks"], results["models"]
+    pairs = [(entry["control_of"], name) for name, entry in models.items() if entry.get("control_of")]
+    lines = ["## Answer: each variant against its matched control", ""]
+    if not pairs:
+        return [*lines, "No variant was run with its matched control (`--no_matched_controls`).", ""]
+    lines += [
+        "| variant | matched control (only the idea turned off) | task | variant | control | variant − control |",
+        "|---|---|---|---:|---:|---:|",
+    ]
+    conclusions = []
+    for variant, control in pairs:
+        for task in tasks:
+            v, c = models[variant]["fine_tuning"][task], models[control]["fine_tuning"][task]
+            both = not v.get("did_not_learn") and not c.get("did_not_learn")
+            difference = f"{100 * (v['value'] - c['value']):+.1f}" if both else "—"
+            lines.append(
+                f"| {variant} | {models[control]['attention_type']} × {models[control]['layer_scheme']} | {task} | "
+                f"{score_text(models[variant], task)} | {score_text(models[control], task)} | {difference} |"
+            )
+            if not both:
+                who = [n for n, t in ((variant, v), ("its control", c)) if t.get("did_not_learn")]
+                conclusions.append(
+                    f"- {task}: {' and '.join(who)} did not learn at this budget (≥ 99% of dev predictions one "
+                    f"class), so this run says nothing about {variant}'s idea; raise `--finetune_steps` or "
+                    "`--finetune_learning_rate`, or use `scripts/classification_grid.py`, which chooses each "
+                    "model's learning rate on held-out training data."
+                )
+            else:
+                conclusions.append(
+                    f"- {task}: {variant} {'above' if v['value'] > c['value'] else 'below or equal to'} its control "
+                    f"by {100 * abs(v['value'] - c['value']):.1f} points — one seed, so no interval: differences of a "
+                    "few points are within seed-to-seed spread at this size."
+                )
+    lines += ["", f"Dev {', '.join(sorted({models[pairs[0][0]]['fine_tuning'][t]['metric'] for t in tasks}))} ×100, "
+              "one seed, the same fine-tuning settings for every model. For intervals over seeds and learning "
+              "rates chosen per model on held-out training data, see the README's \"Does each idea help?\".", "",
+              "What to conclude:", "", *conclusions, ""]  # fmt: skip
+    return lines
+
+
 def report_markdown(results: dict[str, Any]) -> str:
     tasks = results["tasks"]
     first_model = next(iter(results["models"].values()))
@@ -507,21 +636,31 @@ def report_markdown(results: dict[str, Any]) -> str:
         "",
         f"Data: {results['data']['description']}.",
         "",
-        f"| model | parameters | MLM steps | MLM tokens/s | validation perplexity |{task_headers} wall time |",
+        *answer_lines(results),
+        "## All models",
+        "",
+        f"| model | parameters | MLM steps | MLM tokens/s † | validation perplexity |{task_headers} wall time † |",
         "|---|---:|---:|---:|---:|" + "---:|" * len(tasks) + "---:|",
     ]
     for name, entry in results["models"].items():
         pre = entry["pretraining"]
-        scores = "".join(f" {100 * entry['fine_tuning'][t]['value']:.1f} |" for t in tasks)
+        scores = "".join(f" {score_text(entry, t)} |" for t in tasks)
         label = f"{name} (transformers BERT, external reference)" if entry.get("external_reference") else name
         lines.append(
             f"| {label} | {entry['parameters']:,} | {pre['steps']} | {pre['tokens_per_second']:,.0f} | "
             f"{pre['perplexity']:.2f} |{scores} {entry['wall_seconds']:.0f} s |"
         )
     lines += ["", "Dev scores ×100; every fine-tuned model was reloaded with `AutoModelForSequenceClassification`",
-              "and its dev score recomputed (equal to the reported one).", "", "## Figures", ""]  # fmt: skip
-    lines += [f"![{Path(f).stem}]({f})" for f in results["figures"]]
-    lines += ["", "## Command and configuration", "", "```bash", results["command"], "```", "", "```json",
+              "and its dev score recomputed (equal to the reported one). † Tokens/s and wall time depend on the",
+              "machine's load while each model ran (on a busy machine they reversed the ranking); they are not a",
+              "speed comparison — `scripts/benchmark.py` is.", "", "## Figures", ""]  # fmt: skip
+    without_attention = [n for n, e in results["models"].items() if not e.get("has_attention_probabilities", True)]
+    if without_attention:
+        lines += [f"No attention maps or ranks for {', '.join(without_attention)}: its token mixer has no attention "
+                  "probabilities (TransJect's orthogonal attention mixes tokens only through Σ).", ""]  # fmt: skip
+    for figure in results["figures"]:
+        lines += [f"![{Path(figure['path']).stem}]({figure['path']})", "", f"*{figure['caption']}*", ""]
+    lines += ["## Command and configuration", "", "```bash", results["command"], "```", "", "```json",
               json.dumps({"settings": results["settings"],
                           "config_overrides": {k: v["config_overrides"] for k, v in results["models"].items()}},
                          indent=2), "```", ""]  # fmt: skip

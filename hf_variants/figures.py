@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 
 DPI = 80
+LINESTYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 
 
 def _pyplot():
@@ -20,39 +22,57 @@ def _pyplot():
     return plt
 
 
-def learning_curves(path: Path, models: dict[str, dict[str, Any]], task: str) -> None:
-    """MLM training loss and fine-tuning loss against the optimizer step, per model."""
+def smoothed(values: list[float], window: int) -> np.ndarray:
+    """Trailing moving average over ``window`` points (shorter at the start), so curves of noisy
+    per-step losses can be told apart."""
+    values = np.asarray(values, dtype=float)
+    cumulative = np.cumsum(np.insert(values, 0, 0.0))
+    counts = np.minimum(np.arange(1, len(values) + 1), window)
+    return (cumulative[1:] - cumulative[np.arange(1, len(values) + 1) - counts]) / counts
+
+
+def learning_curves(path: Path, models: dict[str, dict[str, Any]], task: str, window: int = 10) -> None:
+    """MLM training loss and fine-tuning loss against the optimizer step, per model, smoothed over
+    ``window`` logged points (one seed: no band)."""
     plt = _pyplot()
-    figure, (mlm, fine) = plt.subplots(1, 2, figsize=(10, 3.6))
-    for name, entry in models.items():
+    figure, (mlm, fine) = plt.subplots(1, 2, figsize=(11, 3.8))
+    for index, (name, entry) in enumerate(models.items()):
+        style = {"label": name, "linewidth": 1.2, "color": f"C{index % 10}", "linestyle": LINESTYLES[index // 10 % 4]}
         curve = entry["pretraining_curve"]
-        mlm.plot([p["step"] for p in curve], [p["loss"] for p in curve], label=name, linewidth=1)
+        mlm.plot([p["step"] for p in curve], smoothed([p["loss"] for p in curve], window), **style)
         tuned = entry["fine_tuning"][task]["curve"]
-        fine.plot([p["step"] for p in tuned], [p["loss"] for p in tuned], label=name, linewidth=1)
-    mlm.set(title="MLM pretraining", xlabel="step", ylabel="masked-token loss")
-    fine.set(title=f"Fine-tuning on {task}", xlabel="step", ylabel="training loss")
-    mlm.legend(fontsize=7)
+        fine.plot([p["step"] for p in tuned], smoothed([p["loss"] for p in tuned], window), **style)
+    mlm.set(title="MLM pretraining", xlabel="step", ylabel=f"masked-token loss (mean of {window} logs)")
+    fine.set(title=f"Fine-tuning on {task}", xlabel="step", ylabel=f"training loss (mean of {window} logs)")
+    fine.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     figure.tight_layout()
     figure.savefig(path, dpi=DPI)
     plt.close(figure)
 
 
 def attention_maps(path: Path, name: str, maps: list[np.ndarray], tokens: list[str]) -> None:
-    """Every layer (rows) and head (columns) of one sentence (MGK paper Fig. 2 style)."""
+    """Every layer (rows) and head (columns) of one sentence (MGK paper Fig. 2 style), with the
+    tokens on both axes and one colour bar for all panels."""
+    import textwrap
+
     plt = _pyplot()
     layers, heads = len(maps), maps[0].shape[0]
-    figure, axes = plt.subplots(layers, heads, figsize=(2.2 * heads, 2.2 * layers), squeeze=False)
+    size = max(2.6, 0.16 * len(tokens) + 1.0)
+    figure, axes = plt.subplots(
+        layers, heads, figsize=(size * heads + 1.0, size * layers + 0.8), squeeze=False, layout="constrained"
+    )
+    top = max(float(np.max(m)) for m in maps)
     for layer in range(layers):
         for head in range(heads):
             axis = axes[layer][head]
-            axis.imshow(maps[layer][head], cmap="viridis", vmin=0.0)
-            axis.set_xticks([])
-            axis.set_yticks([])
-            axis.set_title(f"layer {layer + 1}, head {head + 1}", fontsize=7)
-    sentence = " ".join(tokens)
-    figure.suptitle(f"{name}: {sentence[:90]}{'…' if len(sentence) > 90 else ''}", fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=DPI)
+            image = axis.imshow(maps[layer][head], cmap="viridis", vmin=0.0, vmax=top)
+            axis.set_xticks(range(len(tokens)), tokens, rotation=90, fontsize=6)
+            axis.set_yticks(range(len(tokens)), tokens, fontsize=6)
+            axis.set_title(f"layer {layer + 1}, head {head + 1}", fontsize=8)
+            axis.set(xlabel="key" if layer == layers - 1 else None, ylabel="query" if head == 0 else None)
+    figure.colorbar(image, ax=axes, shrink=0.8, label="attention probability")
+    figure.suptitle("\n".join(textwrap.wrap(f"{name}: {' '.join(tokens)}", 110)), fontsize=8)
+    figure.savefig(path, dpi=DPI, bbox_inches="tight")
     plt.close(figure)
 
 
@@ -61,13 +81,13 @@ def attention_ranks(path: Path, fractions: dict[str, list[float]]) -> None:
     plt = _pyplot()
     figure, axis = plt.subplots(figsize=(6, 3.4))
     bins = np.linspace(0, 1, 21)
-    for name, values in fractions.items():
-        axis.hist(values, bins=bins, alpha=0.5, label=f"{name} (mean {np.mean(values):.2f})")
+    for index, (name, values) in enumerate(fractions.items()):
+        axis.hist(values, bins=bins, histtype="step", linewidth=1.5, linestyle=LINESTYLES[index % 4],
+                  label=f"{name} (mean {np.mean(values):.2f})")  # fmt: skip
     axis.set(xlabel="numerical rank / sequence length", ylabel="attention matrices",
              title="Rank of attention matrices (all layers and heads, dev sentences)")  # fmt: skip
-    axis.legend(fontsize=7)
-    figure.tight_layout()
-    figure.savefig(path, dpi=DPI)
+    axis.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    figure.savefig(path, dpi=DPI, bbox_inches="tight")
     plt.close(figure)
 
 
@@ -86,42 +106,60 @@ def function_evaluations(path: Path, counts: list[list[int]]) -> None:
 
 def distance_ratios(path: Path, ratios: dict[str, list[dict[str, float]]]) -> None:
     """Per layer, median and max of ‖h_i − h_j‖ after / before the layer (TransJect paper Fig. 5c)."""
+    from matplotlib.ticker import MaxNLocator
+
     plt = _pyplot()
-    figure, axis = plt.subplots(figsize=(6, 3.4))
-    for name, layers in ratios.items():
-        positions = np.arange(1, len(layers) + 1)
-        line = axis.plot(positions, [s["max"] for s in layers], marker="o", label=f"{name} max")[0]
-        axis.plot(positions, [s["median"] for s in layers], marker=".", linestyle="--", color=line.get_color(),
-                  label=f"{name} median")  # fmt: skip
+    figure, axis = plt.subplots(figsize=(7, 3.6))
+    count = len(ratios)
+    for index, (name, layers) in enumerate(ratios.items()):
+        positions = np.arange(1, len(layers) + 1) + (index - (count - 1) / 2) * 0.04  # no marker hides another
+        marker = MARKERS[index % len(MARKERS)]
+        line = axis.plot(positions, [s["max"] for s in layers], marker=marker, label=f"{name} max")[0]
+        axis.plot(positions, [s["median"] for s in layers], marker=marker, fillstyle="none", linestyle="--",
+                  color=line.get_color(), label=f"{name} median")  # fmt: skip
     axis.axhline(1.0, color="gray", linewidth=0.8)
+    axis.xaxis.set_major_locator(MaxNLocator(integer=True))
     axis.set(xlabel="layer", ylabel="distance ratio", title="Layer-wise distance ratios (dev sentences)")
-    axis.legend(fontsize=6, ncol=2)
-    figure.tight_layout()
-    figure.savefig(path, dpi=DPI)
+    axis.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    figure.savefig(path, dpi=DPI, bbox_inches="tight")
     plt.close(figure)
 
 
-def write_all(output_dir: Path, models: dict[str, dict], analyses: dict[str, dict], task: str) -> list[str]:
-    """Every figure the data supports; returns their paths relative to ``output_dir``."""
+def write_all(
+    output_dir: Path, models: dict[str, dict], analyses: dict[str, dict], task: str
+) -> list[dict[str, str]]:
+    """Every figure the data supports, each with a caption that says what to look for; returns
+    ``[{"path": relative path, "caption": text}]``."""
     folder = output_dir / "figures"
     folder.mkdir(parents=True, exist_ok=True)
-    written = []
+    written: list[dict[str, str]] = []
 
-    def record(name: str) -> Path:
+    def record(name: str, caption: str) -> Path:
         name = re.sub(r"[^\w.-]+", "_", name)  # model specs such as "macaron_bert:attention_type=mgk"
-        written.append(f"figures/{name}")
+        written.append({"path": f"figures/{name}", "caption": caption})
         return folder / name
 
-    learning_curves(record("learning_curves.png"), models, task)
+    learning_curves(record("learning_curves.png", "Training losses (moving averages). Look for a fine-tuning "
+                           f"loss that stays flat near ln(classes): that model did not learn {task}."), models, task)
     for name, analysis in analyses.items():
         if analysis["attention_maps"] is not None:
-            attention_maps(record(f"attention_{name}.png"), name, analysis["attention_maps"],
+            caption = (f"{name}: attention of one dev sentence, every layer and head (rows: queries, columns: keys). "
+                       "Diagonal or [CLS]/[SEP] columns are the usual untrained patterns; structure elsewhere is "
+                       "what fine-tuning learned.")
+            attention_maps(record(f"attention_{name}.png", caption), name, analysis["attention_maps"],
                            analysis["attention_sentence"])  # fmt: skip
     ranks = {n: a["attention_rank_fraction"] for n, a in analyses.items() if a["attention_rank_fraction"] is not None}
     if ranks:
-        attention_ranks(record("attention_rank.png"), ranks)
+        caption = ("Numerical rank / length of every attention matrix. The MGK paper reports higher ranks for MGK "
+                   "than for softmax attention (its Fig. 3): compare a variant's curve with its control's.")
+        attention_ranks(record("attention_rank.png", caption), ranks)
     for name, analysis in analyses.items():
         if analysis["nfe_per_block"] is not None:
-            function_evaluations(record(f"nfe_{name}.png"), analysis["nfe_per_block"])
-    distance_ratios(record("distance_ratios.png"), {n: a["distance_ratio"] for n, a in analyses.items()})
+            caption = (f"{name}: solver function evaluations per block over the dev sentences — the effective depth; "
+                       "a block whose count varies between sentences adapts its depth to the input.")
+            function_evaluations(record(f"nfe_{name}.png", caption), analysis["nfe_per_block"])
+    caption = ("Per layer, max (solid) and median (dashed) of ‖h_i − h_j‖ after / before the layer over token pairs. "
+               "TransJect's Theorem 2 keeps its ratios near 1; a ratio far from 1 is a layer that stretches or "
+               "shrinks distances.")
+    distance_ratios(record("distance_ratios.png", caption), {n: a["distance_ratio"] for n, a in analyses.items()})
     return written

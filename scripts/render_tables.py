@@ -5,8 +5,8 @@
     python scripts/render_tables.py            # rewrite docs/experiments/classification.md and README's block
     python scripts/render_tables.py --check    # exit 1 if either is out of date with the result files
 
-README's block lies between ``<!-- BEGIN generated: classification -->`` and ``<!-- END generated:
-classification -->``.
+README's blocks lie between ``<!-- BEGIN generated: NAME -->`` and ``<!-- END generated: NAME -->``
+(NAME: ``classification``, ``transject-bounds``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from hf_variants.experiments.tables import comparison_table, settings_text, sweep_table
+from hf_variants.experiments.tables import comparison_table, settings_text, sweep_table, transject_bounds_table
 
 ROOT = Path(__file__).resolve().parent.parent
 GRID = ROOT / "docs" / "experiments" / "classification"
@@ -24,15 +24,32 @@ COMMAND = (
     "python scripts/classification_grid.py --tasks ag_news listops imdb --data_dir ../shared/data "
     "--output_dir docs/experiments/classification --git_commit"
 )
-BEGIN, END = "<!-- BEGIN generated: classification -->", "<!-- END generated: classification -->"
+BOUNDS = ROOT / "docs" / "transject" / "transject_bounds.json"
 
 
-def readme_block(grid: Path) -> str:
-    return (
-        f"{BEGIN}\n{comparison_table(grid, TASKS)}\n{settings_text(grid, TASKS)}\n"
-        f"Rendered by `python scripts/render_tables.py` from `docs/experiments/classification/`, made by\n"
-        f"`{COMMAND}`.\n{END}"
-    )
+def readme_blocks() -> dict[str, str]:
+    """The generated content of each README block."""
+    return {
+        "classification": (
+            f"{comparison_table(GRID, TASKS)}\n{settings_text(GRID, TASKS)}\n"
+            f"Rendered by `python scripts/render_tables.py` from `docs/experiments/classification/`, made by\n"
+            f"`{COMMAND}`.\n"
+        ),
+        "transject-bounds": (
+            f"{transject_bounds_table(BOUNDS)}\nRendered by `python scripts/render_tables.py` from "
+            "`docs/transject/transject_bounds.json`.\n"
+        ),
+    }
+
+
+def fill_blocks(readme: str) -> str:
+    for name, content in readme_blocks().items():
+        begin, end = f"<!-- BEGIN generated: {name} -->", f"<!-- END generated: {name} -->"
+        if begin not in readme or end not in readme:
+            raise SystemExit(f"README.md has no {begin} … {end} block to fill.")
+        head, rest = readme.split(begin, 1)
+        readme = f"{head}{begin}\n{content}{end}{rest.split(end, 1)[1]}"
+    return readme
 
 
 def document(grid: Path) -> str:
@@ -57,11 +74,7 @@ def main() -> None:
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
     readme_path, doc_path = ROOT / "README.md", ROOT / "docs" / "experiments" / "classification.md"
-    readme = readme_path.read_text(encoding="utf-8")
-    if BEGIN not in readme or END not in readme:
-        raise SystemExit(f"README.md has no {BEGIN} … {END} block to fill.")
-    head, rest = readme.split(BEGIN, 1)
-    new_readme = head + readme_block(GRID) + rest.split(END, 1)[1]
+    new_readme = fill_blocks(readme_path.read_text(encoding="utf-8"))
     new_doc = document(GRID)
     stale = [p for p, text in ((readme_path, new_readme), (doc_path, new_doc))
              if not p.is_file() or p.read_text(encoding="utf-8") != text]  # fmt: skip
@@ -72,7 +85,7 @@ def main() -> None:
     readme_path.write_text(new_readme, encoding="utf-8")
     doc_path.parent.mkdir(parents=True, exist_ok=True)
     doc_path.write_text(new_doc, encoding="utf-8")
-    print(f"wrote {doc_path} and README.md's block")
+    print(f"wrote {doc_path} and README.md's generated blocks")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,14 @@
 #!/usr/bin/env python
 """Empirical layer-wise activation bounds (TransJect paper, Fig. 5c) on real sentences.
 
-For TransJect, Entropic-TransJect and BERT of the same width and depth, each first trained briefly
+For TransJect (default ``residual_weight="tanh"``, α_l = tanh(a_l) bounded as Theorem 2 needs),
+TransJect with the unbounded ``"linear"`` residual weight, Entropic-TransJect, TransJect's matched
+control (the same model with softmax attention and BERT layers, same embeddings and pooling) and
+``transformers``' BERT as an external reference, all of the same width and depth, each first trained
 on SST-2 (``--train_steps``, sentence classification from scratch with a WordPiece tokenizer trained
-on SST-2 train), the script runs SST-2 dev sentences and measures, for every layer l and every pair
-of real tokens (i, j) of a sentence, the distance ratio
+on SST-2 train), the script records the residual weights α_l during training (every
+``--train_steps // 10`` steps), then runs SST-2 dev sentences and measures, for every layer l and
+every pair of real tokens (i, j) of a sentence, the distance ratio
 
     ‖h_i^(l) − h_j^(l)‖ / ‖h_i^(l−1) − h_j^(l−1)‖,
 
@@ -28,6 +32,8 @@ import torch
 from transformers import BertConfig, BertForSequenceClassification
 
 from hf_variants.analysis import layer_distance_ratios, summarise
+from hf_variants.core.composition import matched_control
+from hf_variants.core.injective_layer import InjectiveLayer
 from hf_variants.glue import load_glue_local
 from hf_variants.tokenization import train_wordpiece_tokenizer
 from hf_variants.transject import TransJectConfig, TransJectForSequenceClassification
@@ -50,30 +56,49 @@ def build_models(vocab_size: int, hidden: int, layers: int, max_len: int, pad_id
         max_position_embeddings=max_len,
         pad_token_id=pad_id,
     )
-    torch.manual_seed(0)
-    return {
-        "TransJect": TransJectForSequenceClassification(TransJectConfig(num_experts=4, **shared)),
-        "Entropic-TransJect": TransJectForSequenceClassification(
-            TransJectConfig(num_experts=4, entropic=True, **shared)
-        ),
-        "BERT": BertForSequenceClassification(
-            BertConfig(num_attention_heads=4, intermediate_size=4 * hidden, attn_implementation="eager", **shared)
-        ),
+    transject = TransJectConfig(num_experts=4, **shared)
+    configs = {
+        "TransJect": transject,
+        "TransJect, residual_weight=linear": TransJectConfig(num_experts=4, residual_weight="linear", **shared),
+        "Entropic-TransJect": TransJectConfig(num_experts=4, entropic=True, **shared),
+        "matched control (softmax, BERT layers)": matched_control(transject),
     }
+    models = {}
+    for name, config in configs.items():
+        torch.manual_seed(0)
+        models[name] = TransJectForSequenceClassification(config)
+    torch.manual_seed(0)
+    models["transformers BERT (external reference)"] = BertForSequenceClassification(
+        BertConfig(num_attention_heads=4, intermediate_size=4 * hidden, attn_implementation="eager", **shared)
+    )
+    return models
 
 
-def train(model: torch.nn.Module, batches: list[dict[str, torch.Tensor]], steps: int, lr: float) -> float:
+def residual_weights(model: torch.nn.Module) -> list[float]:
+    """α_l of every injective layer (``tanh(a_l)`` or ``a_l``), empty for other layers."""
+    return [float(m.residual_weight()) for m in model.modules() if isinstance(m, InjectiveLayer)]
+
+
+def train(
+    model: torch.nn.Module, batches: list[dict[str, torch.Tensor]], steps: int, lr: float
+) -> tuple[float, dict[int, list[float]]]:
+    """Train; returns the last loss and α_l (:func:`residual_weights`) every ``steps // 10`` steps."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98))
     model.train()
     loss = float("nan")
+    alphas: dict[int, list[float]] = {}
     for step in range(steps):
+        if step % max(1, steps // 10) == 0 and residual_weights(model):
+            alphas[step] = residual_weights(model)
         output = model(**batches[step % len(batches)])
         output.loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad()
         loss = output.loss.item()
-    return loss
+    if residual_weights(model):
+        alphas[steps] = residual_weights(model)
+    return loss, alphas
 
 
 def accuracy(model: torch.nn.Module, batches: list[dict[str, torch.Tensor]]) -> float:
@@ -129,7 +154,7 @@ def main() -> None:
     parser.add_argument("--hidden_size", type=int, default=128)
     parser.add_argument("--num_layers", type=int, default=4)
     parser.add_argument("--train_examples", type=int, default=8000)
-    parser.add_argument("--train_steps", type=int, default=200)
+    parser.add_argument("--train_steps", type=int, default=1000)
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--learning_rate", type=float, default=1e-3)
     parser.add_argument("--num_sentences", type=int, default=200, help="SST-2 dev sentences to measure.")
@@ -168,10 +193,11 @@ def main() -> None:
         "models": {},
     }
     for name, model in models.items():
-        final_loss = train(model, train_batches, args.train_steps, args.learning_rate)
+        final_loss, alphas = train(model, train_batches, args.train_steps, args.learning_rate)
         ratios = layer_distance_ratios(model, measured)
         results["models"][name] = {
             "final_train_loss": final_loss,
+            "residual_weight_alpha_by_step": alphas,
             "dev_accuracy": accuracy(model, dev_batches),
             "distance_ratio": [summarise(v) for v in ratios["distance_ratio"]],
             "norm_ratio": [summarise(v) for v in ratios["norm_ratio"]],
@@ -181,6 +207,7 @@ def main() -> None:
         print(
             f"{name}: dev acc {stats['dev_accuracy']:.3f}; per-layer max distance ratio "
             + ", ".join(f"{s['max']:.3f}" for s in stats["distance_ratio"])
+            + (f"; trained α_l {', '.join(f'{a:+.3f}' for a in alphas[args.train_steps])}" if alphas else "")
         )
     args.output_dir.mkdir(parents=True, exist_ok=True)
     (args.output_dir / "transject_bounds.json").write_text(json.dumps(results, indent=2) + "\n")

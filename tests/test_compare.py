@@ -23,6 +23,11 @@ from .helpers import REPO_ROOT
 CLI = Path(sys.executable).parent / "hf-variants"
 #: The control, the external reference, a mixed model (Macaron layer with MGK attention) and two variants.
 MODELS = ["bert_control", "bert", "macaron_bert:attention_type=mgk", "transject", "node_transformer"]
+#: With each variant's matched control added after it (the default).
+RUN_MODELS = [
+    "bert_control", "bert", "macaron_bert:attention_type=mgk", "control of macaron_bert:attention_type=mgk",
+    "transject", "control of transject", "node_transformer", "control of node_transformer",
+]  # fmt: skip
 MIXED_FOLDER = "macaron_bert__attention_type-mgk"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -48,9 +53,9 @@ def report(tmp_path_factory) -> Path:
 def test_report_is_complete(report: Path) -> None:
     results = json.loads((report / "results.json").read_text())
     assert results["data"]["kind"] == "synthetic" and results["tasks"] == [compare.SYNTHETIC_TASK]
-    assert list(results["models"]) == MODELS
+    assert list(results["models"]) == RUN_MODELS
     text = (report / "report.md").read_text()
-    for name in MODELS:
+    for name in RUN_MODELS:
         assert f"| {name} |" in text or f"| {name} (transformers BERT, external reference) |" in text
     assert results["models"]["macaron_bert:attention_type=mgk"]["attention_type"] == "mgk"
     assert results["models"]["macaron_bert:attention_type=mgk"]["layer_scheme"] == "strang"
@@ -59,12 +64,40 @@ def test_report_is_complete(report: Path) -> None:
         for name in ("learning_curves", "attention_rank", "distance_ratios", "nfe_node_transformer",
                      "attention_bert", "attention_bert_control", "attention_macaron_bert_attention_type_mgk")
     }  # fmt: skip
-    assert expected <= set(results["figures"])
-    assert "figures/attention_transject.png" not in results["figures"]  # no attention matrices in TransJect
+    paths = [figure["path"] for figure in results["figures"]]
+    assert expected <= set(paths)
+    assert "figures/attention_transject.png" not in paths  # no attention matrices in TransJect
+    assert "No attention maps or ranks for transject:" in text  # named, not silently left out
     for figure in results["figures"]:
-        assert (report / figure).read_bytes()[:8] == PNG_MAGIC, figure
-        assert f"]({figure})" in text
+        assert (report / figure["path"]).read_bytes()[:8] == PNG_MAGIC, figure
+        assert f"]({figure['path']})" in text and f"*{figure['caption']}*" in text
     assert "hf-variants compare --output_dir" in text
+    assert text.index("## Answer") < text.index("## All models") < text.index("## Figures")
+    assert "depend on the\nmachine's load" in text
+
+
+def test_each_variant_is_paired_with_its_matched_control(report: Path) -> None:
+    """The control has the variant's sizes (MGK's half heads and head width included) and only its idea
+    turned off; the answer table pairs them."""
+    results = json.loads((report / "results.json").read_text())
+    models = results["models"]
+    expected_pairs = {
+        "macaron_bert:attention_type=mgk": ("softmax", "lie_trotter", {}),
+        "transject": ("softmax", "lie_trotter", {}),
+        "node_transformer": ("softmax", "ode", {"block_type": "vanilla"}),
+    }
+    text = (report / "report.md").read_text()
+    for variant, (attention, scheme, extra) in expected_pairs.items():
+        control = models[f"control of {variant}"]
+        assert control["control_of"] == variant and control["model_type"] == models[variant]["model_type"]
+        assert (control["attention_type"], control["layer_scheme"]) == (attention, scheme)
+        sizes = {k: v for k, v in models[variant]["config_overrides"].items() if k not in ("attention_type",)}
+        assert sizes.items() <= control["config_overrides"].items()
+        assert extra.items() <= control["config_overrides"].items()
+        assert f"| {variant} | {attention} × {scheme} | agreement |" in text
+    mixed = models["control of macaron_bert:attention_type=mgk"]["config_overrides"]
+    assert mixed["num_attention_heads"] == 1 and mixed["head_dim"] == 16  # the MGK model's heads, not BERT's 2
+    assert models["bert_control"]["control_of"] is None and "control of bert_control" not in models
 
 
 def test_report_numbers_match_the_saved_models(report: Path) -> None:
@@ -84,8 +117,13 @@ def test_report_numbers_match_the_saved_models(report: Path) -> None:
         with torch.no_grad():
             batch = tokenizer(sentences, padding=True, truncation=True, max_length=32, return_tensors="pt")
             predicted = classifier(**batch).logits.argmax(-1).numpy()
-        assert entry["fine_tuning"]["agreement"]["value"] == pytest.approx(float((predicted == labels).mean())), name
-        assert f"| {100 * entry['fine_tuning']['agreement']['value']:.1f} |" in (report / "report.md").read_text()
+        tuned = entry["fine_tuning"]["agreement"]
+        assert tuned["value"] == pytest.approx(float((predicted == labels).mean())), name
+        one_class = np.bincount(predicted, minlength=2).max() >= 0.99 * len(predicted)
+        assert tuned["did_not_learn"] == one_class, name
+        shown = f"did not learn (chance {100 * np.bincount(labels).max() / len(labels):.1f})" if one_class else (
+            f"{100 * tuned['value']:.1f}")  # fmt: skip
+        assert f"| {shown} |" in (report / "report.md").read_text(), name
     nfe = results["models"]["node_transformer"]["analysis"]["nfe_per_block"]
     assert len(nfe) == 3 and all(len(row) == 2 and min(row) >= 6 for row in nfe)  # dopri5: ≥ 6 per step
     assert results["models"]["bert_control"]["analysis"]["attention_rank_fraction"]["mean"] <= 1.0
@@ -110,6 +148,11 @@ def test_model_specs_parse_and_unknown_names_are_refused() -> None:
     spec = compare.parse_model_spec("node_transformer:attention_type=mlk,rtol=1e-4")
     assert spec.name == "node_transformer:attention_type=mlk,rtol=1e-4" and spec.pair() == ("mlk", "ode")
     assert "/" not in spec.folder and ":" not in spec.folder
+    control = compare.parse_model_spec("control of mgk_bert")
+    assert control.name == "control of mgk_bert" and control.pair() == ("softmax", "lie_trotter")
+    assert control.control_of == compare.ModelSpec("mgk_bert") and " " not in control.folder
+    with pytest.raises(Exception, match="no matched control"):
+        compare.parse_model_spec("control of bert_control")
     for text, message in (
         ("bert_kontrol", "unknown model type 'bert_kontrol'"),
         ("macaron_bert:attention_type=performer", "attention_type must be one of"),
