@@ -18,6 +18,7 @@ Data, in this order (the first that is available is used, and the report says wh
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -402,7 +403,7 @@ def fine_tune(args: argparse.Namespace, source: DataSource, spec: ModelSpec, tas
         "--learning_rate", str(args.finetune_learning_rate), "--warmup_steps", "0.1",
         "--max_seq_length", str(args.max_seq_length), "--no_pad_to_max_length", "--seed", str(args.seed),
         "--logging_steps", "5", "--save_strategy", "no", "--report_to", "none", "--log_level", "error",
-        "--dataloader_pin_memory", "false", "--disable_tqdm", str(args.disable_tqdm).lower(),
+        "--dataloader_pin_memory", "false", "--disable_tqdm", str(args.disable_tqdm).lower(), "--print_logs", "false",
         "--output_dir", str(args.output_dir / "models" / spec.folder / task),
         "--overwrite_output_dir", str(args.overwrite_output_dir).lower(),
     ]  # fmt: skip
@@ -467,6 +468,43 @@ def analyse(model, tokenizer, sentences: list[str], max_length: int) -> dict[str
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    with quiet_libraries():
+        return run(args, argv)
+
+
+@contextlib.contextmanager
+def quiet_libraries():
+    """No dataset-casting or weight-loading bars while the comparison runs: the console shows one bar per
+    stage (pretraining, fine-tuning) and one for the whole run."""
+    import datasets
+    from transformers.utils import logging as transformers_logging
+
+    datasets_were_enabled = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        transformers_logging.enable_progress_bar()
+        if datasets_were_enabled:
+            datasets.enable_progress_bars()
+
+
+@contextlib.contextmanager
+def console_to_file(path: Path, quiet: bool):
+    """With ``quiet``, what a stage prints to stdout (metric tables, result dicts) goes to ``path``
+    instead of the console, where only the progress bars (stderr) remain."""
+    if not quiet:
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as handle, contextlib.redirect_stdout(handle):
+        yield
+
+
+def run(args: argparse.Namespace, argv: Sequence[str] | None) -> dict[str, Any]:
+    from tqdm.auto import tqdm
     from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
 
     import hf_variants  # noqa: F401  (registers the variants)
@@ -474,7 +512,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     from . import figures
     from .training.run_mlm import parse_overrides
 
-    args = parse_args(argv)
     started = time.perf_counter()
     args.output_dir.mkdir(parents=True, exist_ok=True)
     source = resolve_data(args.data_dir, args.tasks, args.output_dir, args.seed, use_hub=not args.no_hub)
@@ -490,12 +527,23 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     names = [spec.name for spec in specs]
     if len(set(names)) != len(names):
         raise ValueError(f"--models names a model twice: {names}")
+    overall = tqdm(total=len(specs) * (1 + len(tasks)), desc="compare (all models)", position=0,
+                   disable=args.disable_tqdm, unit="stage")  # fmt: skip
+
+    def stage(index: int, name: str, what: str) -> None:
+        if args.disable_tqdm:
+            print(f"[hf-variants compare] {index}/{len(specs)} {name}: {what}", flush=True)
+        else:
+            overall.set_postfix_str(f"{index}/{len(specs)} {name}: {what}")
+
     for index, spec in enumerate(specs, 1):
         model_type = spec.name
-        print(f"[hf-variants compare] {index}/{len(specs)} {model_type}: MLM pretraining", flush=True)
+        stage(index, model_type, "MLM pretraining")
         model_started = time.perf_counter()
-        mlm = pretrain(args, source, tokenizer_name, spec)
         model_dir = args.output_dir / "models" / spec.folder
+        with console_to_file(model_dir / "mlm.log", quiet=not args.disable_tqdm):
+            mlm = pretrain(args, source, tokenizer_name, spec)
+        overall.update()
         reloaded_mlm = AutoModelForMaskedLM.from_pretrained(model_dir / "mlm")
         attention_type, layer_scheme = spec.pair()
         entry: dict[str, Any] = {
@@ -514,8 +562,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "fine_tuning": {},
         }  # fmt: skip
         for task in tasks:
-            print(f"[hf-variants compare] {index}/{len(specs)} {model_type}: fine-tuning on {task}", flush=True)
-            result = fine_tune(args, source, spec, task)
+            stage(index, model_type, f"fine-tuning on {task}")
+            with console_to_file(model_dir / f"{task}.log", quiet=not args.disable_tqdm):
+                result = fine_tune(args, source, spec, task)
+            overall.update()
             classifier = AutoModelForSequenceClassification.from_pretrained(model_dir / task)
             recomputed, predicted, labels = recomputed_metric(classifier, tokenizer, source, task, args.max_seq_length)
             reported = result["eval"]["validation"]
@@ -551,6 +601,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             }
         models[model_type] = entry
 
+    overall.close()
     figure_files = figures.write_all(args.output_dir, models, analyses, tasks[0])
     results = {
         "command": " ".join(["hf-variants compare", *(argv if argv is not None else sys.argv[2:])]),

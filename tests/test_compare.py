@@ -271,3 +271,25 @@ def test_synthetic_agreement_labels_follow_subject_verb_number() -> None:
         subject, verb = sentence.split()[2], sentence.split()[3]
         plural_subject, singular_verb = subject.endswith("s"), verb.endswith("s")
         assert label == int(plural_subject != singular_verb), sentence
+
+
+def test_console_shows_progress_bars_not_log_lines(tmp_path: Path) -> None:
+    """Without --disable_tqdm: one bar for the run and one per stage; the Trainer's log dicts, metric
+    tables and dataset bars stay off the console (the stage's printed output goes to its log file)."""
+    env = {k: v for k, v in os.environ.items() if k != compare.DATA_ENV}
+    env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    command = [
+        str(CLI), "compare", "--output_dir", str(tmp_path), "--models", "bert_control", "--hidden_size", "32",
+        "--head_size", "16", "--num_layers", "1", "--pretrain_steps", "4", "--finetune_steps", "12",
+        "--pretrain_batch_size", "8", "--finetune_batch_size", "8", "--max_seq_length", "32",
+        "--analysis_sentences", "2",
+    ]  # fmt: skip
+    completed = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    console = completed.stdout + completed.stderr
+    assert "compare (all models): 100%" in console and "MLM: 100%" in console
+    for noise in ("{'loss'", "'grad_norm'", "***** train metrics", "Casting", "Map:", "Loading weights"):
+        assert noise not in console, noise
+    assert "train_loss" in (tmp_path / "models" / "bert_control" / "agreement.log").read_text()
+    history = json.loads((tmp_path / "models" / "bert_control" / "agreement" / "trainer_state.json").read_text())
+    assert [e["step"] for e in history["log_history"] if "loss" in e] == [5, 10]  # logged, not printed

@@ -55,6 +55,7 @@ from transformers import (
     default_data_collator,
     set_seed,
 )
+from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
 from ..core.registration import VARIANTS
 from ..glue import EVALUATE_MODULE, TASKS, GlueTask, get_task, load_glue
@@ -145,6 +146,11 @@ class RunArguments:
         default=False,
         metadata={"help": "Skip an optimizer step whose loss or gradient is NaN/inf (counted) instead of stopping."},
     )
+    print_logs: bool = field(
+        default=True,
+        metadata={"help": "Print each logged {'loss': ...} dict (the Trainer's default); false keeps them only in "
+                  "trainer_state.json, leaving the progress bar alone on the console."},
+    )
 
 
 #: TrainingArguments that change the fine-tuned model or its metrics (the rest: logging, saving, paths).
@@ -206,6 +212,13 @@ class GlueTrainer(Trainer):
         if self.args.should_save and folder.is_dir():
             total = self._total_loss_scalar + float(self._tr_loss)
             checkpoints.write_json(folder / LOSS_FILE, {"loss_sum": total, "global_step": self.state.global_step})
+
+
+class SilentLogProgressCallback(ProgressCallback):
+    """The Trainer's progress bar without its printed log dicts (they stay in ``log_history``)."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        return control
 
 
 class CompletenessMarker(TrainerCallback):
@@ -597,6 +610,11 @@ def fine_tune(model_args, data_args, training_args, run_args, argv: Sequence[str
         data_collator=collator,
     )
 
+    if not run_args.print_logs:
+        for printer in (ProgressCallback, PrinterCallback):
+            trainer.remove_callback(printer)
+        if not training_args.disable_tqdm:
+            trainer.add_callback(SilentLogProgressCallback)
     results: dict[str, Any] = {
         "command": " ".join(["run_glue.py", *(argv if argv is not None else sys.argv[1:])]),
         "task": data_args.task_name,
