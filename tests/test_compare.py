@@ -130,6 +130,25 @@ def test_report_numbers_match_the_saved_models(report: Path) -> None:
     assert len(results["models"]["transject"]["analysis"]["distance_ratio"]) == 2
 
 
+def test_learning_rate_is_chosen_on_held_out_training_data(report: Path) -> None:
+    """Every model's fine-tuning rate is the best of the sweep on a held-out tenth of the training split
+    (those runs never evaluate dev); only the final run at that rate is scored on dev."""
+    results = json.loads((report / "results.json").read_text())
+    for name, entry in results["models"].items():
+        tuned = entry["fine_tuning"]["agreement"]
+        scores = {float(rate): score for rate, score in tuned["heldout_scores_by_learning_rate"].items()}
+        assert sorted(scores) == [3e-4, 1e-3, 3e-3]
+        assert tuned["learning_rate"] == min(r for r, v in scores.items() if v == max(scores.values())), name
+        folder = report / "models" / compare.parse_model_spec(name).folder
+        for rate, score in scores.items():
+            sweep = json.loads((folder / f"agreement-sweep-lr{rate:g}" / "results.json").read_text())
+            assert sweep["evaluated_on"].startswith("held-out 0.1 of the training split")
+            assert sweep["eval"]["validation"]["samples"] == 200  # a tenth of the 2,000 training rows, not dev's 400
+            assert sweep["eval"]["validation"]["accuracy"] == score
+        final = json.loads((folder / "agreement" / "results.json").read_text())
+        assert final["evaluated_on"] == "dev set" and final["eval"]["validation"]["samples"] == 400
+
+
 def test_export_writes_a_card_with_the_fine_tuning_result(report: Path, tmp_path: Path) -> None:
     checkpoint = report / "models" / MIXED_FOLDER / "agreement"
     (checkpoint / "results.json").write_text(json.dumps({**json.loads((checkpoint / "results.json").read_text()),
@@ -192,7 +211,7 @@ def test_overwrite_reaches_both_training_scripts(monkeypatch: pytest.MonkeyPatch
         seen.clear()
         args = compare.parse_args(["--output_dir", str(tmp_path), *flag])
         compare.pretrain(args, source, "tok", compare.ModelSpec("bert_control"))
-        compare.fine_tune(args, source, compare.ModelSpec("bert_control"), compare.SYNTHETIC_TASK)
+        compare.fine_tune(args, source, compare.ModelSpec("bert_control"), compare.SYNTHETIC_TASK, 1e-3, "run")
         assert ("--overwrite_output_dir" in seen["mlm"]) == bool(flag)
         glue = seen["glue"]
         assert glue[glue.index("--overwrite_output_dir") + 1] == expected_glue

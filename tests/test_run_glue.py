@@ -159,6 +159,30 @@ def test_a_tiny_model_learns_the_topic_task(checkpoints: dict[str, Path], glue_d
     assert results["eval"]["validation"]["accuracy"] >= 0.9, results["eval"]
 
 
+def test_heldout_fraction_evaluates_on_training_rows_never_on_dev(
+    checkpoints: dict[str, Path], glue_dir: Path, tmp_path: Path
+) -> None:
+    """For choosing hyperparameters: a seeded slice of train is evaluated instead of dev, and the model is
+    trained on the rest (the evaluated score is recomputed here on exactly those training rows)."""
+    from hf_variants.glue import load_glue
+
+    extra = ("--do_train", "--do_eval", "--max_steps", "6", "--heldout_fraction", "0.3", "--heldout_seed", "3")
+    results = run_glue.main(glue_args(checkpoints["bert"], "sst2", glue_dir, tmp_path, *extra))
+    train = load_glue("sst2", glue_dir)["train"]
+    held = train.train_test_split(test_size=0.3, seed=3, shuffle=True)["test"]
+    assert results["evaluated_on"] == "held-out 0.3 of the training split (seed 3)"
+    assert results["eval"]["validation"]["samples"] == len(held) != len(load_glue("sst2", glue_dir)["validation"])
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path)
+    model = AutoModelForSequenceClassification.from_pretrained(tmp_path).eval()
+    batch = tokenizer(list(held["sentence"]), padding=True, truncation=True, max_length=32, return_tensors="pt")
+    with torch.no_grad():
+        predicted = model(**batch).logits.argmax(-1).numpy()
+    accuracy = float((predicted == np.asarray(held["label"])).mean())
+    assert results["eval"]["validation"]["accuracy"] == pytest.approx(accuracy)
+    with pytest.raises(ValueError, match="--heldout_fraction must be between 0 and 1"):
+        run_glue.main(glue_args(checkpoints["bert"], "sst2", glue_dir, tmp_path / "bad", "--heldout_fraction", "1.5"))
+
+
 def test_random_init_keeps_the_architecture_but_not_the_weights(
     checkpoints: dict[str, Path], glue_dir: Path, tmp_path: Path
 ) -> None:

@@ -125,8 +125,16 @@ class DataTrainingArguments:
     max_eval_samples: int | None = field(default=None)
     max_predict_samples: int | None = field(default=None)
     export_dir: str | None = field(default=None, metadata={"help": "Write a Hub folder (hf_variants.hub) here."})
+    heldout_fraction: float | None = field(
+        default=None,
+        metadata={"help": "Hold out this share of the training split (drawn with --heldout_seed) and evaluate on "
+                  "it instead of the dev set: for choosing hyperparameters without seeing dev."},
+    )
+    heldout_seed: int = field(default=0, metadata={"help": "Seed of the --heldout_fraction split."})
 
     def __post_init__(self) -> None:
+        if self.heldout_fraction is not None and not 0 < self.heldout_fraction < 1:
+            raise ValueError(f"--heldout_fraction must be between 0 and 1, got {self.heldout_fraction}.")
         if self.task_name is not None:
             self.task_name = get_task(self.task_name).name
         elif self.train_file is None and self.dataset_name is None:
@@ -396,6 +404,17 @@ def check_task_matches_model(config: transformers.PretrainedConfig, labels: Labe
         )
 
 
+def hold_out(raw: DatasetDict, fraction: float, seed: int) -> DatasetDict:
+    """The training split without a seeded random ``fraction`` of it, and that fraction as the only
+    evaluation split (``validation``); dev splits are dropped so they cannot be evaluated by mistake,
+    test splits kept."""
+    if "train" not in raw:
+        raise ValueError("--heldout_fraction needs a training split.")
+    split = raw["train"].train_test_split(test_size=fraction, seed=seed, shuffle=True)
+    kept = {name: data for name, data in raw.items() if name.startswith("test")}
+    return DatasetDict({"train": split["train"], "validation": split["test"], **kept})
+
+
 def run_fingerprint(model_args, data_args, training_args, tokenizer) -> dict[str, Any]:
     """What makes two fine-tuning runs the same run: the model (and its weights' SHA-256 when local),
     the data files (sizes and SHA-256), the tokenizer's vocabulary and the arguments that change the
@@ -506,6 +525,8 @@ def fine_tune(model_args, data_args, training_args, run_args, argv: Sequence[str
     task = get_task(data_args.task_name) if data_args.task_name is not None else None
     labels = label_space(raw, task)
     raw = encode_labels(raw, labels)
+    if data_args.heldout_fraction is not None:
+        raw = hold_out(raw, data_args.heldout_fraction, data_args.heldout_seed)
     sentence1_key, sentence2_key = text_keys(raw, task)
 
     config = AutoConfig.from_pretrained(
@@ -621,6 +642,8 @@ def fine_tune(model_args, data_args, training_args, run_args, argv: Sequence[str
         "model_name_or_path": model_args.model_name_or_path,
         "model_type": model.config.model_type,
         "random_init": model_args.random_init,
+        "evaluated_on": "dev set" if data_args.heldout_fraction is None else (
+            f"held-out {data_args.heldout_fraction:g} of the training split (seed {data_args.heldout_seed})"),
         "seed": training_args.seed,
         "parameters": sum(p.numel() for p in model.parameters()),
     }
