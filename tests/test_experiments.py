@@ -222,3 +222,19 @@ def test_committed_tables_are_rendered_from_the_committed_results() -> None:
     command = [sys.executable, str(ROOT / "scripts" / "render_tables.py"), "--check"]
     result = subprocess.run(command, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_a_solver_failure_is_recorded_as_the_runs_outcome(tmp_path: Path) -> None:
+    """An N-ODE run whose solver gives up (here: a one-step cap at a tight tolerance) is recorded as
+    ``solver_failed`` with the solver's message, and the grid goes on."""
+    learnable_ag_news(tmp_path / "data")
+    sizes = {**tiny_settings().sizes, "max_num_steps": 1, "rtol": 1e-9, "atol": 1e-9}
+    settings = tiny_settings(pairs=("node_transformer",), sizes=sizes, learning_rates=(1e-3,), seeds=(1,))
+    Grid(settings, tmp_path / "data", tmp_path / "out").run()
+    cell = tmp_path / "out" / "ag_news" / "node_transformer"
+    failed = json.loads((cell / "variant" / "sweep-lr0.001.json").read_text())
+    assert failed["status"] == "solver_failed" and failed["failed_at_step"] == 0
+    assert "N-ODE block 0: the dopri5 solver failed" in failed["error"]
+    assert json.loads((cell / "variant" / "choice.json").read_text())["chosen_learning_rate"] is None
+    control = json.loads((cell / "control" / "seed1.json").read_text())  # vanilla blocks: no solver
+    assert control["status"] == "finished"

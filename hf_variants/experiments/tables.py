@@ -44,9 +44,12 @@ def summarize_role(role: dict[str, Any], chance: float) -> dict[str, Any]:
     seeds = role["seeds"]
     learned = {s: r["accuracy"] for s, r in seeds.items() if r["status"] == "finished" and not r["predicts_one_class"]}
     failed = sorted(s for s in seeds if s not in learned)
+    crashed = [s for s in failed if seeds[s]["status"] != "finished"]
     text = _percent(mean_interval(list(learned.values()))) if learned else f"did not learn (chance {100 * chance:.1f})"
-    if learned and failed:
-        text += f" ({len(failed)}/{len(role['seeds'])} seeds did not learn)"
+    if learned and len(failed) > len(crashed):
+        text += f" ({len(failed) - len(crashed)}/{len(seeds)} seeds did not learn)"
+    if crashed:
+        text += f" ({len(crashed)}/{len(seeds)} seeds {', '.join(sorted({seeds[s]['status'] for s in crashed}))})"
     return {"learned": learned, "failed": failed, "text": text}
 
 
@@ -76,12 +79,17 @@ def comparison_table(grid_dir: Path, tasks: list[str]) -> str:
                 lines.append(f"| {task} | {PAIR_LABELS.get(spec, spec)} | not run yet | | | | |")
                 continue
             variant, control = (summarize_role(roles[r], chance) for r in ("variant", "control"))
-            rates = " / ".join(f"{roles[r]['chosen_learning_rate']:g}" for r in ("variant", "control"))
+            top = max(grid["settings"]["learning_rates"])
+            rates = " / ".join(
+                f"{roles[r]['chosen_learning_rate']:g}" + ("*" if roles[r]["chosen_learning_rate"] == top else "")
+                for r in ("variant", "control")
+            )
             lines.append(
                 f"| {task} | {PAIR_LABELS.get(spec, spec)} | {variant['text']} | {control['text']} | "
                 f"{difference_text(variant['learned'], control['learned'])} | {rates} | "
                 f"{PAPER_NUMBERS.get((spec.partition(':')[0], task), '—')} |"
             )
+    lines += ["", "\\* the largest learning rate swept: a larger one might have scored higher on the held-out slice."]
     return "\n".join(lines) + "\n"
 
 

@@ -4,7 +4,7 @@ decay for a fixed number of steps, then accuracy on an evaluation set.
 A plain loop (no ``Trainer``) because a grid runs hundreds of short runs in one process: the data are
 tokenized once per task and shared, and each run is a few hundred steps. Same data order and masks for
 every model at a given seed; a non-finite loss stops the run and is recorded as ``diverged`` (never
-trained on).
+trained on), an ODE solver failure as ``solver_failed`` with its message.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrai
 import hf_variants  # noqa: F401  (registers the variants)
 
 from ..core.composition import matched_control
+from ..core.ode_layer import ODESolverError
 from ..training.run_mlm import parse_overrides
 from .statistics import predicts_one_class
 
@@ -94,7 +95,10 @@ def train_and_evaluate(
         indices, order = order[:batch_size], order[batch_size:]
         batch = train.batch(indices, config.pad_token_id)
         tokens += int(batch["attention_mask"].sum())
-        loss = model(**batch, labels=torch.tensor([train.labels[i] for i in indices])).loss
+        try:
+            loss = model(**batch, labels=torch.tensor([train.labels[i] for i in indices])).loss
+        except ODESolverError as error:  # an outcome of this learning rate, recorded, not trained through
+            return {"status": "solver_failed", "failed_at_step": step, "error": str(error)}
         if not torch.isfinite(loss):
             return {"status": "diverged", "diverged_at_step": step, "loss": float(loss)}
         optimizer.zero_grad(set_to_none=True)
@@ -104,7 +108,10 @@ def train_and_evaluate(
         scheduler.step()
         losses.append(loss.item())
     train_seconds = time.perf_counter() - started
-    predictions = predict(model, evaluation, config.pad_token_id)
+    try:
+        predictions = predict(model, evaluation, config.pad_token_id)
+    except (ODESolverError, FloatingPointError) as error:
+        return {"status": "solver_failed" if isinstance(error, ODESolverError) else "diverged", "error": str(error)}
     counts = [predictions.count(c) for c in range(config.num_labels)]
     correct = sum(p == y for p, y in zip(predictions, evaluation.labels, strict=True))
     tail = losses[-max(1, steps // 10) :]
