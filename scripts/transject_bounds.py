@@ -76,7 +76,7 @@ def build_models(vocab_size: int, hidden: int, layers: int, max_len: int, pad_id
 
 def residual_weights(model: torch.nn.Module) -> list[float]:
     """α_l of every injective layer (``tanh(a_l)`` or ``a_l``), empty for other layers."""
-    return [float(m.residual_weight()) for m in model.modules() if isinstance(m, InjectiveLayer)]
+    return [m.residual_weight().item() for m in model.modules() if isinstance(m, InjectiveLayer)]
 
 
 def train(
