@@ -478,6 +478,13 @@ def learning_verdict(model, predicted: np.ndarray, labels: np.ndarray) -> dict[s
     return {"did_not_learn": predicts_one_class(counts), "chance": majority, "prediction_counts": counts}
 
 
+def control_changes(spec: ModelSpec) -> dict[str, Any] | None:
+    """For a matched control, the config changes that turned its variant's idea off."""
+    from .core.composition import matched_control_overrides
+
+    return None if spec.control_of is None else matched_control_overrides(spec.control_of.config())
+
+
 def analysis_has_attention(spec: ModelSpec) -> bool:
     """Whether the spec's model returns attention probabilities (TransJect's does not)."""
     from .core.composition import has_attention_probabilities
@@ -587,6 +594,7 @@ def run(args: argparse.Namespace, argv: Sequence[str] | None) -> dict[str, Any]:
             "layer_scheme": layer_scheme,
             "external_reference": spec.model_type == EXTERNAL_REFERENCE,
             "control_of": spec.control_of.name if spec.control_of is not None else None,
+            "control_changes": control_changes(spec),
             "has_attention_probabilities": analysis_has_attention(spec),
             "config_overrides": parse_overrides(size_overrides(spec, args.hidden_size, args.num_layers,
                                                                args.head_size, args.node_tolerance)),
@@ -695,7 +703,8 @@ def answer_lines(results: dict[str, Any]) -> list[str]:
             both = not v.get("did_not_learn") and not c.get("did_not_learn")
             difference = f"{100 * (v['value'] - c['value']):+.1f}" if both else "—"
             lines.append(
-                f"| {variant} | {models[control]['attention_type']} × {models[control]['layer_scheme']} | {task} | "
+                f"| {variant} | {', '.join(f'`{k}={v}`' for k, v in models[control]['control_changes'].items())} | "
+                f"{task} | "
                 f"{score_text(models[variant], task)} | {score_text(models[control], task)} | {difference} | "
                 f"{v['learning_rate']:g} / {c['learning_rate']:g} |"
             )
