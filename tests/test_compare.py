@@ -196,7 +196,7 @@ def test_default_models_keep_their_sizes_and_specs_add_theirs() -> None:
         "mgk_bert": "hidden_size=128,num_hidden_layers=2,intermediate_size=512,num_attention_heads=2,head_dim=32",
         "transject": "hidden_size=128,num_hidden_layers=2,num_experts=4",
         "node_transformer": "hidden_size=128,num_hidden_layers=2,intermediate_size=512,num_attention_heads=4,"
-        "rtol=0.001,atol=0.001",
+        "rtol=0.001,atol=0.001,max_num_steps=50",
     }
     mixed = compare.size_overrides(compare.parse_model_spec("macaron_bert:attention_type=mgk"), 128, 2, 32, 1e-3)
     assert mixed == "hidden_size=128,num_hidden_layers=2,intermediate_size=512,num_attention_heads=2,head_dim=32," \
@@ -317,3 +317,26 @@ def test_console_shows_progress_bars_not_log_lines(tmp_path: Path) -> None:
     assert "train_loss" in (tmp_path / "models" / "bert_control" / "agreement.log").read_text()
     history = json.loads((tmp_path / "models" / "bert_control" / "agreement" / "trainer_state.json").read_text())
     assert [e["step"] for e in history["log_history"] if "loss" in e] == [5, 10]  # logged, not printed
+
+
+def test_a_failing_learning_rate_is_recorded_and_not_chosen(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """An N-ODE run whose solver gives up at one rate scores None there; the best finished rate is
+    chosen; when every rate fails, the error names the model, the task and each failure."""
+    from hf_variants.core.ode_layer import ODESolverError
+
+    def fake_fine_tune(args, source, spec, task, rate, name, heldout=False):
+        assert heldout and name == f"{task}-sweep-lr{rate:g}"
+        if rate in failing:
+            raise ODESolverError(f"N-ODE block 0: the dopri5 solver failed at lr {rate:g}")
+        return {"eval": {"validation": {"accuracy": {3e-4: 0.6, 1e-3: 0.7, 3e-3: 0.9}[rate]}}}
+
+    monkeypatch.setattr(compare, "fine_tune", fake_fine_tune)
+    args = compare.parse_args(["--output_dir", str(tmp_path)])
+    spec = compare.ModelSpec("node_transformer")
+    failing = {3e-3}
+    chosen, scores = compare.choose_learning_rate(args, None, spec, compare.SYNTHETIC_TASK, tmp_path, quiet=True)
+    assert chosen == 1e-3 and scores == {3e-4: 0.6, 1e-3: 0.7, 3e-3: None}
+    failing = {3e-4, 1e-3, 3e-3}
+    with pytest.raises(RuntimeError, match=r"node_transformer on agreement: every learning rate failed.*lr 0.001"):
+        compare.choose_learning_rate(args, None, spec, compare.SYNTHETIC_TASK, tmp_path, quiet=True)
+    assert "max_num_steps=50" in compare.size_overrides(spec, 128, 2, 32, 1e-3)
