@@ -238,3 +238,5 @@ def test_a_solver_failure_is_recorded_as_the_runs_outcome(tmp_path: Path) -> Non
     assert json.loads((cell / "variant" / "choice.json").read_text())["chosen_learning_rate"] is None
     control = json.loads((cell / "control" / "seed1.json").read_text())  # vanilla blocks: no solver
     assert control["status"] == "finished"
+    row = comparison_table(tmp_path / "out", ["ag_news"]).splitlines()[2]
+    assert "| every learning rate failed |" in row and "| — |" in row

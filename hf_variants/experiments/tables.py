@@ -76,7 +76,11 @@ def comparison_table(grid_dir: Path, tasks: list[str]) -> str:
         chance = grid["data"].get("test_majority_share", math.nan)
         for spec, roles in grid["cells"].items():
             if not roles["variant"]["seeds"] or not roles["control"]["seeds"]:
-                lines.append(f"| {task} | {PAIR_LABELS.get(spec, spec)} | not run yet | | | | |")
+                state = {r: "every learning rate failed" if roles[r]["sweep"] and roles[r]["chosen_learning_rate"]
+                         is None and len(roles[r]["sweep"]) == len(grid["settings"]["learning_rates"]) else
+                         "not run yet" for r in ("variant", "control")}  # fmt: skip
+                lines.append(f"| {task} | {PAIR_LABELS.get(spec, spec)} | {state['variant']} | {state['control']} "
+                             "| — | | |")  # fmt: skip
                 continue
             variant, control = (summarize_role(roles[r], chance) for r in ("variant", "control"))
             top = max(grid["settings"]["learning_rates"])
