@@ -483,12 +483,13 @@ def learning_verdict(model, predicted: np.ndarray, labels: np.ndarray) -> dict[s
     """Whether a classifier "did not learn" (≥ 99% of its dev predictions one class, or one constant
     regression score) and the chance score it then has (the dev majority share)."""
     from .experiments.statistics import predicts_one_class
+    from .experiments.training import majority_share
 
     if model.config.num_labels == 1:
         return {"did_not_learn": bool(np.ptp(predicted) == 0), "chance": None}
     counts = np.bincount(predicted.astype(int), minlength=model.config.num_labels).tolist()
-    majority = float(np.bincount(labels.astype(int)).max() / len(labels))
-    return {"did_not_learn": predicts_one_class(counts), "chance": majority, "prediction_counts": counts}
+    return {"did_not_learn": predicts_one_class(counts), "chance": majority_share(labels.tolist()),
+            "prediction_counts": counts}  # fmt: skip
 
 
 def control_changes(spec: ModelSpec) -> dict[str, Any] | None:

@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from .grid import load_grid
+from .grid import ROLES, load_grid
 from .statistics import Interval, mean_interval, paired_difference
 
 #: What each pair compares, in words (the control is the same model with the idea turned off).
@@ -61,6 +61,18 @@ def difference_text(variant: dict[int, float], control: dict[int, float]) -> str
     return f"**{text}**" if interval.excludes_zero else text
 
 
+def task_grids(grid_dir: Path, tasks: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    """``(task, load_grid(...))`` for each task that has a grid folder, in ``tasks`` order."""
+    present = [task for task in tasks if (grid_dir / task / "run_fingerprint.json").is_file()]
+    return [(task, load_grid(grid_dir / task)) for task in present]
+
+
+def unfinished_state(role: dict[str, Any], learning_rates: list[float]) -> str:
+    """Why a role has no seeds: its whole sweep ran and no rate finished, or it has not run yet."""
+    swept_all = len(role["sweep"]) == len(learning_rates)
+    return "every learning rate failed" if swept_all and role["chosen_learning_rate"] is None else "not run yet"
+
+
 def comparison_table(grid_dir: Path, tasks: list[str]) -> str:
     """The answer table: one row per task and pair."""
     lines = [
@@ -68,25 +80,18 @@ def comparison_table(grid_dir: Path, tasks: list[str]) -> str:
         "(variant / control) | paper (their setting) |",
         "|---|---|---:|---:|---:|---|---|",
     ]
-    for task in tasks:
-        folder = grid_dir / task
-        if not (folder / "run_fingerprint.json").is_file():
-            continue
-        grid = load_grid(folder)
+    for task, grid in task_grids(grid_dir, tasks):
         chance = grid["data"].get("test_majority_share", math.nan)
         for spec, roles in grid["cells"].items():
             if not roles["variant"]["seeds"] or not roles["control"]["seeds"]:
-                state = {r: "every learning rate failed" if roles[r]["sweep"] and roles[r]["chosen_learning_rate"]
-                         is None and len(roles[r]["sweep"]) == len(grid["settings"]["learning_rates"]) else
-                         "not run yet" for r in ("variant", "control")}  # fmt: skip
-                lines.append(f"| {task} | {PAIR_LABELS.get(spec, spec)} | {state['variant']} | {state['control']} "
-                             "| — | | |")  # fmt: skip
+                variant, control = (unfinished_state(roles[r], grid["settings"]["learning_rates"]) for r in ROLES)
+                lines.append(f"| {task} | {PAIR_LABELS.get(spec, spec)} | {variant} | {control} | — | | |")
                 continue
-            variant, control = (summarize_role(roles[r], chance) for r in ("variant", "control"))
+            variant, control = (summarize_role(roles[r], chance) for r in ROLES)
             top = max(grid["settings"]["learning_rates"])
             rates = " / ".join(
                 f"{roles[r]['chosen_learning_rate']:g}" + ("*" if roles[r]["chosen_learning_rate"] == top else "")
-                for r in ("variant", "control")
+                for r in ROLES
             )
             lines.append(
                 f"| {task} | {PAIR_LABELS.get(spec, spec)} | {variant['text']} | {control['text']} | "
@@ -103,11 +108,8 @@ def sweep_table(grid_dir: Path, tasks: list[str]) -> str:
         "| task | comparison | role | held-out acc. % by learning rate | median train tokens/s (load-dependent) |",
         "|---|---|---|---|---:|",
     ]
-    for task in tasks:
-        folder = grid_dir / task
-        if not (folder / "run_fingerprint.json").is_file():
-            continue
-        for spec, roles in load_grid(folder)["cells"].items():
+    for task, grid in task_grids(grid_dir, tasks):
+        for spec, roles in grid["cells"].items():
             for role_name, role in roles.items():
                 if not role["sweep"]:
                     continue
@@ -126,11 +128,7 @@ def sweep_table(grid_dir: Path, tasks: list[str]) -> str:
 def settings_text(grid_dir: Path, tasks: list[str]) -> str:
     """One line per task: data split, budget, sizes, swept rates and seeds, from the grid's fingerprint."""
     lines = []
-    for task in tasks:
-        folder = grid_dir / task
-        if not (folder / "run_fingerprint.json").is_file():
-            continue
-        grid = load_grid(folder)
+    for task, grid in task_grids(grid_dir, tasks):
         s, d = grid["settings"], grid["data"]
         sizes = ", ".join(f"{k} {v}" for k, v in s["sizes"].items())
         lines.append(
