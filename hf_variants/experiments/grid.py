@@ -96,14 +96,16 @@ class Grid:
     def prepare_data(self) -> None:
         s = self.settings
         data = load_task(s.task, self.data_dir, s.max_train, s.max_test)
-        (fit_texts, fit_labels), (held_texts, held_labels) = data.held_out(s.heldout_fraction)
+        (fit_texts, _), (_, held_labels) = data.held_out(s.heldout_fraction)
         # The tokenizer sees only the training split (deterministic: same texts, same vocabulary).
         tokenizer = train_wordpiece_tokenizer(data.train_texts, vocab_size=s.vocab_size)
         self.vocab_size = len(tokenizer)
+        train = EncodedSplit.encode(tokenizer, data.train_texts, data.train_labels, s.max_length)
+        cut = len(fit_texts)  # the held-out slice is the training split's tail: encode once, slice
         self.encoded = {
-            "fit": EncodedSplit.encode(tokenizer, fit_texts, fit_labels, s.max_length),
-            "held_out": EncodedSplit.encode(tokenizer, held_texts, held_labels, s.max_length),
-            "train": EncodedSplit.encode(tokenizer, data.train_texts, data.train_labels, s.max_length),
+            "fit": EncodedSplit(train.input_ids[:cut], train.labels[:cut]),
+            "held_out": EncodedSplit(train.input_ids[cut:], train.labels[cut:]),
+            "train": train,
             "test": EncodedSplit.encode(tokenizer, data.test_texts, data.test_labels, s.max_length),
         }
         self.data = data
