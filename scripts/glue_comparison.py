@@ -24,6 +24,7 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from hf_variants.experiments.glue_after_pretraining import finished_run
 from hf_variants.glue import get_task
 
 MODELS = ("bert", "mgk_bert", "macaron_bert", "transject", "node_transformer")
@@ -57,21 +58,6 @@ def job_argv(args: argparse.Namespace, model: str, task: str, seed: int, random_
     if model in args.overrides:
         argv += ["--config_overrides", args.overrides[model]]
     return output_dir, argv
-
-
-def finished_run(output_dir: Path, argv: list[str]) -> dict | None:
-    """This exact run's ``results.json``, or None when it has not run. Results of another command are an
-    error, not a silent reuse (a grid repeated with other settings into the same ``--output_dir``)."""
-    path = output_dir / "results.json"
-    if not path.is_file():
-        return None
-    results, expected = json.loads(path.read_text()), " ".join(["run_glue.py", *argv])
-    if results.get("command") != expected:
-        raise SystemExit(
-            f"{output_dir} holds a run made with another command:\n  {results.get('command')}\nthis grid would run:"
-            f"\n  {expected}\nChoose another --output_dir for other settings, or delete that run to redo it."
-        )
-    return results
 
 
 def summarize(args: argparse.Namespace, runs: dict[tuple[str, str, str], list[dict]]) -> dict:
@@ -178,7 +164,7 @@ def main(argv: list[str] | None = None) -> None:
                 for random_init in (False, True):
                     key = (model, "random" if random_init else "pretrained", task)
                     jobs.setdefault(key, []).append(job_argv(args, model, task, seed, random_init))
-    pending = [(d, a) for runs in jobs.values() for d, a in runs if finished_run(d, a) is None]
+    pending = [(d, a) for runs in jobs.values() for d, a in runs if finished_run(d / "results.json", a) is None]
     print(f"{sum(len(v) for v in jobs.values())} runs, {len(pending)} to do.", flush=True)
     if args.summarize_only:
         pending = []
@@ -190,7 +176,7 @@ def main(argv: list[str] | None = None) -> None:
             score = result["eval"]["validation"][get_task(result["task"]).headline_metric]
             print(f"[{done}/{len(pending)}] {output_dir}: {score:.4f}", flush=True)
 
-    found = {key: [finished_run(d, a) for d, a in value] for key, value in jobs.items()}
+    found = {key: [finished_run(d / "results.json", a) for d, a in value] for key, value in jobs.items()}
     runs = {key: results for key, results in found.items() if None not in results}  # cells with every seed
     table = summarize(args, runs)
     settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "summarize_only"}

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from hf_variants.training.checkpoints import CheckpointError
+
 from .helpers import load_script
 
 glue_comparison = load_script("glue_comparison")
@@ -90,6 +92,7 @@ def test_runs_of_another_command_are_refused_not_reused(tmp_path: Path, capsys: 
         write_run(tmp_path, "bert", "sst2", "random", seed, 0.5)
         write_run(tmp_path, "bert", "sst2", "pretrained", seed, 0.6, learning_rate="1e-4")
 
-    with pytest.raises(SystemExit, match="pretrained-seed1 holds a run made with another command") as error:
+    refusal = r"pretrained-seed1/results\.json holds a run made with another command"
+    with pytest.raises(CheckpointError, match=refusal) as error:
         summarize_only(tmp_path, capsys)
     assert "--learning_rate 0.0001" in str(error.value) and "--learning_rate 0.0005" in str(error.value)

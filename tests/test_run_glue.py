@@ -144,6 +144,8 @@ def test_fine_tuning_reports_the_saved_models_dev_accuracy(
                                       "--do_train", "--do_eval", "--max_steps", "12"))  # fmt: skip
     logits, labels = dev_predictions(tmp_path, glue_dir, "sst2", pair=False)
     assert results["eval"]["validation"]["accuracy"] == pytest.approx(float((logits.argmax(-1) == labels).mean()))
+    largest_share = np.bincount(logits.argmax(-1)).max() / len(labels)  # the "did not learn" measure
+    assert results["eval"]["validation"]["largest_class_share"] == pytest.approx(largest_share)
     assert json.loads((tmp_path / "all_results.json").read_text())["eval_accuracy"] == pytest.approx(
         results["eval"]["validation"]["accuracy"]
     )
@@ -207,6 +209,7 @@ def test_stsb_is_regression_with_pearson_and_clipped_submission(
     assert metrics["pearson"] == pytest.approx(stats.pearsonr(predicted, scores)[0], abs=1e-4)
     assert metrics["spearmanr"] == pytest.approx(stats.spearmanr(predicted, scores)[0], abs=1e-4)
     assert metrics["combined_score"] == pytest.approx((metrics["pearson"] + metrics["spearmanr"]) / 2)
+    assert metrics["prediction_std"] == pytest.approx(float(predicted.std()), rel=1e-4)
     rows = (tmp_path / "STS-B.tsv").read_text().splitlines()
     assert rows[0] == "index\tprediction" and len(rows) == 9
     values = [float(row.split("\t")[1]) for row in rows[1:]]

@@ -189,18 +189,21 @@ class Grid:
             lock.release()
 
 
+def git_commit_files(repository: Path, paths: list[Path], message: str) -> None:
+    """``git commit -- <paths>`` (when they changed), leaving anything else in the working tree alone."""
+    names = [str(path) for path in paths]
+    subprocess.run(["git", "add", "--", *names], cwd=repository, check=True)
+    if subprocess.run(["git", "diff", "--cached", "--quiet", "--", *names], cwd=repository).returncode:
+        subprocess.run(["git", "commit", "-q", "-m", message, "--", *names], cwd=repository, check=True)
+
+
 def git_commit_cell(repository: Path) -> Callable[[Path], None]:
-    """A callback that commits one finished cell's files (and the task's fingerprint and data summary)
-    with ``git commit -- <paths>``, leaving anything else in the working tree alone."""
+    """A callback that commits one finished cell's files (and the task's fingerprint and data summary)."""
 
     def commit(cell: Path) -> None:
         task_folder = cell.parent.parent
-        paths = [str(cell), str(task_folder / "run_fingerprint.json"), str(task_folder / "data.json")]
-        subprocess.run(["git", "add", "--", *paths], cwd=repository, check=True)
-        staged = subprocess.run(["git", "diff", "--cached", "--quiet", "--", *paths], cwd=repository)
-        if staged.returncode:
-            message = f"Grid result: {task_folder.name} / {cell.parent.name} / {cell.name}"
-            subprocess.run(["git", "commit", "-q", "-m", message, "--", *paths], cwd=repository, check=True)
+        paths = [cell, task_folder / "run_fingerprint.json", task_folder / "data.json"]
+        git_commit_files(repository, paths, f"Grid result: {task_folder.name} / {cell.parent.name} / {cell.name}")
 
     return commit
 

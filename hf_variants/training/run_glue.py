@@ -464,12 +464,23 @@ def metric_function(task: str | None, labels: LabelSpace):
         logits = prediction.predictions[0] if isinstance(prediction.predictions, tuple) else prediction.predictions
         predicted = np.squeeze(logits, -1) if labels.is_regression else np.argmax(logits, axis=-1)
         if metric is not None:
-            return metric.compute(predictions=predicted, references=prediction.label_ids)
-        if labels.is_regression:
-            return {"mse": float(((predicted - prediction.label_ids) ** 2).mean())}
-        return {"accuracy": float((predicted == prediction.label_ids).mean())}
+            scores = metric.compute(predictions=predicted, references=prediction.label_ids)
+        elif labels.is_regression:
+            scores = {"mse": float(((predicted - prediction.label_ids) ** 2).mean())}
+        else:
+            scores = {"accuracy": float((predicted == prediction.label_ids).mean())}
+        return {**scores, **collapse_measure(predicted, labels.is_regression)}
 
     return compute
+
+
+def collapse_measure(predicted: np.ndarray, is_regression: bool) -> dict[str, float]:
+    """How far the predictions are from one constant answer (a model that "did not learn"):
+    ``largest_class_share`` (share of the most predicted class) for classification,
+    ``prediction_std`` for regression."""
+    if is_regression:
+        return {"prediction_std": float(np.std(predicted))}
+    return {"largest_class_share": float(np.bincount(predicted.astype(int)).max() / max(len(predicted), 1))}
 
 
 def write_predictions(

@@ -1,0 +1,366 @@
+"""GLUE after pretraining: masked-LM pretraining on WikiText-2, then fine-tuning on GLUE tasks with the
+learning rate chosen on held-out training data — shared by two studies:
+
+* the **budget study** (``scripts/pretraining_budget.py``): one BERT-control MLM run keeps a checkpoint
+  every few hundred steps; each chosen checkpoint ("budget", in optimizer steps) and the same
+  architecture from random initialisation (budget 0) are fine-tuned, and a budget helps on a task when
+  its paired-by-seed difference from random initialisation has a 95% interval above 0 (more than the
+  seed spread). It measures the budget the variant comparison needs before that comparison is run.
+* the **variant comparison** (``scripts/glue_after_pretraining.py``): each variant and its matched
+  control pretrained at one budget with the same tokenizer, data, schedule and seed, then fine-tuned the
+  same way; differences variant − control paired by seed.
+
+Fine-tuning (``FineTuning``), per model and task: the learning rate is chosen on a held-out slice of the
+*training* split (``run_glue --heldout_fraction``), never on dev; then one run per seed on the training
+split, scored on dev. Every run's ``results.json`` is copied next to the study (a few KB, committed), and
+a run whose copy exists with the same command is not run again, so a study resumes across sessions. A run
+whose dev predictions are ≥ 99% one class (or one constant score) "did not learn": it is named, and left
+out of means and pairs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import shutil
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ..glue import get_task
+from ..training import checkpoints
+from .statistics import ONE_CLASS_SHARE, Interval, mean_interval, paired_difference
+
+#: The chance score shown next to "did not learn" (dev majority share for SST-2 comes from the data).
+NO_SKILL = {"matthews_correlation": 0.0, "pearson": 0.0}
+
+
+#: Size of every pretrained model here: the BERT control's (the budget study) and, for the variant
+#: comparison, each variant's and its control's (MGK and the others keep 2 heads of 64).
+PRETRAINING_SIZES = "hidden_size=128,num_hidden_layers=2,num_attention_heads=2,intermediate_size=512"
+
+
+def mlm_argv(
+    model_type: str, overrides: str, data_dir: Path, tokenizer: Path, steps: int, checkpoint_every: int, output: Path
+) -> list[str]:
+    """``run_mlm`` arguments: WikiText-2, 128-token blocks, 32 per step, lr 1e-3 constant after 200 warmup
+    steps (so that a checkpoint at step s is the budget-s model), validation perplexity at each checkpoint."""
+    corpus = data_dir / "wikitext-2"
+    return [
+        "--model_type", model_type, "--config_overrides", overrides,
+        "--train_file", str(corpus / "train.txt"), "--validation_file", str(corpus / "valid.txt"),
+        "--tokenizer_name", str(tokenizer), "--max_seq_length", "128", "--per_device_train_batch_size", "32",
+        "--learning_rate", "1e-3", "--lr_scheduler_type", "constant_with_warmup", "--num_warmup_steps", "200",
+        "--max_train_steps", str(steps), "--checkpointing_steps", str(checkpoint_every),
+        "--eval_steps", str(checkpoint_every), "--max_eval_samples", "512", "--seed", "42",
+        "--logging_steps", "50", "--output_dir", str(output), "--disable_tqdm",
+    ]  # fmt: skip
+
+
+def wikitext_tokenizer(data_dir: Path, folder: Path) -> Path:
+    """The 8,000-token WordPiece tokenizer of WikiText-2's training file (trained once, then reused)."""
+    from ..training import train_tokenizer
+
+    if not (folder / "tokenizer.json").is_file():
+        train_tokenizer.main(["--train_file", str(data_dir / "wikitext-2" / "train.txt"), "--vocab_size", "8000",
+                              "--output_dir", str(folder)])  # fmt: skip
+    return folder
+
+
+def pretrain(argv: list[str]) -> dict[str, Any]:
+    """Run ``run_mlm`` (which resumes from the newest checkpoint of the same run) unless this exact run has
+    finished; its results."""
+    from ..training import run_mlm
+
+    done = Path(argv[argv.index("--output_dir") + 1]) / "results.json"
+    if not (done.is_file() and checkpoints.load_json(done)["command"] == " ".join(["run_mlm.py", *argv])):
+        run_mlm.main(argv)
+    return checkpoints.load_json(done)
+
+
+def checkpoint_record(checkpoint: Path, step: int) -> dict[str, Any]:
+    """Tokens, seconds and validation perplexity of a ``run_mlm`` checkpoint (evaluated at ``step``)."""
+    state = checkpoints.load_json(checkpoint / "training_state.json")
+    evaluation = [row for row in state["logged"] if row["step"] == step and "perplexity" in row]
+    if not evaluation:
+        raise checkpoints.CheckpointError(f"{checkpoint}: no validation perplexity logged at step {step}.")
+    return {"tokens": state["train_tokens"], "perplexity": evaluation[-1]["perplexity"],
+            "train_seconds": state["train_seconds"]}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class FineTuning:
+    """The fine-tuning protocol shared by every budget (and recorded with the results)."""
+
+    tasks: tuple[str, ...] = ("sst2", "cola", "stsb")
+    seeds: tuple[int, ...] = (1, 2, 3)
+    learning_rates: tuple[float, ...] = (1e-4, 3e-4, 1e-3)
+    heldout_fraction: float = 0.1
+    heldout_seed: int = 0
+    sweep_seed: int = 0
+    max_train_samples: int = 8000
+    num_train_epochs: float = 3.0
+    max_seq_length: int = 64
+    batch_size: int = 32
+
+    def run_argv(
+        self, glue_dir: Path, model_dir: Path, task: str, learning_rate: float, seed: int, output_dir: Path, *,
+        random_init: bool, heldout: bool,
+    ) -> list[str]:  # fmt: skip
+        """``run_glue`` arguments of one fine-tuning run (a held-out run when ``heldout``)."""
+        argv = [
+            "--glue_dir", str(glue_dir), "--model_name_or_path", str(model_dir), "--task_name", task,
+            "--do_train", "--do_eval",
+            "--max_train_samples", str(self.max_train_samples), "--max_seq_length", str(self.max_seq_length),
+            "--no_pad_to_max_length", "--per_device_train_batch_size", str(self.batch_size),
+            "--per_device_eval_batch_size", "128", "--learning_rate", f"{learning_rate:g}",
+            "--num_train_epochs", f"{self.num_train_epochs:g}", "--warmup_steps", "0.1", "--weight_decay", "0.01",
+            "--seed", str(seed), "--save_strategy", "no", "--report_to", "none", "--disable_tqdm", "true",
+            "--print_logs", "false", "--log_level", "warning", "--dataloader_pin_memory", "false",
+            "--output_dir", str(output_dir),
+        ]  # fmt: skip
+        if heldout:
+            argv += ["--heldout_fraction", f"{self.heldout_fraction:g}", "--heldout_seed", str(self.heldout_seed)]
+        return argv + (["--random_init"] if random_init else [])
+
+    def as_record(self) -> dict[str, Any]:
+        return {key: list(value) if isinstance(value, tuple) else value for key, value in asdict(self).items()}
+
+
+def export_checkpoint_model(checkpoint: Path, final_model: Path, destination: Path) -> Path:
+    """A loadable model folder for one ``run_mlm`` checkpoint: the final model's config and the
+    checkpoint's own weights and tokenizer. Refuses a checkpoint whose weights do not fit the config."""
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    model = AutoModelForMaskedLM.from_pretrained(final_model)
+    weights = checkpoints.load_tensors(checkpoint / "model.safetensors")
+    try:
+        missing, unexpected = model.load_state_dict(weights, strict=False)
+    except RuntimeError as error:  # a tensor of another shape
+        message = f"{checkpoint}: its weights do not fit {final_model}'s config: {error}"
+        raise checkpoints.CheckpointError(message) from None
+    if missing or unexpected:
+        raise checkpoints.CheckpointError(
+            f"{checkpoint}: its weights do not fit {final_model}'s config (missing {missing[:5]}, "
+            f"unexpected {unexpected[:5]})."
+        )
+    model.save_pretrained(destination)
+    AutoTokenizer.from_pretrained(checkpoint / "tokenizer").save_pretrained(destination)
+    return destination
+
+
+def finished_run(record: Path, argv: Sequence[str]) -> dict[str, Any] | None:
+    """The recorded results of exactly this ``run_glue`` command, or None when it has not run. A record of
+    another command is an error (a study repeated with other settings into the same folder), never reused."""
+    if not record.is_file():
+        return None
+    results, expected = checkpoints.load_json(record), " ".join(["run_glue.py", *argv])
+    if results.get("command") != expected:
+        raise checkpoints.CheckpointError(
+            f"{record} holds a run made with another command:\n  {results.get('command')}\nthis study would run:"
+            f"\n  {expected}\nChoose another output folder for other settings, or delete that file to redo it."
+        )
+    return results
+
+
+def score(results: dict[str, Any], task: str) -> float:
+    """The task's headline dev (or held-out) metric ×100; NaN for an undefined correlation."""
+    value = results["eval"]["validation"][get_task(task).headline_metric]
+    return math.nan if value is None else 100 * float(value)
+
+
+def did_not_learn(results: dict[str, Any], task: str) -> bool:
+    """≥ 99% of predictions one class, or one constant score (``run_glue``'s collapse measures)."""
+    metrics = results["eval"]["validation"]
+    if get_task(task).is_regression:
+        return metrics["prediction_std"] == 0 or not math.isfinite(score(results, task))
+    return metrics["largest_class_share"] >= ONE_CLASS_SHARE
+
+
+def choose_learning_rate(sweep: dict[float, dict[str, Any]], task: str) -> float:
+    """The swept rate with the best held-out score among runs that learned (ties: the smaller rate);
+    when none learned, the best score overall (the cell will then show what happened)."""
+    learned = {rate: score(r, task) for rate, r in sweep.items() if not did_not_learn(r, task)}
+    candidates = learned or {rate: score(r, task) for rate, r in sweep.items()}
+    finite = {rate: value for rate, value in candidates.items() if math.isfinite(value)} or candidates
+    best = max(finite.values())
+    return min(rate for rate, value in finite.items() if value == best)
+
+
+@dataclass
+class Cell:
+    """One model on one task: the chosen rate and the dev scores by seed of the runs that learned."""
+
+    task: str
+    learning_rate: float
+    scores: dict[int, float]
+    not_learned: list[int]
+
+    @property
+    def interval(self) -> Interval | None:
+        return mean_interval(list(self.scores.values())) if self.scores else None
+
+
+def cell_from_runs(task: str, learning_rate: float, runs: dict[int, dict[str, Any]]) -> Cell:
+    not_learned = sorted(seed for seed, r in runs.items() if did_not_learn(r, task))
+    scores = {seed: score(r, task) for seed, r in runs.items() if seed not in not_learned}
+    return Cell(task, learning_rate, scores, not_learned)
+
+
+def difference(cell: Cell, reference: Cell) -> Interval | None:
+    """Paired-by-seed difference ``cell − reference``, or None with fewer than two shared seeds."""
+    if len(cell.scores.keys() & reference.scores.keys()) < 2:
+        return None
+    return paired_difference(cell.scores, reference.scores)
+
+
+@dataclass(frozen=True)
+class ModelToTune:
+    """A model folder to fine-tune (its weights, or its architecture from random initialisation)."""
+
+    folder: Path
+    random_init: bool = False
+
+
+def run_in_worker(argv: list[str]) -> dict[str, Any]:
+    """One ``run_glue`` run in a pool worker, on one CPU thread (several run side by side)."""
+    import torch
+
+    torch.set_num_threads(1)
+    from ..training import run_glue
+
+    return run_glue.main(argv)
+
+
+def fine_tune(
+    protocol: FineTuning,
+    models: dict[str, ModelToTune],
+    glue_dir: Path,
+    work_dir: Path,
+    record_dir: Path,
+    workers: int = 1,
+    on_record: Callable[[Path], None] | None = None,
+) -> dict[tuple[str, str], Cell]:
+    """Fine-tune every model on every task (task by task, so that an interrupted study leaves whole
+    tasks): held-out sweep, chosen rate, seeds. Runs go to ``work_dir/<model>/<task>/<run>/``, their
+    results to ``record_dir/<model>/<task>/<run>.json`` (``on_record`` is called on each new one); recorded
+    runs are skipped. Returns ``{(model, task): Cell}``."""
+
+    def job(name: str, task: str, run: str, rate: float, seed: int, heldout: bool) -> tuple[Path, Path, list[str]]:
+        model, work = models[name], work_dir / name / task / run
+        argv = protocol.run_argv(glue_dir, model.folder, task, rate, seed, work, random_init=model.random_init,
+                                 heldout=heldout)  # fmt: skip
+        return work, record_dir / name / task / f"{run}.json", argv
+
+    def run_all(jobs: list[tuple[Path, Path, list[str]]]) -> None:
+        pending = [(work, record, argv) for work, record, argv in jobs if finished_run(record, argv) is None]
+        with contextlib.ExitStack() as stack:
+            if workers > 1:
+                pool = stack.enter_context(ProcessPoolExecutor(max_workers=workers))
+                outcomes = pool.map(run_in_worker, [argv for _, _, argv in pending])
+            else:
+                from ..training import run_glue
+
+                outcomes = (run_glue.main(argv) for _, _, argv in pending)
+            for (work, record, _), _ in zip(pending, outcomes, strict=True):
+                record.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(work / "results.json", record)
+                (work / "model.safetensors").unlink(missing_ok=True)  # keep the results, not the models
+                if on_record is not None:
+                    on_record(record)
+
+    cells = {}
+    for task in protocol.tasks:
+        sweeps = {(name, rate): job(name, task, f"sweep-lr{rate:g}", rate, protocol.sweep_seed, True)
+                  for name in models for rate in protocol.learning_rates}  # fmt: skip
+        run_all(list(sweeps.values()))
+        chosen = {}
+        for name in models:
+            sweep = {rate: finished_run(*sweeps[name, rate][1:]) for rate in protocol.learning_rates}
+            chosen[name] = choose_learning_rate(sweep, task)
+        finals = {(name, seed): job(name, task, f"seed{seed}", chosen[name], seed, False)
+                  for name in models for seed in protocol.seeds}  # fmt: skip
+        run_all(list(finals.values()))
+        for name in models:
+            runs = {seed: finished_run(*finals[name, seed][1:]) for seed in protocol.seeds}
+            cells[name, task] = cell_from_runs(task, chosen[name], runs)
+    return cells
+
+
+def chance_scores(tasks: Sequence[str], glue_dir: Path) -> dict[str, float]:
+    """What a model that did not learn scores on dev (×100): the majority share for a classification task
+    scored by accuracy, 0 for a correlation."""
+    from ..glue.data import load_glue
+    from .training import majority_share
+
+    return {task: 100 * majority_share(list(load_glue(task, glue_dir)["validation"]["label"]))
+            if get_task(task).headline_metric == "accuracy" else NO_SKILL[get_task(task).headline_metric]
+            for task in tasks}  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------
+# The budget study
+# --------------------------------------------------------------------------------------------
+def smallest_helpful_budget(cells: dict[tuple[int, str], Cell], anchor: str = "sst2") -> int | None:
+    """The smallest budget whose paired difference from random initialisation (budget 0) lies above 0 on
+    ``anchor`` and on at least one other task (the issue's bar); None if no budget does."""
+    budgets = sorted({budget for budget, _ in cells if budget > 0})
+    tasks = sorted({task for _, task in cells})
+    for budget in budgets:
+        above = {
+            task for task in tasks
+            if (budget, task) in cells and (0, task) in cells
+            and (gain := difference(cells[budget, task], cells[0, task])) is not None and gain.low > 0
+        }  # fmt: skip
+        if anchor in above and len(above) >= 2:
+            return budget
+    return None
+
+
+def _interval_text(interval: Interval) -> str:
+    if interval.n < 2:
+        return f"{interval.mean:.1f} (1 seed)"
+    return f"{interval.mean:.1f} ± {interval.half_width:.1f}"
+
+
+def difference_text(interval: Interval | None) -> str:
+    """``+d [low, high]``, bold when the interval excludes 0; ``—`` without two paired seeds."""
+    if interval is None:
+        return "—"
+    text = f"{interval.mean:+.1f} [{interval.low:+.1f}, {interval.high:+.1f}]"
+    return f"**{text}**" if interval.excludes_zero else text
+
+
+def score_text(cell: Cell | None, chance: float) -> str:
+    """Mean ± 95% interval (with the chosen rate), and the seeds that did not learn."""
+    if cell is None:
+        return "not run yet"
+    parts = [_interval_text(cell.interval)] if cell.interval is not None else []
+    if cell.not_learned:
+        parts.append(f"did not learn (seed {', '.join(map(str, cell.not_learned))}; chance {chance:.1f})")
+    return "; ".join(parts) + f" (lr {cell.learning_rate:g})"
+
+
+def budget_table(
+    cells: dict[tuple[int, str], Cell], pretraining: dict[int, dict[str, Any]], chance: dict[str, float]
+) -> str:
+    """One row per budget: steps, tokens seen, validation perplexity, and per task the dev mean ± 95%
+    interval, then the paired difference from random initialisation [95% interval] (bold: excludes 0)."""
+    tasks = sorted({task for _, task in cells}, key=lambda t: (t != "sst2", t))
+    header = "| budget (steps) | tokens | MLM val. perplexity | " + " | ".join(
+        f"{t} ({get_task(t).headline_metric}): dev | − random init" for t in tasks
+    )
+    lines = [header + " |", "|---:|---:|---:|" + "---|---:|" * len(tasks)]
+    for budget in sorted({b for b, _ in cells}):
+        info = pretraining.get(budget, {})
+        tokens = f"{info['tokens']:,}" if "tokens" in info else "0"
+        perplexity = f"{info['perplexity']:.0f}" if "perplexity" in info else "—"
+        row = [f"{budget:,}" if budget else "0 (random init)", tokens, perplexity]
+        for task in tasks:
+            cell, random_init = cells.get((budget, task)), cells.get((0, task))
+            gain = difference(cell, random_init) if budget and cell and random_init else None
+            row += [score_text(cell, chance[task]), "" if not budget else difference_text(gain)]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"

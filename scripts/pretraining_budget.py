@@ -1,0 +1,105 @@
+#!/usr/bin/env python
+"""The pretraining budget at which pretraining helps: one BERT-control MLM run on WikiText-2 with a
+checkpoint every --checkpoint_every steps; each budget in --budgets and random initialisation fine-tuned on
+GLUE tasks (rate chosen on a held-out slice of the training split, then --seeds on dev), paired by seed
+(``hf_variants.experiments.glue_after_pretraining``).
+
+    python scripts/pretraining_budget.py --data_dir ../shared/data \\
+        --output_dir docs/experiments/pretraining_budget --work_dir runs/pretraining-budget --git_commit
+
+Resumable: the pretraining run resumes from its newest checkpoint, and a fine-tuning run whose result file
+exists (made with the same command) is skipped. ``--git_commit`` commits each finished run's result file.
+Large files (checkpoints, fine-tuned models) stay in --work_dir; the small result files go to --output_dir.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+from hf_variants.experiments.glue_after_pretraining import (
+    PRETRAINING_SIZES,
+    FineTuning,
+    ModelToTune,
+    budget_table,
+    chance_scores,
+    checkpoint_record,
+    export_checkpoint_model,
+    fine_tune,
+    mlm_argv,
+    pretrain,
+    smallest_helpful_budget,
+    wikitext_tokenizer,
+)
+from hf_variants.experiments.grid import git_commit_files
+from hf_variants.training import checkpoints
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data_dir", type=Path, default=Path("../shared/data"))
+    parser.add_argument("--output_dir", type=Path, default=Path("outputs/pretraining_budget"))
+    parser.add_argument("--work_dir", type=Path, default=Path("runs/pretraining-budget"))
+    parser.add_argument("--budgets", type=int, nargs="+", default=[500, 1500, 3000])
+    parser.add_argument("--checkpoint_every", type=int, default=500)
+    parser.add_argument("--tasks", nargs="+", default=list(FineTuning.tasks))
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(FineTuning.seeds))
+    parser.add_argument("--learning_rates", type=float, nargs="+", default=list(FineTuning.learning_rates))
+    parser.add_argument("--max_train_samples", type=int, default=FineTuning.max_train_samples)
+    parser.add_argument("--workers", type=int, default=1, help="fine-tuning runs at a time, one CPU thread each")
+    parser.add_argument("--git_commit", action="store_true", help="commit each finished run's result file")
+    args = parser.parse_args(argv)
+    if any(budget % args.checkpoint_every for budget in args.budgets):
+        parser.error(f"every --budgets value must be a multiple of --checkpoint_every ({args.checkpoint_every}).")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    protocol = FineTuning(tuple(args.tasks), tuple(args.seeds), tuple(args.learning_rates),
+                          max_train_samples=args.max_train_samples)  # fmt: skip
+
+    def commit(paths: list[Path], what: str) -> None:
+        if args.git_commit:
+            git_commit_files(Path.cwd(), paths, f"Pretraining budget: {what}")
+
+    tokenizer = wikitext_tokenizer(args.data_dir, args.work_dir / "tokenizer")
+    run = args.work_dir / "mlm"
+    command = mlm_argv("bert_control", PRETRAINING_SIZES, args.data_dir, tokenizer, max(args.budgets),
+                       args.checkpoint_every, run)  # fmt: skip
+    final = pretrain(command)
+    budgets = {b: checkpoint_record(run / f"checkpoint-{b}", b) for b in args.budgets}
+    record = {"command": "run_mlm.py " + " ".join(command), "final": final,
+              "budgets": {str(b): info for b, info in budgets.items()}}  # fmt: skip
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    checkpoints.write_json(args.output_dir / "pretraining.json", record)
+    commit([args.output_dir / "pretraining.json"], "pretraining run")
+
+    models = {"step0": ModelToTune(run, random_init=True)}
+    for budget in args.budgets:
+        folder = args.work_dir / "models" / f"step{budget}"
+        if not (folder / "config.json").is_file():
+            export_checkpoint_model(run / f"checkpoint-{budget}", run, folder)
+        models[f"step{budget}"] = ModelToTune(folder)
+    found = fine_tune(
+        protocol, models, args.data_dir / "glue", args.work_dir / "glue", args.output_dir / "runs", args.workers,
+        on_record=lambda path: commit([path], f"{path.parent.parent.name} / {path.parent.name} / {path.stem}"),
+    )  # fmt: skip
+
+    cells = {(int(name.removeprefix("step")), task): cell for (name, task), cell in found.items()}
+    table = budget_table(cells, budgets, chance_scores(protocol.tasks, args.data_dir / "glue"))
+    helpful = smallest_helpful_budget(cells)
+    summary = {
+        "fine_tuning": protocol.as_record(), "pretraining_sizes": PRETRAINING_SIZES,
+        "smallest_helpful_budget": helpful,
+        "cells": {f"step{b}/{t}": {"learning_rate": c.learning_rate, "scores": c.scores,
+                                   "did_not_learn_seeds": c.not_learned} for (b, t), c in cells.items()},
+    }  # fmt: skip
+    checkpoints.write_json(args.output_dir / "summary.json", summary)
+    (args.output_dir / "summary.md").write_text(table)
+    commit([args.output_dir / "summary.json", args.output_dir / "summary.md"], "summary")
+    print(table)
+    print(json.dumps({"smallest_helpful_budget": helpful}))
+
+
+if __name__ == "__main__":
+    main()

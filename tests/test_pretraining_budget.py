@@ -1,0 +1,175 @@
+"""GLUE after pretraining (``hf_variants.experiments.glue_after_pretraining``): checkpoint export,
+learning-rate choice on held-out runs, "did not learn" handling, the budget study's paired verdict and
+its table, and committing result files one by one."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from hf_variants.experiments.glue_after_pretraining import (
+    Cell,
+    FineTuning,
+    ModelToTune,
+    budget_table,
+    cell_from_runs,
+    choose_learning_rate,
+    export_checkpoint_model,
+    fine_tune,
+    finished_run,
+    smallest_helpful_budget,
+)
+from hf_variants.experiments.grid import git_commit_files
+from hf_variants.training import run_mlm
+from hf_variants.training.checkpoints import CheckpointError
+
+from .mlm_helpers import mlm_args
+from .test_run_glue import checkpoints, glue_dir  # noqa: F401  (fixtures: tiny models, GLUE files)
+
+
+def result(task: str, value: float, share: float = 0.6, std: float = 0.5) -> dict:
+    """A ``run_glue`` results dict as the study reads it (metric as a fraction, collapse measures)."""
+    metric = {"sst2": "accuracy", "cola": "matthews_correlation", "stsb": "pearson"}[task]
+    return {"eval": {"validation": {metric: value, "largest_class_share": share, "prediction_std": std}}}
+
+
+def test_an_exported_checkpoint_is_the_model_at_that_step(corpus: Path, tokenizer_dir: Path, tmp_path: Path) -> None:
+    run = tmp_path / "mlm"
+    run_mlm.main(mlm_args(corpus, tokenizer_dir, run, "macaron_bert", "--max_train_steps", "8",
+                          "--checkpointing_steps", "4"))  # fmt: skip
+    last = export_checkpoint_model(run / "checkpoint-8", run, tmp_path / "step8")
+    final, exported = load_file(run / "model.safetensors"), load_file(last / "model.safetensors")
+    assert final.keys() == exported.keys() and all(torch.equal(final[k], exported[k]) for k in final)
+    early = load_file(export_checkpoint_model(run / "checkpoint-4", run, tmp_path / "step4") / "model.safetensors")
+    assert any(not torch.equal(early[k], final[k]) for k in final)  # four more steps moved the weights
+    assert (tmp_path / "step4" / "tokenizer.json").is_file()
+
+    other = tmp_path / "other"  # another width: its weights cannot fit
+    run_mlm.main(mlm_args(corpus, tokenizer_dir, other, "bert", "--max_train_steps", "1"))
+    with pytest.raises(CheckpointError, match="checkpoint-4: its weights do not fit"):
+        export_checkpoint_model(run / "checkpoint-4", other, tmp_path / "wrong")
+
+
+def test_a_record_of_another_command_is_refused(tmp_path: Path) -> None:
+    protocol = FineTuning()
+    argv = protocol.run_argv(Path("glue"), Path("m"), "sst2", 1e-3, 1, tmp_path / "w", random_init=False, heldout=True)
+    record = tmp_path / "sweep.json"
+    assert finished_run(record, argv) is None
+    record.write_text(json.dumps({"command": " ".join(["run_glue.py", *argv]), "x": 1}))
+    assert finished_run(record, argv)["x"] == 1
+    other = protocol.run_argv(Path("glue"), Path("m"), "sst2", 3e-4, 1, tmp_path / "w", random_init=False, heldout=True)
+    with pytest.raises(CheckpointError, match=r"sweep\.json holds a run made with another command"):
+        finished_run(record, other)
+
+
+def test_held_out_runs_and_random_init_are_flagged_in_the_command() -> None:
+    protocol = FineTuning()
+    held = protocol.run_argv(Path("glue"), Path("m"), "cola", 1e-3, 0, Path("w"), random_init=True, heldout=True)
+    final = protocol.run_argv(Path("glue"), Path("m"), "cola", 1e-3, 2, Path("w"), random_init=False, heldout=False)
+    assert held[held.index("--heldout_fraction") + 1] == "0.1" and "--random_init" in held
+    assert "--heldout_fraction" not in final and "--random_init" not in final
+    assert final[final.index("--seed") + 1] == "2"
+
+
+def test_the_rate_is_chosen_among_runs_that_learned() -> None:
+    sweep = {1e-4: result("sst2", 0.70), 3e-4: result("sst2", 0.80), 1e-3: result("sst2", 0.80)}
+    assert choose_learning_rate(sweep, "sst2") == 3e-4  # ties go to the smaller rate
+    sweep[1e-3] = result("sst2", 0.90, share=0.995)  # a higher score from one class: not chosen
+    assert choose_learning_rate(sweep, "sst2") == 3e-4
+    regression = {1e-4: result("stsb", math.nan, std=0.0), 3e-4: result("stsb", 0.2)}
+    assert choose_learning_rate(regression, "stsb") == 3e-4
+
+
+def test_runs_that_did_not_learn_are_named_not_averaged() -> None:
+    runs = {1: result("sst2", 0.8), 2: result("sst2", 0.509, share=1.0), 3: result("sst2", 0.7)}
+    cell = cell_from_runs("sst2", 1e-3, runs)
+    assert cell.not_learned == [2] and cell.scores == pytest.approx({1: 80.0, 3: 70.0})
+    assert cell.interval.mean == pytest.approx(75.0)
+    text = budget_table({(500, "sst2"): cell}, {500: {"tokens": 10, "perplexity": 99.4}}, {"sst2": 50.9})
+    assert "did not learn (seed 2; chance 50.9)" in text and "| 500 | 10 | 99 |" in text
+
+
+def cells_from(scores: dict[tuple[int, str], list[float]]) -> dict[tuple[int, str], Cell]:
+    return {key: Cell(key[1], 1e-3, dict(enumerate(values, 1)), []) for key, values in scores.items()}
+
+
+def test_the_smallest_budget_that_beats_random_init_on_sst2_and_another_task() -> None:
+    cells = cells_from({
+        (0, "sst2"): [70, 71, 72], (0, "cola"): [5, 6, 7], (0, "stsb"): [10, 12, 14],
+        (500, "sst2"): [75, 76, 77], (500, "cola"): [4, 8, 6], (500, "stsb"): [9, 14, 13],  # sst2 only
+        (1500, "sst2"): [74, 76, 75], (1500, "cola"): [8, 10, 9], (1500, "stsb"): [10, 12, 14],
+        (3000, "sst2"): [80, 81, 82], (3000, "cola"): [15, 16, 17], (3000, "stsb"): [20, 22, 24],
+    })  # fmt: skip
+    assert smallest_helpful_budget(cells) == 1500
+    del cells[1500, "cola"]
+    assert smallest_helpful_budget(cells) == 3000
+    for task in ("cola", "stsb"):
+        del cells[3000, task]
+    assert smallest_helpful_budget(cells) is None  # SST-2 alone is not enough
+    table = budget_table(cells_from({(0, "sst2"): [70, 71, 72], (3000, "sst2"): [80, 81, 82]}), {}, {"sst2": 50.9})
+    assert "| **+10.0 [+10.0, +10.0]** |" in table
+
+
+def test_a_one_seed_difference_is_not_a_verdict() -> None:
+    cells = cells_from({(0, "sst2"): [70], (500, "sst2"): [90], (0, "cola"): [1], (500, "cola"): [30]})
+    assert smallest_helpful_budget(cells) is None
+    assert "90.0 (1 seed)" in budget_table(cells, {}, {"sst2": 50.9, "cola": 0.0})
+
+
+def test_fine_tuning_chooses_the_rate_on_held_out_runs_and_resumes(
+    checkpoints: dict[str, Path], glue_dir: Path, tmp_path: Path  # noqa: F811
+) -> None:
+    protocol = FineTuning(tasks=("sst2",), seeds=(1, 2), learning_rates=(1e-4, 3e-3), max_train_samples=256,
+                          num_train_epochs=2, max_seq_length=32, batch_size=16)  # fmt: skip
+    folder = checkpoints["macaron_bert"]
+    models = {"pretrained": ModelToTune(folder), "random": ModelToTune(folder, random_init=True)}
+    recorded: list[Path] = []
+    cells = fine_tune(protocol, models, glue_dir, tmp_path / "work", tmp_path / "records", on_record=recorded.append)
+    assert len(recorded) == 8  # 2 models x (2 held-out sweeps + 2 seeds)
+    for name, model in models.items():
+        runs = tmp_path / "records" / name / "sst2"
+        sweep = {rate: json.loads((runs / f"sweep-lr{rate:g}.json").read_text()) for rate in protocol.learning_rates}
+        assert {r["evaluated_on"] for r in sweep.values()} == {"held-out 0.1 of the training split (seed 0)"}
+        assert {r["random_init"] for r in sweep.values()} == {model.random_init}
+        scores = {rate: r["eval"]["validation"]["accuracy"] for rate, r in sweep.items()}
+        shares = {rate: r["eval"]["validation"]["largest_class_share"] for rate, r in sweep.items()}
+        learned = {rate: value for rate, value in scores.items() if shares[rate] < 0.99} or scores
+        best = min(rate for rate, accuracy in learned.items() if accuracy == max(learned.values()))
+        assert cells[name, "sst2"].learning_rate == best
+        finals = {seed: json.loads((runs / f"seed{seed}.json").read_text()) for seed in protocol.seeds}
+        assert {r["evaluated_on"] for r in finals.values()} == {"dev set"}
+        assert all(f"--learning_rate {best:g}" in r["command"] for r in finals.values())
+        expected = {seed: 100 * r["eval"]["validation"]["accuracy"] for seed, r in finals.items()
+                    if r["eval"]["validation"]["largest_class_share"] < 0.99}  # fmt: skip
+        assert cells[name, "sst2"].scores == pytest.approx(expected)
+        assert not (tmp_path / "work" / name / "sst2" / "seed1" / "model.safetensors").exists()
+    recorded.clear()
+    again = fine_tune(protocol, models, glue_dir, tmp_path / "work", tmp_path / "records", on_record=recorded.append)
+    assert recorded == [] and again == cells  # every run was found, none repeated
+
+
+def test_result_files_are_committed_one_by_one_leaving_other_changes_alone(tmp_path: Path) -> None:
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True, text=True).stdout
+
+    git("init", "-q")
+    git("config", "user.email", "t@example.com")
+    git("config", "user.name", "t")
+    (tmp_path / "other.txt").write_text("work in progress")
+    git("add", "other.txt")  # staged by someone else: must stay staged, not committed
+    result = tmp_path / "runs" / "seed1.json"
+    result.parent.mkdir()
+    result.write_text("{}")
+    git_commit_files(tmp_path, [result], "one result")
+    assert git("log", "--format=%s").split("\n")[0] == "one result"
+    assert git("show", "--name-only", "--format=").split() == ["runs/seed1.json"]
+    assert git("diff", "--cached", "--name-only").split() == ["other.txt"]
+    git_commit_files(tmp_path, [result], "unchanged")  # nothing changed: no empty commit
+    assert git("rev-list", "--count", "HEAD").strip() == "1"
