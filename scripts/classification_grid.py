@@ -20,16 +20,8 @@ from pathlib import Path
 import torch
 
 from hf_variants.experiments.grid import Grid, GridSettings, git_commit_cell
+from hf_variants.experiments.tables import PAIRS
 
-#: Each variant at its default (paper) settings, and Macaron at both LayerNorm placements; each is
-#: compared with its matched control (``hf_variants.core.composition.matched_control``).
-PAIRS = (
-    "macaron_bert",
-    "macaron_bert:layer_norm_position=post",
-    "mgk_bert",
-    "transject",
-    "node_transformer",
-)
 #: One size for every model (the matched control has the same): 2 layers, hidden 64, 2 heads of 32.
 SIZES = {
     "hidden_size": 64,

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
+from transformers import AutoConfig, AutoModelForMaskedLM
 
 from hf_variants.experiments.glue_after_pretraining import (
     Cell,
@@ -22,11 +23,16 @@ from hf_variants.experiments.glue_after_pretraining import (
     export_checkpoint_model,
     fine_tune,
     finished_run,
+    pair_overrides,
+    pair_table,
     smallest_helpful_budget,
 )
 from hf_variants.experiments.grid import git_commit_files
+from hf_variants.experiments.tables import PAIRS
+from hf_variants.experiments.training import build_config
 from hf_variants.training import run_mlm
 from hf_variants.training.checkpoints import CheckpointError
+from hf_variants.training.run_mlm import parse_overrides
 
 from .mlm_helpers import mlm_args
 from .test_run_glue import checkpoints, glue_dir  # noqa: F401  (fixtures: tiny models, GLUE files)
@@ -173,3 +179,38 @@ def test_result_files_are_committed_one_by_one_leaving_other_changes_alone(tmp_p
     assert git("diff", "--cached", "--name-only").split() == ["other.txt"]
     git_commit_files(tmp_path, [result], "unchanged")  # nothing changed: no empty commit
     assert git("rev-list", "--count", "HEAD").strip() == "1"
+
+
+@pytest.mark.parametrize("spec", PAIRS)
+def test_each_pair_pretrains_the_variant_and_exactly_its_matched_control(spec: str) -> None:
+    """The command line's config builds the same model as ``build_config`` (the from-scratch grid's):
+    same parameters, same initial values, same outputs (fields of unselected ideas may differ: inert)."""
+    sizes = "hidden_size=32,num_hidden_layers=2,num_attention_heads=2,head_dim=16,intermediate_size=64,vocab_size=50"
+    input_ids = torch.randint(1, 50, (2, 7), generator=torch.Generator().manual_seed(0))
+    for control in (False, True):
+        model_type, overrides = pair_overrides(spec, sizes, control=control)
+        models = []
+        for config in (AutoConfig.for_model(model_type, **parse_overrides(overrides)),
+                       build_config(spec, parse_overrides(sizes), control=control)):  # fmt: skip
+            torch.manual_seed(0)
+            models.append(AutoModelForMaskedLM.from_config(config).eval())
+        first, second = (model.state_dict() for model in models)
+        assert first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first)
+        with torch.no_grad():
+            torch.testing.assert_close(models[0](input_ids).logits, models[1](input_ids).logits, rtol=0, atol=0)
+    assert pair_overrides(spec, sizes, control=True) != pair_overrides(spec, sizes, control=False)
+
+
+def test_the_pair_table_pairs_variant_and_control_by_seed() -> None:
+    cells = {
+        ("mgk_bert/variant", "sst2"): Cell("sst2", 1e-3, {1: 80.0, 2: 82.0, 3: 81.0}, []),
+        ("mgk_bert/control", "sst2"): Cell("sst2", 3e-4, {1: 70.0, 2: 71.0, 3: 72.0}, []),
+        ("transject/variant", "sst2"): Cell("sst2", 1e-3, {1: 60.0}, [2, 3]),
+        ("transject/control", "sst2"): Cell("sst2", 1e-3, {1: 70.0, 2: 71.0, 3: 72.0}, []),
+    }
+    text = pair_table(cells, ["mgk_bert", "transject", "node_transformer"], ["sst2"],
+                      {"mgk_bert/variant": 120.4, "mgk_bert/control": 130.0}, {"sst2": 50.9})  # fmt: skip
+    mgk, transject, node = text.splitlines()[2:]
+    assert "81.0 ± 2.5 (lr 0.001)" in mgk and "**+10.0 [+7.5, +12.5]**" in mgk and "| 120 / 130 |" in mgk
+    assert "did not learn (seed 2, 3; chance 50.9)" in transject and "| — |" in transject  # one paired seed
+    assert node.count("not run yet") == 2

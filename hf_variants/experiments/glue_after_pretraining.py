@@ -364,3 +364,48 @@ def budget_table(
             row += [score_text(cell, chance[task]), "" if not budget else difference_text(gain)]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# The variant comparison
+# --------------------------------------------------------------------------------------------
+def pair_overrides(spec: str, sizes: str, control: bool) -> tuple[str, str]:
+    """``(model_type, --config_overrides)`` of a pair's variant (``spec`` = ``model_type[:key=value,...]``)
+    or of its matched control, at ``sizes``."""
+    from ..core.composition import matched_control_overrides
+    from ..training.run_mlm import parse_overrides
+    from .training import build_config
+
+    model_type, _, overrides = spec.partition(":")
+    fields = {**parse_overrides(sizes), **parse_overrides(overrides)}
+    if control:
+        fields.update(matched_control_overrides(build_config(spec, parse_overrides(sizes), control=False)))
+    return model_type, ",".join(f"{key}={value}" for key, value in fields.items())
+
+
+def pair_table(
+    cells: dict[tuple[str, str], Cell],
+    pairs: Sequence[str],
+    tasks: Sequence[str],
+    perplexity: dict[str, float],
+    chance: dict[str, float],
+) -> str:
+    """Per task and pair: variant and control dev scores (mean ± 95% interval, chosen rate), the paired
+    difference [95% interval] (bold: excludes 0) and both models' MLM validation perplexity.
+    ``cells`` and ``perplexity`` are keyed ``<pair folder>/variant`` and ``<pair folder>/control``."""
+    from .grid import pair_folder
+    from .tables import PAIR_LABELS
+
+    lines = ["| task (metric) | comparison | variant dev | control dev | variant − control (paired, 95% CI) "
+             "| MLM perplexity (variant / control) |", "|---|---|---|---|---:|---|"]  # fmt: skip
+    for task in tasks:
+        for spec in pairs:
+            folder = pair_folder(spec)
+            variant, control = cells.get((f"{folder}/variant", task)), cells.get((f"{folder}/control", task))
+            gain = difference(variant, control) if variant and control else None
+            ppl = " / ".join(f"{perplexity[f'{folder}/{role}']:.0f}" if f"{folder}/{role}" in perplexity else "—"
+                             for role in ("variant", "control"))  # fmt: skip
+            lines.append(f"| {task} ({get_task(task).headline_metric}) | {PAIR_LABELS.get(spec, spec)} | "
+                         f"{score_text(variant, chance[task])} | {score_text(control, chance[task])} | "
+                         f"{difference_text(gain)} | {ppl} |")  # fmt: skip
+    return "\n".join(lines) + "\n"

@@ -23,6 +23,9 @@ PAIR_LABELS = {
     "transject": "TransJect (orthogonal attention + injective layers) vs softmax BERT layers, same embeddings",
     "node_transformer": "N-ODE blocks vs vanilla eq. (1) blocks (same modules)",
 }
+#: The pairs every comparison runs: each variant at its default (paper) settings, and Macaron at both
+#: LayerNorm placements; each is compared with its matched control (``core.composition.matched_control``).
+PAIRS = tuple(PAIR_LABELS)
 #: The papers' numbers for the same comparison, where they report one (accuracy %, theirs vs their baseline).
 PAPER_NUMBERS = {
     ("mgk_bert", "listops"): "LRA ListOps (2K tokens): MGK 2 heads 36.88 vs softmax 2 heads 36.76 (Table 1)",

@@ -1,0 +1,93 @@
+#!/usr/bin/env python
+"""GLUE after pretraining: each variant and its matched control pretrained with MLM on WikiText-2 at one
+budget (same tokenizer, data order, masks, schedule and seed), then fine-tuned on GLUE tasks with the rate
+chosen on a held-out slice of the training split and --seeds on dev; differences variant − control paired
+by seed (``hf_variants.experiments.glue_after_pretraining``).
+
+    python scripts/glue_after_pretraining.py --data_dir ../shared/data --steps 3000 \\
+        --output_dir docs/experiments/glue_after_pretraining --work_dir runs/glue-after-pretraining --git_commit
+
+--steps is the budget at which pretraining beats random initialisation for the BERT control
+(``scripts/pretraining_budget.py`` measures it). Resumable like the budget study: pretraining resumes from
+its newest checkpoint, recorded fine-tuning runs are skipped, ``--git_commit`` commits each result file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from hf_variants.experiments.glue_after_pretraining import (
+    PRETRAINING_SIZES,
+    FineTuning,
+    ModelToTune,
+    chance_scores,
+    fine_tune,
+    mlm_argv,
+    pair_overrides,
+    pair_table,
+    pretrain,
+    wikitext_tokenizer,
+)
+from hf_variants.experiments.grid import git_commit_files, pair_folder
+from hf_variants.experiments.tables import PAIRS
+from hf_variants.training import checkpoints
+
+#: Every model at the budget study's size, with 2 heads of 64 and the grid's N-ODE solver tolerance.
+SIZES = f"{PRETRAINING_SIZES},head_dim=64,rtol=1e-3,atol=1e-3"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data_dir", type=Path, default=Path("../shared/data"))
+    parser.add_argument("--output_dir", type=Path, default=Path("outputs/glue_after_pretraining"))
+    parser.add_argument("--work_dir", type=Path, default=Path("runs/glue-after-pretraining"))
+    parser.add_argument("--steps", type=int, default=3000, help="pretraining steps of 32 x 128 tokens")
+    parser.add_argument("--pairs", nargs="+", default=list(PAIRS))
+    parser.add_argument("--tasks", nargs="+", default=list(FineTuning.tasks))
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(FineTuning.seeds))
+    parser.add_argument("--learning_rates", type=float, nargs="+", default=list(FineTuning.learning_rates))
+    parser.add_argument("--max_train_samples", type=int, default=FineTuning.max_train_samples)
+    parser.add_argument("--workers", type=int, default=1, help="fine-tuning runs at a time, one CPU thread each")
+    parser.add_argument("--git_commit", action="store_true", help="commit each finished run's result file")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    protocol = FineTuning(tuple(args.tasks), tuple(args.seeds), tuple(args.learning_rates),
+                          max_train_samples=args.max_train_samples)  # fmt: skip
+
+    def commit(paths: list[Path], what: str) -> None:
+        if args.git_commit:
+            git_commit_files(Path.cwd(), paths, f"GLUE after pretraining: {what}")
+
+    tokenizer = wikitext_tokenizer(args.data_dir, args.work_dir / "tokenizer")
+    perplexity, cells = {}, {}
+    for spec in args.pairs:  # pair by pair, so that an interrupted study leaves whole pairs
+        models = {}
+        for role in ("variant", "control"):
+            name = f"{pair_folder(spec)}/{role}"
+            model_type, overrides = pair_overrides(spec, SIZES, control=role == "control")
+            command = mlm_argv(model_type, overrides, args.data_dir, tokenizer, args.steps, 500,
+                               args.work_dir / "mlm" / name)  # fmt: skip
+            results = pretrain(command)
+            record = args.output_dir / name / "pretraining.json"
+            record.parent.mkdir(parents=True, exist_ok=True)
+            checkpoints.write_json(record, results)
+            commit([record], f"{name} / pretraining")
+            perplexity[name] = results["perplexity"]
+            models[name] = ModelToTune(args.work_dir / "mlm" / name)
+        cells.update(fine_tune(
+            protocol, models, args.data_dir / "glue", args.work_dir / "glue", args.output_dir, args.workers,
+            on_record=lambda path: commit([path], f"{path.parent.parent.parent.name} / {path.parent.parent.name} / "
+                                                  f"{path.parent.name} / {path.stem}"),
+        ))  # fmt: skip
+        table = pair_table(cells, args.pairs, protocol.tasks, perplexity,
+                           chance_scores(protocol.tasks, args.data_dir / "glue"))  # fmt: skip
+        (args.output_dir / "summary.md").write_text(table)
+        commit([args.output_dir / "summary.md"], "summary")
+        print(table, flush=True)
+
+
+if __name__ == "__main__":
+    main()
