@@ -15,22 +15,22 @@ its newest checkpoint, recorded fine-tuning runs are skipped, ``--git_commit`` c
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from hf_variants.experiments.glue_after_pretraining import (
     PRETRAINING_SIZES,
-    FineTuning,
     ModelToTune,
+    add_study_arguments,
     chance_scores,
     fine_tune,
     mlm_argv,
     pair_overrides,
     pair_table,
     pretrain,
+    study_setup,
     wikitext_tokenizer,
 )
-from hf_variants.experiments.grid import git_commit_files, pair_folder
+from hf_variants.experiments.grid import pair_folder
 from hf_variants.experiments.tables import PAIRS
 from hf_variants.training import checkpoints
 
@@ -40,26 +40,13 @@ SIZES = f"{PRETRAINING_SIZES},head_dim=64,rtol=1e-3,atol=1e-3"
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_dir", type=Path, default=Path("../shared/data"))
     parser.add_argument("--output_dir", type=Path, default=Path("outputs/glue_after_pretraining"))
     parser.add_argument("--work_dir", type=Path, default=Path("runs/glue-after-pretraining"))
     parser.add_argument("--steps", type=int, default=3000, help="pretraining steps of 32 x 128 tokens")
     parser.add_argument("--pairs", nargs="+", default=list(PAIRS))
-    parser.add_argument("--tasks", nargs="+", default=list(FineTuning.tasks))
-    parser.add_argument("--seeds", type=int, nargs="+", default=list(FineTuning.seeds))
-    parser.add_argument("--learning_rates", type=float, nargs="+", default=list(FineTuning.learning_rates))
-    parser.add_argument("--max_train_samples", type=int, default=FineTuning.max_train_samples)
-    parser.add_argument("--workers", type=int, default=1, help="fine-tuning runs at a time, one CPU thread each")
-    parser.add_argument("--git_commit", action="store_true", help="commit each finished run's result file")
+    add_study_arguments(parser)
     args = parser.parse_args(argv)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    protocol = FineTuning(tuple(args.tasks), tuple(args.seeds), tuple(args.learning_rates),
-                          max_train_samples=args.max_train_samples)  # fmt: skip
-
-    def commit(paths: list[Path], what: str) -> None:
-        if args.git_commit:
-            git_commit_files(Path.cwd(), paths, f"GLUE after pretraining: {what}")
+    protocol, commit = study_setup(args, "GLUE after pretraining")
 
     tokenizer = wikitext_tokenizer(args.data_dir, args.work_dir / "tokenizer")
     perplexity, cells = {}, {}

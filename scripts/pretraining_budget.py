@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 
 from hf_variants.experiments.glue_after_pretraining import (
     PRETRAINING_SIZES,
-    FineTuning,
     ModelToTune,
+    add_study_arguments,
     budget_table,
     chance_scores,
     checkpoint_record,
@@ -31,36 +30,23 @@ from hf_variants.experiments.glue_after_pretraining import (
     mlm_argv,
     pretrain,
     smallest_helpful_budget,
+    study_setup,
     wikitext_tokenizer,
 )
-from hf_variants.experiments.grid import git_commit_files
 from hf_variants.training import checkpoints
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_dir", type=Path, default=Path("../shared/data"))
     parser.add_argument("--output_dir", type=Path, default=Path("outputs/pretraining_budget"))
     parser.add_argument("--work_dir", type=Path, default=Path("runs/pretraining-budget"))
     parser.add_argument("--budgets", type=int, nargs="+", default=[500, 1500, 3000])
     parser.add_argument("--checkpoint_every", type=int, default=500)
-    parser.add_argument("--tasks", nargs="+", default=list(FineTuning.tasks))
-    parser.add_argument("--seeds", type=int, nargs="+", default=list(FineTuning.seeds))
-    parser.add_argument("--learning_rates", type=float, nargs="+", default=list(FineTuning.learning_rates))
-    parser.add_argument("--max_train_samples", type=int, default=FineTuning.max_train_samples)
-    parser.add_argument("--workers", type=int, default=1, help="fine-tuning runs at a time, one CPU thread each")
-    parser.add_argument("--git_commit", action="store_true", help="commit each finished run's result file")
+    add_study_arguments(parser)
     args = parser.parse_args(argv)
     if any(budget % args.checkpoint_every for budget in args.budgets):
         parser.error(f"every --budgets value must be a multiple of --checkpoint_every ({args.checkpoint_every}).")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    protocol = FineTuning(tuple(args.tasks), tuple(args.seeds), tuple(args.learning_rates),
-                          max_train_samples=args.max_train_samples)  # fmt: skip
-
-    def commit(paths: list[Path], what: str) -> None:
-        if args.git_commit:
-            git_commit_files(Path.cwd(), paths, f"Pretraining budget: {what}")
+    protocol, commit = study_setup(args, "Pretraining budget")
 
     tokenizer = wikitext_tokenizer(args.data_dir, args.work_dir / "tokenizer")
     run = args.work_dir / "mlm"

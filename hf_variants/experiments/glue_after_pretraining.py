@@ -20,8 +20,10 @@ out of means and pairs.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import math
+import os
 import shutil
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -127,6 +129,34 @@ class FineTuning:
 
     def as_record(self) -> dict[str, Any]:
         return {key: list(value) if isinstance(value, tuple) else value for key, value in asdict(self).items()}
+
+
+def add_study_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options both studies share: data, fine-tuning protocol, workers, committing."""
+    parser.add_argument("--data_dir", type=Path, default=Path("../shared/data"))
+    parser.add_argument("--tasks", nargs="+", default=list(FineTuning.tasks))
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(FineTuning.seeds))
+    parser.add_argument("--learning_rates", type=float, nargs="+", default=list(FineTuning.learning_rates))
+    parser.add_argument("--max_train_samples", type=int, default=FineTuning.max_train_samples)
+    parser.add_argument("--workers", type=int, default=1, help="fine-tuning runs at a time, one CPU thread each")
+    parser.add_argument("--git_commit", action="store_true", help="commit each finished run's result file")
+
+
+def study_setup(args: argparse.Namespace, title: str) -> tuple[FineTuning, Callable[[list[Path], str], None]]:
+    """The fine-tuning protocol of the parsed options, and a ``commit(paths, what)`` that commits result
+    files with ``--git_commit`` (and does nothing without it). Sets the offline environment."""
+    from .grid import git_commit_files
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    protocol = FineTuning(tuple(args.tasks), tuple(args.seeds), tuple(args.learning_rates),
+                          max_train_samples=args.max_train_samples)  # fmt: skip
+
+    def commit(paths: list[Path], what: str) -> None:
+        if args.git_commit:
+            git_commit_files(Path.cwd(), paths, f"{title}: {what}")
+
+    return protocol, commit
 
 
 def export_checkpoint_model(checkpoint: Path, final_model: Path, destination: Path) -> Path:
