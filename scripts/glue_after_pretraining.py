@@ -48,6 +48,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     protocol, commit = study_setup(args, "GLUE after pretraining")
 
+    chance = chance_scores(protocol.tasks, args.data_dir / "glue")
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    checkpoints.write_json(args.output_dir / "chance.json", chance)
+    commit([args.output_dir / "chance.json"], "chance scores")
     tokenizer = wikitext_tokenizer(args.data_dir, args.work_dir / "tokenizer")
     perplexity, cells = {}, {}
     for spec in args.pairs:  # pair by pair, so that an interrupted study leaves whole pairs
@@ -69,11 +73,8 @@ def main(argv: list[str] | None = None) -> None:
             on_record=lambda path: commit([path], f"{path.parent.parent.parent.name} / {path.parent.parent.name} / "
                                                   f"{path.parent.name} / {path.stem}"),
         ))  # fmt: skip
-        table = pair_table(cells, args.pairs, protocol.tasks, perplexity,
-                           chance_scores(protocol.tasks, args.data_dir / "glue"))  # fmt: skip
-        (args.output_dir / "summary.md").write_text(table)
-        commit([args.output_dir / "summary.md"], "summary")
-        print(table, flush=True)
+        print(pair_table(cells, args.pairs, protocol.tasks, perplexity, chance), flush=True)
+    print("README and docs/: python scripts/render_tables.py")
 
 
 if __name__ == "__main__":

@@ -71,20 +71,13 @@ def main(argv: list[str] | None = None) -> None:
         on_record=lambda path: commit([path], f"{path.parent.parent.name} / {path.parent.name} / {path.stem}"),
     )  # fmt: skip
 
+    chance = chance_scores(protocol.tasks, args.data_dir / "glue")
+    checkpoints.write_json(args.output_dir / "chance.json", chance)
+    commit([args.output_dir / "chance.json"], "chance scores")
     cells = {(int(name.removeprefix("step")), task): cell for (name, task), cell in found.items()}
-    table = budget_table(cells, budgets, chance_scores(protocol.tasks, args.data_dir / "glue"))
-    helpful = smallest_helpful_budget(cells)
-    summary = {
-        "fine_tuning": protocol.as_record(), "pretraining_sizes": PRETRAINING_SIZES,
-        "smallest_helpful_budget": helpful,
-        "cells": {f"step{b}/{t}": {"learning_rate": c.learning_rate, "scores": c.scores,
-                                   "did_not_learn_seeds": c.not_learned} for (b, t), c in cells.items()},
-    }  # fmt: skip
-    checkpoints.write_json(args.output_dir / "summary.json", summary)
-    (args.output_dir / "summary.md").write_text(table)
-    commit([args.output_dir / "summary.json", args.output_dir / "summary.md"], "summary")
-    print(table)
-    print(json.dumps({"smallest_helpful_budget": helpful}))
+    print(budget_table(cells, budgets, chance))
+    print(json.dumps({"smallest_helpful_budget": smallest_helpful_budget(cells)}))
+    print("README and docs/: python scripts/render_tables.py")
 
 
 if __name__ == "__main__":

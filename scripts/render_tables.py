@@ -2,11 +2,11 @@
 """Render the comparison tables of README.md and docs/experiments/ from the committed result files
 (``hf_variants.experiments.tables``); nothing in them is typed by hand.
 
-    python scripts/render_tables.py            # rewrite docs/experiments/classification.md and README's block
+    python scripts/render_tables.py            # rewrite docs/experiments/*.md and README's blocks
     python scripts/render_tables.py --check    # exit 1 if either is out of date with the result files
 
 README's blocks lie between ``<!-- BEGIN generated: NAME -->`` and ``<!-- END generated: NAME -->``
-(NAME: ``classification``, ``transject-bounds``).
+(NAME: ``classification``, ``transject-bounds``, ``pretraining-budget``, ``glue-after-pretraining``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from hf_variants.experiments.tables import comparison_table, settings_text, sweep_table, transject_bounds_table
+from hf_variants.experiments.glue_after_pretraining import budget_study_table, pair_study_table
+from hf_variants.experiments.tables import PAIRS, comparison_table, settings_text, sweep_table, transject_bounds_table
 
 ROOT = Path(__file__).resolve().parent.parent
 GRID = ROOT / "docs" / "experiments" / "classification"
@@ -25,6 +26,16 @@ COMMAND = (
     "--output_dir docs/experiments/classification --git_commit"
 )
 BOUNDS = ROOT / "docs" / "transject" / "transject_bounds.json"
+BUDGET = ROOT / "docs" / "experiments" / "pretraining_budget"
+BUDGET_COMMAND = (
+    "python scripts/pretraining_budget.py --data_dir ../shared/data --output_dir docs/experiments/pretraining_budget "
+    "--work_dir runs/pretraining-budget --git_commit"
+)
+AFTER_PRETRAINING = ROOT / "docs" / "experiments" / "glue_after_pretraining"
+AFTER_PRETRAINING_COMMAND = (
+    "python scripts/glue_after_pretraining.py --data_dir ../shared/data --steps 3000 "
+    "--output_dir docs/experiments/glue_after_pretraining --work_dir runs/glue-after-pretraining --git_commit"
+)
 
 
 def readme_blocks() -> dict[str, str]:
@@ -38,6 +49,14 @@ def readme_blocks() -> dict[str, str]:
         "transject-bounds": (
             f"{transject_bounds_table(BOUNDS)}\nRendered by `python scripts/render_tables.py` from "
             "`docs/transject/transject_bounds.json`.\n"
+        ),
+        "pretraining-budget": (
+            f"{budget_study_table(BUDGET)}\nRendered by `python scripts/render_tables.py` from "
+            f"`docs/experiments/pretraining_budget/`, made by\n`{BUDGET_COMMAND}`.\n"
+        ),
+        "glue-after-pretraining": (
+            f"{pair_study_table(AFTER_PRETRAINING, PAIRS)}\nRendered by `python scripts/render_tables.py` from "
+            f"`docs/experiments/glue_after_pretraining/`, made by\n`{AFTER_PRETRAINING_COMMAND}`.\n"
         ),
     }
 

@@ -17,6 +17,7 @@ from hf_variants.experiments.glue_after_pretraining import (
     Cell,
     FineTuning,
     ModelToTune,
+    budget_study_table,
     budget_table,
     cell_from_runs,
     choose_learning_rate,
@@ -25,6 +26,7 @@ from hf_variants.experiments.glue_after_pretraining import (
     finished_run,
     pair_overrides,
     pair_table,
+    recorded_cells,
     smallest_helpful_budget,
 )
 from hf_variants.experiments.grid import git_commit_files
@@ -157,6 +159,7 @@ def test_fine_tuning_chooses_the_rate_on_held_out_runs_and_resumes(
     recorded.clear()
     again = fine_tune(protocol, models, glue_dir, tmp_path / "work", tmp_path / "records", on_record=recorded.append)
     assert recorded == [] and again == cells  # every run was found, none repeated
+    assert recorded_cells(tmp_path / "records") == cells  # the README's tables read the same cells back
 
 
 def test_result_files_are_committed_one_by_one_leaving_other_changes_alone(tmp_path: Path) -> None:
@@ -214,3 +217,23 @@ def test_the_pair_table_pairs_variant_and_control_by_seed() -> None:
     assert "81.0 ± 2.5 (lr 0.001)" in mgk and "**+10.0 [+7.5, +12.5]**" in mgk and "| 120 / 130 |" in mgk
     assert "did not learn (seed 2, 3; chance 50.9)" in transject and "| — |" in transject  # one paired seed
     assert node.count("not run yet") == 2
+
+
+def test_the_budget_table_is_rendered_from_the_committed_files_alone(tmp_path: Path) -> None:
+    assert budget_study_table(tmp_path) == "Not run yet.\n"
+    budgets = {"500": {"tokens": 2048000, "perplexity": 300.2, "train_seconds": 1.0}}
+    (tmp_path / "pretraining.json").write_text(json.dumps({"budgets": budgets}))
+    (tmp_path / "chance.json").write_text(json.dumps({"sst2": 50.9, "cola": 0.0}))
+    scores = {("step0", "sst2"): [70, 71, 72], ("step500", "sst2"): [75, 76, 78],
+              ("step0", "cola"): [1, 2, 3], ("step500", "cola"): [10, 12, 11]}  # fmt: skip
+    for (model, task), values in scores.items():
+        folder = tmp_path / "runs" / model / task
+        folder.mkdir(parents=True)
+        for seed, value in enumerate(values, 1):
+            run = result(task, value / 100, share=1.0 if (model, seed) == ("step0", 3) else 0.6)
+            record = {"command": "run_glue.py --learning_rate 0.0003", **run}
+            (folder / f"seed{seed}.json").write_text(json.dumps(record))
+    text = budget_study_table(tmp_path)
+    assert "Smallest budget that beats random initialisation on SST-2 and another task" in text
+    assert "**500 steps**" in text and "| 500 | 2,048,000 | 300 |" in text
+    assert "did not learn (seed 3; chance 50.9) (lr 0.0003)" in text  # random init, seed 3: one class

@@ -319,6 +319,21 @@ def fine_tune(
     return cells
 
 
+def recorded_cells(record_dir: Path) -> dict[tuple[str, str], Cell]:
+    """The cells of a study from its committed result files alone: ``{(model, task): Cell}`` for every
+    ``<model>/<task>/`` folder (``<model>`` may be nested, e.g. ``mgk_bert/variant``) that holds seed runs;
+    the rate is the one the seed runs were trained with (chosen on the held-out sweep by :func:`fine_tune`)."""
+    cells = {}
+    for task_folder in sorted({path.parent for path in record_dir.rglob("seed*.json")}):
+        runs = {int(p.stem.removeprefix("seed")): checkpoints.load_json(p) for p in task_folder.glob("seed*.json")}
+        rates = {float(r["command"].split("--learning_rate ")[1].split()[0]) for r in runs.values()}
+        if len(rates) != 1:
+            raise checkpoints.CheckpointError(f"{task_folder}: its seed runs used different learning rates {rates}.")
+        name, task = task_folder.parent.relative_to(record_dir).as_posix(), task_folder.name
+        cells[name, task] = cell_from_runs(task, rates.pop(), runs)
+    return cells
+
+
 def chance_scores(tasks: Sequence[str], glue_dir: Path) -> dict[str, float]:
     """What a model that did not learn scores on dev (×100): the majority share for a classification task
     scored by accuracy, 0 for a correlation."""
@@ -363,13 +378,14 @@ def difference_text(interval: Interval | None) -> str:
     return f"**{text}**" if interval.excludes_zero else text
 
 
-def score_text(cell: Cell | None, chance: float) -> str:
-    """Mean ± 95% interval (with the chosen rate), and the seeds that did not learn."""
+def score_text(cell: Cell | None, chance: float | None) -> str:
+    """Mean ± 95% interval (with the chosen rate), and the seeds that did not learn (with the chance score)."""
     if cell is None:
         return "not run yet"
     parts = [_interval_text(cell.interval)] if cell.interval is not None else []
     if cell.not_learned:
-        parts.append(f"did not learn (seed {', '.join(map(str, cell.not_learned))}; chance {chance:.1f})")
+        at_chance = "" if chance is None else f"; chance {chance:.1f}"
+        parts.append(f"did not learn (seed {', '.join(map(str, cell.not_learned))}{at_chance})")
     return "; ".join(parts) + f" (lr {cell.learning_rate:g})"
 
 
@@ -391,7 +407,7 @@ def budget_table(
         for task in tasks:
             cell, random_init = cells.get((budget, task)), cells.get((0, task))
             gain = difference(cell, random_init) if budget and cell and random_init else None
-            row += [score_text(cell, chance[task]), "" if not budget else difference_text(gain)]
+            row += [score_text(cell, chance.get(task)), "" if not budget else difference_text(gain)]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 
@@ -436,6 +452,43 @@ def pair_table(
             ppl = " / ".join(f"{perplexity[f'{folder}/{role}']:.0f}" if f"{folder}/{role}" in perplexity else "—"
                              for role in ("variant", "control"))  # fmt: skip
             lines.append(f"| {task} ({get_task(task).headline_metric}) | {PAIR_LABELS.get(spec, spec)} | "
-                         f"{score_text(variant, chance[task])} | {score_text(control, chance[task])} | "
+                         f"{score_text(variant, chance.get(task))} | {score_text(control, chance.get(task))} | "
                          f"{difference_text(gain)} | {ppl} |")  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# Tables from the committed files (scripts/render_tables.py)
+# --------------------------------------------------------------------------------------------
+def budget_study_table(folder: Path) -> str:
+    """The budget study's table and verdict, from ``folder``'s committed result files."""
+    if not (folder / "pretraining.json").is_file():
+        return "Not run yet.\n"
+    budgets = {int(b): info for b, info in checkpoints.load_json(folder / "pretraining.json")["budgets"].items()}
+    recorded = recorded_cells(folder / "runs")
+    cells = {(int(name.removeprefix("step")), task): cell for (name, task), cell in recorded.items()}
+    if not cells:
+        return "Pretrained; no fine-tuning run finished yet.\n"
+    chance = checkpoints.load_json(folder / "chance.json") if (folder / "chance.json").is_file() else {}
+    helpful = smallest_helpful_budget(cells)
+    bar = "beats random initialisation on SST-2 and another task (paired 95% interval above 0)"
+    verdict = f"No budget here {bar}." if helpful is None else f"Smallest budget that {bar}: **{helpful:,} steps**."
+    return f"{budget_table(cells, budgets, chance)}\n{verdict}\n"
+
+
+def pair_study_table(folder: Path, pairs: Sequence[str]) -> str:
+    """The variant comparison's table, from ``folder``'s committed result files."""
+    from .grid import pair_folder
+
+    cells = recorded_cells(folder) if folder.is_dir() else {}
+    if not cells:
+        return "Not run yet.\n"
+    perplexity = {}
+    for spec in pairs:
+        for role in ("variant", "control"):
+            record = folder / pair_folder(spec) / role / "pretraining.json"
+            if record.is_file():
+                perplexity[f"{pair_folder(spec)}/{role}"] = checkpoints.load_json(record)["perplexity"]
+    chance = checkpoints.load_json(folder / "chance.json") if (folder / "chance.json").is_file() else {}
+    tasks = sorted({task for _, task in cells}, key=lambda t: (t != "sst2", t))
+    return pair_table(cells, pairs, tasks, perplexity, chance)
