@@ -126,7 +126,7 @@ def test_the_smallest_budget_that_beats_random_init_on_sst2_and_another_task() -
 def test_a_one_seed_difference_is_not_a_verdict() -> None:
     cells = cells_from({(0, "sst2"): [70], (500, "sst2"): [90], (0, "cola"): [1], (500, "cola"): [30]})
     assert smallest_helpful_budget(cells) is None
-    assert "90.0 (1 seed)" in budget_table(cells, {}, {"sst2": 50.9, "cola": 0.0})
+    assert "90.0 (n = 1)" in budget_table(cells, {}, {"sst2": 50.9, "cola": 0.0})
 
 
 def test_fine_tuning_chooses_the_rate_on_held_out_runs_and_resumes(

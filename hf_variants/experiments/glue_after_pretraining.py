@@ -27,7 +27,7 @@ import os
 import shutil
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +37,6 @@ from .statistics import ONE_CLASS_SHARE, Interval, mean_interval, paired_differe
 
 #: The chance score shown next to "did not learn" (dev majority share for SST-2 comes from the data).
 NO_SKILL = {"matthews_correlation": 0.0, "pearson": 0.0}
-
-
 #: Size of every pretrained model here: the BERT control's (the budget study) and, for the variant
 #: comparison, each variant's and its control's (MGK and the others keep 2 heads of 64).
 PRETRAINING_SIZES = "hidden_size=128,num_hidden_layers=2,num_attention_heads=2,intermediate_size=512"
@@ -126,9 +124,6 @@ class FineTuning:
         if heldout:
             argv += ["--heldout_fraction", f"{self.heldout_fraction:g}", "--heldout_seed", str(self.heldout_seed)]
         return argv + (["--random_init"] if random_init else [])
-
-    def as_record(self) -> dict[str, Any]:
-        return {key: list(value) if isinstance(value, tuple) else value for key, value in asdict(self).items()}
 
 
 def add_study_arguments(parser: argparse.ArgumentParser) -> None:
@@ -364,25 +359,16 @@ def smallest_helpful_budget(cells: dict[tuple[int, str], Cell], anchor: str = "s
     return None
 
 
-def _interval_text(interval: Interval) -> str:
-    if interval.n < 2:
-        return f"{interval.mean:.1f} (1 seed)"
-    return f"{interval.mean:.1f} ± {interval.half_width:.1f}"
-
-
 def difference_text(interval: Interval | None) -> str:
-    """``+d [low, high]``, bold when the interval excludes 0; ``—`` without two paired seeds."""
-    if interval is None:
-        return "—"
-    text = f"{interval.mean:+.1f} [{interval.low:+.1f}, {interval.high:+.1f}]"
-    return f"**{text}**" if interval.excludes_zero else text
+    """``+d [low, high]`` (bold: excludes 0); ``—`` without two paired seeds."""
+    return "—" if interval is None else interval.difference_text()
 
 
 def score_text(cell: Cell | None, chance: float | None) -> str:
     """Mean ± 95% interval (with the chosen rate), and the seeds that did not learn (with the chance score)."""
     if cell is None:
         return "not run yet"
-    parts = [_interval_text(cell.interval)] if cell.interval is not None else []
+    parts = [cell.interval.mean_text()] if cell.interval is not None else []
     if cell.not_learned:
         at_chance = "" if chance is None else f"; chance {chance:.1f}"
         parts.append(f"did not learn (seed {', '.join(map(str, cell.not_learned))}{at_chance})")

@@ -34,6 +34,17 @@ class Interval:
         """Whether the interval lies entirely above or below 0 (never, with fewer than two values)."""
         return self.n >= 2 and (self.low > 0 or self.high < 0)
 
+    def mean_text(self, scale: float = 1.0) -> str:
+        """``mean ± half-width`` (``mean (n = 1)`` for one value), times ``scale``, one decimal."""
+        if math.isnan(self.half_width):
+            return f"{scale * self.mean:.1f} (n = {self.n})"
+        return f"{scale * self.mean:.1f} ± {scale * self.half_width:.1f}"
+
+    def difference_text(self, scale: float = 1.0) -> str:
+        """A difference as ``+mean [low, high]`` times ``scale``, bold when the interval excludes 0."""
+        text = f"{scale * self.mean:+.1f} [{scale * self.low:+.1f}, {scale * self.high:+.1f}]"
+        return f"**{text}**" if self.excludes_zero else text
+
 
 def mean_interval(values: Sequence[float]) -> Interval:
     """``mean ± t_{0.975, n−1} · s / √n``; raises ``ValueError`` for no values or a non-finite one."""

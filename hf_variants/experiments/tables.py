@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .grid import ROLES, load_grid
-from .statistics import Interval, mean_interval, paired_difference
+from .statistics import mean_interval, paired_difference
 
 #: What each pair compares, in words (the control is the same model with the idea turned off).
 PAIR_LABELS = {
@@ -36,19 +36,14 @@ PAPER_NUMBERS = {
 }
 
 
-def _percent(interval: Interval) -> str:
-    if math.isnan(interval.half_width):
-        return f"{100 * interval.mean:.1f} (n = {interval.n})"
-    return f"{100 * interval.mean:.1f} ± {100 * interval.half_width:.1f}"
-
-
 def summarize_role(role: dict[str, Any], chance: float) -> dict[str, Any]:
     """Accuracies of the finished seeds that learned, and the seeds that did not (one class)."""
     seeds = role["seeds"]
     learned = {s: r["accuracy"] for s, r in seeds.items() if r["status"] == "finished" and not r["predicts_one_class"]}
     failed = sorted(s for s in seeds if s not in learned)
     crashed = [s for s in failed if seeds[s]["status"] != "finished"]
-    text = _percent(mean_interval(list(learned.values()))) if learned else f"did not learn (chance {100 * chance:.1f})"
+    chance_text = f"did not learn (chance {100 * chance:.1f})"
+    text = mean_interval(list(learned.values())).mean_text(100) if learned else chance_text
     if learned and len(failed) > len(crashed):
         text += f" ({len(failed) - len(crashed)}/{len(seeds)} seeds did not learn)"
     if crashed:
@@ -59,9 +54,7 @@ def summarize_role(role: dict[str, Any], chance: float) -> dict[str, Any]:
 def difference_text(variant: dict[int, float], control: dict[int, float]) -> str:
     if len(variant.keys() & control.keys()) < 2:
         return "—"
-    interval = paired_difference(variant, control)
-    text = f"{100 * interval.mean:+.1f} [{100 * interval.low:+.1f}, {100 * interval.high:+.1f}]"
-    return f"**{text}**" if interval.excludes_zero else text
+    return paired_difference(variant, control).difference_text(100)
 
 
 def task_grids(grid_dir: Path, tasks: list[str]) -> list[tuple[str, dict[str, Any]]]:
