@@ -2,7 +2,7 @@
 """Render the comparison tables of README.md and docs/experiments/ from the committed result files
 (``hf_variants.experiments.tables``); nothing in them is typed by hand.
 
-    python scripts/render_tables.py            # rewrite docs/experiments/*.md and README's blocks
+    python scripts/render_tables.py            # rewrite docs/experiments/classification.md and README's blocks
     python scripts/render_tables.py --check    # exit 1 if either is out of date with the result files
 
 README's blocks lie between ``<!-- BEGIN generated: NAME -->`` and ``<!-- END generated: NAME -->``
