@@ -33,7 +33,7 @@ from typing import Any
 
 from ..glue import get_task
 from ..training import checkpoints
-from .statistics import ONE_CLASS_SHARE, Interval, mean_interval, paired_difference
+from .statistics import ONE_CLASS_SHARE, Interval, mean_interval, paired_difference_if_any
 
 #: The chance score shown next to "did not learn" (dev majority share for SST-2 comes from the data).
 NO_SKILL = {"matthews_correlation": 0.0, "pearson": 0.0}
@@ -236,9 +236,7 @@ def cell_from_runs(task: str, learning_rate: float, runs: dict[int, dict[str, An
 
 def difference(cell: Cell, reference: Cell) -> Interval | None:
     """Paired-by-seed difference ``cell − reference``, or None with fewer than two shared seeds."""
-    if len(cell.scores.keys() & reference.scores.keys()) < 2:
-        return None
-    return paired_difference(cell.scores, reference.scores)
+    return paired_difference_if_any(cell.scores, reference.scores)
 
 
 @dataclass(frozen=True)
@@ -380,7 +378,7 @@ def budget_table(
 ) -> str:
     """One row per budget: steps, tokens seen, validation perplexity, and per task the dev mean ± 95%
     interval, then the paired difference from random initialisation [95% interval] (bold: excludes 0)."""
-    tasks = sorted({task for _, task in cells}, key=lambda t: (t != "sst2", t))
+    tasks = task_order(cells)
     header = "| budget (steps) | tokens | MLM val. perplexity | " + " | ".join(
         f"{t} ({get_task(t).headline_metric}): dev | − random init" for t in tasks
     )
@@ -446,6 +444,16 @@ def pair_table(
 # --------------------------------------------------------------------------------------------
 # Tables from the committed files (scripts/render_tables.py)
 # --------------------------------------------------------------------------------------------
+def task_order(cells: dict[tuple[Any, str], Cell]) -> list[str]:
+    """The tasks of ``cells``, SST-2 (the anchor task) first, then alphabetical."""
+    return sorted({task for _, task in cells}, key=lambda t: (t != "sst2", t))
+
+
+def recorded_chance(folder: Path) -> dict[str, float]:
+    """The study's ``chance.json`` (empty before the study wrote it)."""
+    return checkpoints.load_json(folder / "chance.json") if (folder / "chance.json").is_file() else {}
+
+
 def budget_study_table(folder: Path) -> str:
     """The budget study's table and verdict, from ``folder``'s committed result files."""
     if not (folder / "pretraining.json").is_file():
@@ -455,7 +463,7 @@ def budget_study_table(folder: Path) -> str:
     cells = {(int(name.removeprefix("step")), task): cell for (name, task), cell in recorded.items()}
     if not cells:
         return "Pretrained; no fine-tuning run finished yet.\n"
-    chance = checkpoints.load_json(folder / "chance.json") if (folder / "chance.json").is_file() else {}
+    chance = recorded_chance(folder)
     helpful = smallest_helpful_budget(cells)
     bar = "beats random initialisation on SST-2 and another task (paired 95% interval above 0)"
     verdict = f"No budget here {bar}." if helpful is None else f"Smallest budget that {bar}: **{helpful:,} steps**."
@@ -475,6 +483,5 @@ def pair_study_table(folder: Path, pairs: Sequence[str]) -> str:
             record = folder / pair_folder(spec) / role / "pretraining.json"
             if record.is_file():
                 perplexity[f"{pair_folder(spec)}/{role}"] = checkpoints.load_json(record)["perplexity"]
-    chance = checkpoints.load_json(folder / "chance.json") if (folder / "chance.json").is_file() else {}
-    tasks = sorted({task for _, task in cells}, key=lambda t: (t != "sst2", t))
-    return pair_table(cells, pairs, tasks, perplexity, chance)
+    chance = recorded_chance(folder)
+    return pair_table(cells, pairs, task_order(cells), perplexity, chance)

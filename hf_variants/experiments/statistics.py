@@ -68,6 +68,11 @@ def paired_difference(variant: dict[int, float], control: dict[int, float]) -> I
     return mean_interval([variant[s] - control[s] for s in seeds])
 
 
+def paired_difference_if_any(variant: dict[int, float], control: dict[int, float]) -> Interval | None:
+    """:func:`paired_difference`, or None with fewer than two shared seeds (no interval, no verdict)."""
+    return paired_difference(variant, control) if len(variant.keys() & control.keys()) >= 2 else None
+
+
 def predicts_one_class(prediction_counts: Sequence[int]) -> bool:
     """Whether one class takes at least :data:`ONE_CLASS_SHARE` of the predictions."""
     total = sum(prediction_counts)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .grid import ROLES, load_grid
-from .statistics import mean_interval, paired_difference
+from .statistics import mean_interval, paired_difference_if_any
 
 #: What each pair compares, in words (the control is the same model with the idea turned off).
 PAIR_LABELS = {
@@ -52,9 +52,8 @@ def summarize_role(role: dict[str, Any], chance: float) -> dict[str, Any]:
 
 
 def difference_text(variant: dict[int, float], control: dict[int, float]) -> str:
-    if len(variant.keys() & control.keys()) < 2:
-        return "—"
-    return paired_difference(variant, control).difference_text(100)
+    interval = paired_difference_if_any(variant, control)
+    return "—" if interval is None else interval.difference_text(100)
 
 
 def task_grids(grid_dir: Path, tasks: list[str]) -> list[tuple[str, dict[str, Any]]]:
