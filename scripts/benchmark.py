@@ -1,12 +1,15 @@
 #!/usr/bin/env python
-"""Model benchmarks against ``transformers.BertForMaskedLM`` (sdpa) of matched size, and against the
-machine's measured fp32 matmul peak (README "Performance").
+"""Model benchmarks: every variant against its matched control (the same model with only its idea
+turned off, ``hf_variants.core.composition.matched_control``), ``transformers.BertForMaskedLM`` (sdpa)
+of matched size as an external reference row, and the machine's measured fp32 matmul peak (README
+"Performance").
 
     python scripts/benchmark.py --output_dir docs/benchmarks
 
 For every hidden size and sequence length: one MLM training step (forward, backward, AdamW) and one
-inference forward per model, medians of interleaved repeats (every model once per round, so drift
-of the machine hits all alike), ratios to BERT from the same rounds. Also:
+inference forward per model and per control, medians of interleaved repeats (every model once per
+round, so drift of the machine hits all alike), each variant's throughput ratio to its control and
+to BERT from the same rounds. Also:
 
 * FLOPs of a training step counted with ``torch.utils.flop_counter.FlopCounterMode`` on the eager
   attention path (the same arithmetic as sdpa, which the counter does not see on the CPU); model
@@ -45,6 +48,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from transformers import AutoConfig, AutoModelForMaskedLM, BertConfig, BertForMaskedLM
 
 import hf_variants  # noqa: F401  (registers the variants)
+from hf_variants.compare import CONTROL_PREFIX
+from hf_variants.core.composition import matched_control
 
 MODELS = ("bert", "macaron_bert", "mgk_bert", "mlk_bert", "transject", "node_transformer")
 #: ``--compile`` also measures the BERT control built from our core (the baseline of comparisons).
@@ -52,6 +57,11 @@ COMPILE_MODELS = ("bert", "bert_control", *MODELS[1:])
 
 
 def build(name: str, hidden: int, layers: int, vocab: int, max_len: int, attention: str) -> torch.nn.Module:
+    """The model ``name`` of this size: ``"bert"`` (``transformers``), a variant of :data:`MODELS`, or
+    ``"control of <variant>"``, the variant's matched control."""
+    if name.startswith(CONTROL_PREFIX):
+        variant = build(name.removeprefix(CONTROL_PREFIX), hidden, layers, vocab, max_len, attention)
+        return AutoModelForMaskedLM.from_config(matched_control(variant.config), attn_implementation=attention)
     heads = hidden // 64
     common = dict(
         hidden_size=hidden, num_hidden_layers=layers, intermediate_size=4 * hidden, vocab_size=vocab,
@@ -267,6 +277,8 @@ def main() -> None:
             ]
             if "bert" not in names:
                 continue
+            controls = {n: CONTROL_PREFIX + n for n in names if n != "bert"}
+            names = [m for n in names for m in (n, controls.get(n)) if m is not None]  # each control after its variant
             inputs = batch(args.vocab_size, args.batch_size, length)
             models = {n: build(n, hidden, args.layers, args.vocab_size, length, "sdpa") for n in names}
             optimizers = {n: torch.optim.AdamW(m.parameters(), lr=1e-4) for n, m in models.items()}
@@ -281,6 +293,8 @@ def main() -> None:
                     "parameters": sum(p.numel() for p in models[name].parameters()),
                     "step_seconds": seconds, "tokens_per_second": args.batch_size * length / seconds,
                     "throughput_vs_bert": bert_step / seconds,
+                    **({"throughput_vs_control": statistics.median(step[controls[name]]) / seconds}
+                       if name in controls else {}),
                     "inference_seconds": statistics.median(infer[name]),
                     "training_state_bytes": memory[name],
                     "step_flops": flops, "mfu": flops / seconds / peak,
@@ -292,7 +306,7 @@ def main() -> None:
 
     exponents = {}
     for hidden in args.hidden_sizes:
-        for name in args.models:
+        for name in dict.fromkeys(r["model"] for r in rows):
             points = sorted(
                 (r["length"], r["step_seconds"]) for r in rows if r["model"] == name and r["hidden"] == hidden
             )
@@ -410,13 +424,19 @@ def markdown(results: dict) -> str:
         f"`python {results['command']}` — {results['threads']} threads, fp32 matmul peak "
         f"{results['matmul_peak_flops'] / 1e9:.0f} GFLOP/s; batch {results['rows'][0]['batch']}, medians.",
         "",
-        "| hidden | N | model | parameters | train tokens/s | × BERT | inference ms | training state MiB | MFU |",
-        "|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+        "× control: the variant's training throughput over its matched control's (same rounds); × BERT: over "
+        "`transformers` BERT's, an external reference. Wall-clock ratios: they move with the machine's load.",
+        "",
+        "| hidden | N | model | parameters | train tokens/s | × control | × BERT | inference ms | training state MiB "
+        "| MFU |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results["rows"]:
+        to_control = f"{r['throughput_vs_control']:.2f}" if "throughput_vs_control" in r else "—"
         lines.append(
             f"| {r['hidden']} | {r['length']} | {r['model']} | {r['parameters'] / 1e6:.2f} M | "
-            f"{r['tokens_per_second']:,.0f} | {r['throughput_vs_bert']:.2f} | {1000 * r['inference_seconds']:,.0f} | "
+            f"{r['tokens_per_second']:,.0f} | {to_control} | {r['throughput_vs_bert']:.2f} | "
+            f"{1000 * r['inference_seconds']:,.0f} | "
             f"{r['training_state_bytes'] / 2**20:,.0f} | {100 * r['mfu']:.0f}% |"
         )
     lines += ["", "| step-time exponent in N | lengths | exponent |", "|---|---|---:|"]
@@ -457,7 +477,8 @@ def plot(results: dict, path: Path) -> None:
         for name in dict.fromkeys(r["model"] for r in results["rows"]):
             points = sorted((r["length"], r["tokens_per_second"]) for r in results["rows"]
                             if r["model"] == name and r["hidden"] == hidden)  # fmt: skip
-            axis.plot(*zip(*points, strict=True), marker="o", label=name)
+            style = "--" if name.startswith(CONTROL_PREFIX) else "-"
+            axis.plot(*zip(*points, strict=True), style, marker="o", label=name)
         axis.set(xscale="log", yscale="log", xlabel="sequence length", ylabel="training tokens/s",
                  title=f"MLM training step, hidden {hidden}")  # fmt: skip
         axis.legend(fontsize=7)

@@ -1,4 +1,4 @@
-"""scripts/benchmark.py: its FLOP extrapolation, exponent fit and a tiny end-to-end run."""
+"""scripts/benchmark.py: its FLOP extrapolation, matched controls, exponent fit and a tiny end-to-end run."""
 
 from __future__ import annotations
 
@@ -15,13 +15,29 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import benchmark  # noqa: E402
 
+from hf_variants.core.composition import matched_control  # noqa: E402
 
-@pytest.mark.parametrize("name", ["bert", "transject", "mlk_bert"])
+CONTROLS = {f"control of {name}" for name in benchmark.MODELS if name != "bert"}
+
+
+@pytest.mark.parametrize("name", ["bert", "transject", "mlk_bert", "control of transject"])
 def test_flops_extrapolated_from_batches_of_one_and_two_equal_the_direct_count(name: str) -> None:
     model = benchmark.build(name, 64, 2, 100, 32, "eager").train()
     with FlopCounterMode(display=False) as counter:
         model(**benchmark.batch(100, 5, 32)).loss.backward()
     assert benchmark.training_flops(name, 64, 2, 100, 32, 5) == counter.get_total_flops()
+
+
+@pytest.mark.parametrize("name", [name for name in benchmark.MODELS if name != "bert"])
+def test_a_control_is_its_variant_with_only_the_idea_turned_off(name: str) -> None:
+    variant = benchmark.build(name, 64, 2, 100, 32, "sdpa")
+    control = benchmark.build(f"control of {name}", 64, 2, 100, 32, "sdpa")
+    expected = matched_control(variant.config).to_dict()
+    differing = {k for k, v in variant.config.to_dict().items() if expected.get(k) != v}
+    assert differing and differing <= {"attention_type", "layer_scheme", "block_type"}
+    assert {k: v for k, v in control.config.to_dict().items() if k != "_attn_implementation_autoset"} == {
+        k: v for k, v in expected.items() if k != "_attn_implementation_autoset"
+    }
 
 
 def test_exponent_fit_recovers_a_power_law_from_512_up() -> None:
@@ -39,9 +55,15 @@ def test_tiny_run_writes_consistent_json_and_tables(tmp_path) -> None:
     subprocess.run(command, check=True, capture_output=True, text=True, cwd=ROOT)
     results = json.loads((tmp_path / "model_benchmark.json").read_text())
     rows = results["rows"]
-    assert {r["model"] for r in rows} == set(benchmark.MODELS)
+    assert {r["model"] for r in rows} == set(benchmark.MODELS) | CONTROLS
     assert {r["length"] for r in rows if r["model"] == "node_transformer"} == {16, 32}
+    seconds = {(r["model"], r["length"]): r["step_seconds"] for r in rows}
     for row in rows:
+        if row["model"] in CONTROLS or row["model"] == "bert":
+            assert "throughput_vs_control" not in row
+        else:
+            control_seconds = seconds[f"control of {row['model']}", row["length"]]
+            assert row["throughput_vs_control"] == pytest.approx(control_seconds / row["step_seconds"])
         assert row["mfu"] == pytest.approx(row["step_flops"] / row["step_seconds"] / results["matmul_peak_flops"])
         assert row["tokens_per_second"] == pytest.approx(row["batch"] * row["length"] / row["step_seconds"])
         if row["model"] == "bert":
@@ -51,7 +73,7 @@ def test_tiny_run_writes_consistent_json_and_tables(tmp_path) -> None:
     sweep = results["node_transformer"]["sweep"]
     assert [p["tolerance"] for p in sweep] == [1e-2] and sweep[0]["nfe_total"] >= 6
     table = (tmp_path / "model_benchmark.md").read_text()
-    assert sum(line.startswith("| 64 | 32 |") for line in table.splitlines()) == len(benchmark.MODELS)
+    assert sum(line.startswith("| 64 | 32 |") for line in table.splitlines()) == len(benchmark.MODELS) + len(CONTROLS)
     assert (tmp_path / "model_benchmark.png").stat().st_size > 0
 
 
