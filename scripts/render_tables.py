@@ -6,7 +6,8 @@
     python scripts/render_tables.py --check    # exit 1 if either is out of date with the result files
 
 README's blocks lie between ``<!-- BEGIN generated: NAME -->`` and ``<!-- END generated: NAME -->``
-(NAME: ``classification``, ``transject-bounds``, ``pretraining-budget``, ``glue-after-pretraining``).
+(NAME: ``classification``, ``transject-bounds``, ``pretraining-budget``, ``pretraining-budget-long``,
+``glue-after-pretraining``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,11 @@ BUDGET_COMMAND = (
     "python scripts/pretraining_budget.py --data_dir ../shared/data --output_dir docs/experiments/pretraining_budget "
     "--work_dir runs/pretraining-budget --git_commit"
 )
+LONG_BUDGET = ROOT / "docs" / "experiments" / "pretraining_budget_long"
+LONG_BUDGET_COMMAND = (
+    "python scripts/pretraining_budget.py --budgets 5000 10000 --checkpoint_every 1000 --data_dir ../shared/data "
+    "--output_dir docs/experiments/pretraining_budget_long --work_dir runs/pretraining-budget-long --git_commit"
+)
 AFTER_PRETRAINING = ROOT / "docs" / "experiments" / "glue_after_pretraining"
 AFTER_PRETRAINING_COMMAND = (
     "python scripts/glue_after_pretraining.py --data_dir ../shared/data --steps 3000 "
@@ -53,6 +59,10 @@ def readme_blocks() -> dict[str, str]:
         "pretraining-budget": (
             f"{budget_study_table(BUDGET)}\nRendered by `python scripts/render_tables.py` from "
             f"`docs/experiments/pretraining_budget/`, made by\n`{BUDGET_COMMAND}`.\n"
+        ),
+        "pretraining-budget-long": (
+            f"{budget_study_table(LONG_BUDGET)}\nRendered by `python scripts/render_tables.py` from "
+            f"`docs/experiments/pretraining_budget_long/`, made by\n`{LONG_BUDGET_COMMAND}`.\n"
         ),
         "glue-after-pretraining": (
             f"{pair_study_table(AFTER_PRETRAINING, PAIRS)}\nRendered by `python scripts/render_tables.py` from "

@@ -220,7 +220,7 @@ def test_the_pair_table_pairs_variant_and_control_by_seed() -> None:
 
 
 def test_the_budget_table_is_rendered_from_the_committed_files_alone(tmp_path: Path) -> None:
-    assert budget_study_table(tmp_path) == "Not run yet.\n"
+    assert budget_study_table(tmp_path) == "No pretraining result committed yet.\n"
     budgets = {"500": {"tokens": 2048000, "perplexity": 300.2, "train_seconds": 1.0}}
     (tmp_path / "pretraining.json").write_text(json.dumps({"budgets": budgets}))
     (tmp_path / "chance.json").write_text(json.dumps({"sst2": 50.9, "cola": 0.0}))

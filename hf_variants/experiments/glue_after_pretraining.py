@@ -457,7 +457,7 @@ def recorded_chance(folder: Path) -> dict[str, float]:
 def budget_study_table(folder: Path) -> str:
     """The budget study's table and verdict, from ``folder``'s committed result files."""
     if not (folder / "pretraining.json").is_file():
-        return "Not run yet.\n"
+        return "No pretraining result committed yet.\n"
     budgets = {int(b): info for b, info in checkpoints.load_json(folder / "pretraining.json")["budgets"].items()}
     recorded = recorded_cells(folder / "runs")
     cells = {(int(name.removeprefix("step")), task): cell for (name, task), cell in recorded.items()}
