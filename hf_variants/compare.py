@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import sys
 import time
@@ -489,7 +490,18 @@ def learning_verdict(model, predicted: np.ndarray, labels: np.ndarray) -> dict[s
         return {"did_not_learn": bool(np.ptp(predicted) == 0), "chance": None}
     counts = np.bincount(predicted.astype(int), minlength=model.config.num_labels).tolist()
     return {"did_not_learn": predicts_one_class(counts), "chance": majority_share(labels.tolist()),
-            "prediction_counts": counts}  # fmt: skip
+            "prediction_counts": counts, "dev_examples": len(labels)}  # fmt: skip
+
+
+def at_chance(tuned: dict[str, Any]) -> bool:
+    """Whether a classifier that predicts several classes still scores no better than chance: its dev
+    accuracy is below the majority share plus 1.96 binomial standard errors of an accuracy at that
+    share on this many dev examples (the one-sided 97.5% bound of a model that guesses). Only for
+    accuracy; a model that "did not learn" is flagged as such instead."""
+    chance, examples = tuned.get("chance"), tuned.get("dev_examples")
+    if tuned.get("did_not_learn") or tuned.get("metric") != "accuracy" or chance is None or not examples:
+        return False
+    return tuned["value"] < chance + 1.96 * math.sqrt(chance * (1 - chance) / examples)
 
 
 def control_changes(spec: ModelSpec) -> dict[str, Any] | None:
@@ -695,6 +707,8 @@ def score_text(entry: dict[str, Any], task: str) -> str:
     if tuned.get("did_not_learn"):
         chance = tuned.get("chance")
         return "did not learn" + (f" (chance {100 * chance:.1f})" if chance is not None else " (constant score)")
+    if at_chance(tuned):
+        return f"{100 * tuned['value']:.1f} (at chance {100 * tuned['chance']:.1f})"
     return f"{100 * tuned['value']:.1f}"
 
 
@@ -722,21 +736,33 @@ def answer_lines(results: dict[str, Any]) -> list[str]:
                 f"{score_text(models[variant], task)} | {score_text(models[control], task)} | {difference} | "
                 f"{v['learning_rate']:g} / {c['learning_rate']:g} |"
             )
+            tried = (
+                f"with the best of the learning rates tried on held-out training data "
+                f"({', '.join(v['heldout_scores_by_learning_rate']) or 'one'}), so this run says nothing about "
+                f"{variant}'s idea; raise `--finetune_steps` or `--pretrain_steps`."
+            )
+            weak = [n for n, t in ((variant, v), ("its control", c)) if at_chance(t)]
             if not both:
                 who = [n for n, t in ((variant, v), ("its control", c)) if t.get("did_not_learn")]
                 conclusions.append(
                     f"- {task}: {' and '.join(who)} did not learn at this budget (≥ 99% of dev predictions one "
-                    f"class) with the best of the learning rates tried on held-out training data "
-                    f"({', '.join(models[variant]['fine_tuning'][task]['heldout_scores_by_learning_rate']) or 'one'})"
-                    f", so this run says nothing about {variant}'s idea; raise `--finetune_steps` or "
-                    "`--pretrain_steps`."
+                    f"class) {tried}"
+                )
+            elif weak:
+                chance, examples = (v.get(key) or c.get(key) for key in ("chance", "dev_examples"))
+                conclusions.append(
+                    f"- {task}: {' and '.join(weak)} scored no better than chance at this budget (below the "
+                    f"majority share {100 * chance:.1f} plus 1.96 binomial standard errors on {examples} dev "
+                    f"examples) {tried}"
                 )
             else:
-                conclusions.append(
-                    f"- {task}: {variant} {'above' if v['value'] > c['value'] else 'below or equal to'} its control "
-                    f"by {100 * abs(v['value'] - c['value']):.1f} points — one seed, so no interval: differences of a "
-                    "few points are within seed-to-seed spread at this size."
-                )
+                gap = 100 * (v["value"] - c["value"])
+                spread = " — one seed, so no interval"
+                if abs(gap) < 5:
+                    spread += ": differences of a few points are within seed-to-seed spread at this size"
+                side = "equal to its control" if abs(gap) < 0.05 else (
+                    f"{'above' if gap > 0 else 'below'} its control by {abs(gap):.1f} points")  # fmt: skip
+                conclusions.append(f"- {task}: {variant} {side}{spread}.")
     lines += ["", f"Dev {', '.join(sorted({models[pairs[0][0]]['fine_tuning'][t]['metric'] for t in tasks}))} ×100, "
               "one seed; each model's fine-tuning learning rate was chosen per task by its score on a held-out "
               "slice of the training split (the dev set was seen only by the final run), the budget is the "

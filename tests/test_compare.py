@@ -126,13 +126,47 @@ def test_report_numbers_match_the_saved_models(report: Path) -> None:
         assert tuned["value"] == pytest.approx(float((predicted == labels).mean())), name
         one_class = np.bincount(predicted, minlength=2).max() >= 0.99 * len(predicted)
         assert tuned["did_not_learn"] == one_class, name
-        shown = f"did not learn (chance {100 * np.bincount(labels).max() / len(labels):.1f})" if one_class else (
-            f"{100 * tuned['value']:.1f}")  # fmt: skip
+        chance = np.bincount(labels).max() / len(labels)
+        guessing = tuned["value"] < chance + 1.96 * (chance * (1 - chance) / len(labels)) ** 0.5
+        shown = f"did not learn (chance {100 * chance:.1f})" if one_class else (
+            f"{100 * tuned['value']:.1f}" + (f" (at chance {100 * chance:.1f})" if guessing else ""))  # fmt: skip
         assert f"| {shown} |" in (report / "report.md").read_text(), name
     nfe = results["models"]["node_transformer"]["analysis"]["nfe_per_block"]
     assert len(nfe) == 3 and all(len(row) == 2 and min(row) >= 6 for row in nfe)  # dopri5: ≥ 6 per step
     assert results["models"]["bert_control"]["analysis"]["attention_rank_fraction"]["mean"] <= 1.0
     assert len(results["models"]["transject"]["analysis"]["distance_ratio"]) == 2
+
+
+def fine_tuning(value: float, did_not_learn: bool = False) -> dict:
+    """One model's fine-tuning entry as ``compare`` records it: accuracy on 400 dev examples, half positive."""
+    return {"metric": "accuracy", "value": value, "did_not_learn": did_not_learn, "chance": 0.5,
+            "dev_examples": 400, "learning_rate": 1e-3,
+            "heldout_scores_by_learning_rate": {"0.0003": 0.5, "0.001": 0.55, "0.003": 0.5}}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("variant", "control", "variant_shown", "conclusion"),
+    [
+        # 0.5 + 1.96 · √(0.25 / 400) = 0.549: 54.5% on 400 examples is a guessing model's score, 56% is not
+        (0.545, 1.0, "54.5 (at chance 50.0)", "mgk_bert scored no better than chance at this budget"),
+        (0.43, 0.9, "43.0 (at chance 50.0)", "mgk_bert scored no better than chance at this budget"),
+        (0.56, 1.0, "56.0", "mgk_bert below its control by 44.0 points — one seed, so no interval."),
+        (0.97, 0.99, "97.0", "below its control by 2.0 points — one seed, so no interval: differences of a few"),
+        (0.99, 0.99, "99.0", "mgk_bert equal to its control — one seed"),
+    ],
+)
+def test_answer_marks_scores_at_chance_and_words_differences_by_size(variant, control, variant_shown, conclusion):
+    results = {"tasks": ["agreement"], "models": {
+        "mgk_bert": {"control_of": None, "fine_tuning": {"agreement": fine_tuning(variant)}},
+        "control of mgk_bert": {"control_of": "mgk_bert", "control_changes": {"attention_type": "softmax"},
+                                "fine_tuning": {"agreement": fine_tuning(control)}},
+    }}  # fmt: skip
+    text = "\n".join(compare.answer_lines(results))
+    assert f"| agreement | {variant_shown} | {100 * control:.1f} |" in text
+    assert conclusion in text
+    if "chance" in conclusion:
+        assert "(0.0003, 0.001, 0.003), so this run says nothing about mgk_bert's idea" in text
+        assert "within seed-to-seed spread" not in text
 
 
 def test_learning_rate_is_chosen_on_held_out_training_data(report: Path) -> None:
