@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import os
 import sys
 import time
@@ -495,13 +494,14 @@ def learning_verdict(model, predicted: np.ndarray, labels: np.ndarray) -> dict[s
 
 def at_chance(tuned: dict[str, Any]) -> bool:
     """Whether a classifier that predicts several classes still scores no better than chance: its dev
-    accuracy is below the majority share plus 1.96 binomial standard errors of an accuracy at that
-    share on this many dev examples (the one-sided 97.5% bound of a model that guesses). Only for
-    accuracy; a model that "did not learn" is flagged as such instead."""
+    accuracy is below :func:`~hf_variants.experiments.statistics.guessing_bound` of the dev majority
+    share. Only for accuracy; a model that "did not learn" is flagged as such instead."""
+    from .experiments.statistics import guessing_bound
+
     chance, examples = tuned.get("chance"), tuned.get("dev_examples")
     if tuned.get("did_not_learn") or tuned.get("metric") != "accuracy" or chance is None or not examples:
         return False
-    return tuned["value"] < chance + 1.96 * math.sqrt(chance * (1 - chance) / examples)
+    return tuned["value"] < guessing_bound(chance, examples)
 
 
 def control_changes(spec: ModelSpec) -> dict[str, Any] | None:
@@ -748,12 +748,11 @@ def answer_lines(results: dict[str, Any]) -> list[str]:
                     f"- {task}: {' and '.join(who)} did not learn at this budget (≥ 99% of dev predictions one "
                     f"class) {tried}"
                 )
-            elif weak:
-                chance, examples = (v.get(key) or c.get(key) for key in ("chance", "dev_examples"))
+            elif weak:  # both classifiers were scored on the same dev set
                 conclusions.append(
                     f"- {task}: {' and '.join(weak)} scored no better than chance at this budget (below the "
-                    f"majority share {100 * chance:.1f} plus 1.96 binomial standard errors on {examples} dev "
-                    f"examples) {tried}"
+                    f"majority share {100 * v['chance']:.1f} plus 1.96 binomial standard errors on "
+                    f"{v['dev_examples']} dev examples) {tried}"
                 )
             else:
                 gap = 100 * (v["value"] - c["value"])

@@ -45,7 +45,7 @@ from pathlib import Path
 import torch
 from benchmark_attention import fit_exponent as slope_between
 from torch.utils.flop_counter import FlopCounterMode
-from transformers import AutoConfig, AutoModelForMaskedLM, BertConfig, BertForMaskedLM
+from transformers import AutoConfig, AutoModelForMaskedLM, BertConfig, PretrainedConfig
 
 import hf_variants  # noqa: F401  (registers the variants)
 from hf_variants.compare import CONTROL_PREFIX
@@ -56,32 +56,35 @@ MODELS = ("bert", "macaron_bert", "mgk_bert", "mlk_bert", "transject", "node_tra
 COMPILE_MODELS = ("bert", "bert_control", *MODELS[1:])
 
 
-def build(name: str, hidden: int, layers: int, vocab: int, max_len: int, attention: str) -> torch.nn.Module:
-    """The model ``name`` of this size: ``"bert"`` (``transformers``), a variant of :data:`MODELS`, or
-    ``"control of <variant>"``, the variant's matched control."""
+def model_config(name: str, hidden: int, layers: int, vocab: int, max_len: int) -> PretrainedConfig:
+    """The config of model ``name`` at this size: ``"bert"`` (``transformers``), a variant of
+    :data:`MODELS`, or ``"control of <variant>"``, the variant's matched control."""
     if name.startswith(CONTROL_PREFIX):
-        variant = build(name.removeprefix(CONTROL_PREFIX), hidden, layers, vocab, max_len, attention)
-        return AutoModelForMaskedLM.from_config(matched_control(variant.config), attn_implementation=attention)
+        return matched_control(model_config(name.removeprefix(CONTROL_PREFIX), hidden, layers, vocab, max_len))
     heads = hidden // 64
     common = dict(
         hidden_size=hidden, num_hidden_layers=layers, intermediate_size=4 * hidden, vocab_size=vocab,
         max_position_embeddings=max_len, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
     )  # fmt: skip
     if name == "bert":
-        return BertForMaskedLM(BertConfig(num_attention_heads=heads, attn_implementation=attention, **common))
+        return BertConfig(num_attention_heads=heads, **common)
     if name in ("mgk_bert", "mlk_bert"):
         kind = "mlk" if name == "mlk_bert" else "mgk"
-        config = AutoConfig.for_model("mgk_bert", num_attention_heads=max(heads // 2, 1), head_dim=64,
-                                      attention_type=kind, **common)  # fmt: skip
-    elif name == "transject":
+        return AutoConfig.for_model("mgk_bert", num_attention_heads=max(heads // 2, 1), head_dim=64,
+                                    attention_type=kind, **common)  # fmt: skip
+    if name == "transject":
         common.pop("intermediate_size")
-        config = AutoConfig.for_model("transject", num_experts=4, **common)
-    elif name.startswith("node_transformer"):
+        return AutoConfig.for_model("transject", num_experts=4, **common)
+    if name.startswith("node_transformer"):
         block = "vanilla" if name.endswith("vanilla") else "ode"
-        config = AutoConfig.for_model("node_transformer", num_attention_heads=heads, block_type=block,
-                                      rtol=1e-3, atol=1e-3, **common)  # fmt: skip
-    else:
-        config = AutoConfig.for_model(name, num_attention_heads=heads, **common)
+        return AutoConfig.for_model("node_transformer", num_attention_heads=heads, block_type=block,
+                                    rtol=1e-3, atol=1e-3, **common)  # fmt: skip
+    return AutoConfig.for_model(name, num_attention_heads=heads, **common)
+
+
+def build(name: str, hidden: int, layers: int, vocab: int, max_len: int, attention: str) -> torch.nn.Module:
+    """The masked-LM model of :func:`model_config`, with ``attention`` as its attention implementation."""
+    config = model_config(name, hidden, layers, vocab, max_len)
     if name == "transject":  # no softmax attention: neither eager nor sdpa applies
         return AutoModelForMaskedLM.from_config(config)
     return AutoModelForMaskedLM.from_config(config, attn_implementation=attention)

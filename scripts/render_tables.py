@@ -44,29 +44,27 @@ AFTER_PRETRAINING_COMMAND = (
 )
 
 
+def rendered_from(folder: Path, command: str | None = None) -> str:
+    """The line under a generated block: which committed files it comes from, and the command that made them."""
+    source = folder.relative_to(ROOT).as_posix() + ("" if folder.suffix else "/")
+    made_by = f", made by\n`{command}`" if command else ""
+    return f"Rendered by `python scripts/render_tables.py` from `{source}`{made_by}.\n"
+
+
 def readme_blocks() -> dict[str, str]:
     """The generated content of each README block."""
     return {
         "classification": (
-            f"{comparison_table(GRID, TASKS)}\n{settings_text(GRID, TASKS)}\n"
-            f"Rendered by `python scripts/render_tables.py` from `docs/experiments/classification/`, made by\n"
-            f"`{COMMAND}`.\n"
+            f"{comparison_table(GRID, TASKS)}\n{settings_text(GRID, TASKS)}\n{rendered_from(GRID, COMMAND)}"
         ),
-        "transject-bounds": (
-            f"{transject_bounds_table(BOUNDS)}\nRendered by `python scripts/render_tables.py` from "
-            "`docs/transject/transject_bounds.json`.\n"
-        ),
-        "pretraining-budget": (
-            f"{budget_study_table(BUDGET)}\nRendered by `python scripts/render_tables.py` from "
-            f"`docs/experiments/pretraining_budget/`, made by\n`{BUDGET_COMMAND}`.\n"
-        ),
+        "transject-bounds": f"{transject_bounds_table(BOUNDS)}\n{rendered_from(BOUNDS)}",
+        "pretraining-budget": f"{budget_study_table(BUDGET)}\n{rendered_from(BUDGET, BUDGET_COMMAND)}",
         "pretraining-budget-long": (
-            f"{budget_study_table(LONG_BUDGET)}\nRendered by `python scripts/render_tables.py` from "
-            f"`docs/experiments/pretraining_budget_long/`, made by\n`{LONG_BUDGET_COMMAND}`.\n"
+            f"{budget_study_table(LONG_BUDGET)}\n{rendered_from(LONG_BUDGET, LONG_BUDGET_COMMAND)}"
         ),
         "glue-after-pretraining": (
-            f"{pair_study_table(AFTER_PRETRAINING, PAIRS)}\nRendered by `python scripts/render_tables.py` from "
-            f"`docs/experiments/glue_after_pretraining/`, made by\n`{AFTER_PRETRAINING_COMMAND}`.\n"
+            f"{pair_study_table(AFTER_PRETRAINING, PAIRS)}\n"
+            f"{rendered_from(AFTER_PRETRAINING, AFTER_PRETRAINING_COMMAND)}"
         ),
     }
 

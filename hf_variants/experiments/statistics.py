@@ -73,6 +73,12 @@ def paired_difference_if_any(variant: dict[int, float], control: dict[int, float
     return paired_difference(variant, control) if len(variant.keys() & control.keys()) >= 2 else None
 
 
+def guessing_bound(chance: float, examples: int) -> float:
+    """The accuracy that a model guessing at ``chance`` (the majority share) stays below with 97.5%
+    probability on ``examples`` items: ``chance + 1.96 · √(chance (1 − chance) / examples)``."""
+    return chance + 1.96 * math.sqrt(chance * (1 - chance) / examples)
+
+
 def predicts_one_class(prediction_counts: Sequence[int]) -> bool:
     """Whether one class takes at least :data:`ONE_CLASS_SHARE` of the predictions."""
     total = sum(prediction_counts)
