@@ -15,7 +15,7 @@ import pytest
 
 from hf_variants.experiments.grid import Grid, GridSettings, chosen_learning_rate, load_grid, pair_folder
 from hf_variants.experiments.statistics import mean_interval, paired_difference, predicts_one_class
-from hf_variants.experiments.tables import comparison_table, summarize_role
+from hf_variants.experiments.tables import comparison_table, rate_text, summarize_role
 from hf_variants.experiments.text_classification import load_task
 from hf_variants.training.checkpoints import CheckpointError
 
@@ -179,6 +179,12 @@ def test_grid_runs_sweeps_on_the_held_out_slice_then_seeds_and_resumes(tmp_path:
         Grid(tiny_settings(steps=4), tmp_path / "data", tmp_path / "out").run()
 
 
+def test_chosen_rate_is_marked_at_either_edge_of_the_sweep() -> None:
+    swept = [3e-4, 1e-3, 3e-3]
+    assert [rate_text(lr, swept) for lr in swept] == ["0.0003†", "0.001", "0.003*"]
+    assert rate_text(1e-3, [1e-3]) == "0.001*"  # a single rate is the largest swept
+
+
 def test_table_reports_means_pairs_and_did_not_learn_from_the_files(tmp_path: Path) -> None:
     learnable_ag_news(tmp_path / "data")
     settings = tiny_settings(pairs=("mgk_bert",), seeds=(1, 2, 3))
@@ -210,6 +216,11 @@ def test_table_reports_means_pairs_and_did_not_learn_from_the_files(tmp_path: Pa
     half = T_975[1] * math.sqrt(((0.20 - 0.125) ** 2 + (0.05 - 0.125) ** 2) / 1) / math.sqrt(2)
     assert f"{100 * 0.125:+.1f} [{100 * (0.125 - half):+.1f}, {100 * (0.125 + half):+.1f}]" in row
     assert "75.0 ± " in row and "62.5 ± " in row
+    # Each side's chosen rate, read from its choice file, marked at the edge of the two rates swept.
+    chosen = [json.loads((folder / "mgk_bert" / r / "choice.json").read_text())["chosen_learning_rate"]
+              for r in ("variant", "control")]  # fmt: skip
+    marks = {1e-3: "0.001†", 3e-3: "0.003*"}
+    assert f"| {marks[chosen[0]]} / {marks[chosen[1]]} |" in row
     # Every control seed one class: the cell says so, with the chance score, and there is no difference.
     for seed in (1, 2):
         set_seed("control", seed, 0.25, one_class=True)

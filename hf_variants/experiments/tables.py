@@ -68,6 +68,13 @@ def unfinished_state(role: dict[str, Any], learning_rates: list[float]) -> str:
     return "every learning rate failed" if swept_all and role["chosen_learning_rate"] is None else "not run yet"
 
 
+def rate_text(chosen: float, swept: list[float]) -> str:
+    """The chosen learning rate, marked when it is at an edge of the sweep (``*`` the largest, ``†`` the
+    smallest), where a rate beyond the sweep might have scored higher."""
+    mark = "*" if chosen == max(swept) else "†" if chosen == min(swept) else ""
+    return f"{chosen:g}{mark}"
+
+
 def comparison_table(grid_dir: Path, tasks: list[str]) -> str:
     """The answer table: one row per task and pair."""
     lines = [
@@ -83,17 +90,15 @@ def comparison_table(grid_dir: Path, tasks: list[str]) -> str:
                 lines.append(f"| {task} | {PAIR_LABELS.get(spec, spec)} | {variant} | {control} | — | | |")
                 continue
             variant, control = (summarize_role(roles[r], chance) for r in ROLES)
-            top = max(grid["settings"]["learning_rates"])
-            rates = " / ".join(
-                f"{roles[r]['chosen_learning_rate']:g}" + ("*" if roles[r]["chosen_learning_rate"] == top else "")
-                for r in ROLES
-            )
+            swept = grid["settings"]["learning_rates"]
+            rates = " / ".join(rate_text(roles[r]["chosen_learning_rate"], swept) for r in ROLES)
             lines.append(
                 f"| {task} | {PAIR_LABELS.get(spec, spec)} | {variant['text']} | {control['text']} | "
                 f"{difference_text(variant['learned'], control['learned'])} | {rates} | "
                 f"{PAPER_NUMBERS.get((spec.partition(':')[0], task), '—')} |"
             )
-    lines += ["", "\\* the largest learning rate swept: a larger one might have scored higher on the held-out slice."]
+    lines += ["", "\\* the largest learning rate swept: a larger one might have scored higher on the held-out slice; "
+              "† the smallest: a smaller one might have."]
     return "\n".join(lines) + "\n"
 
 
