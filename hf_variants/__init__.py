@@ -3,6 +3,8 @@
 ``import hf_variants`` registers every variant with the transformers Auto classes.
 """
 
+from importlib import metadata as _metadata
+
 from . import bert_control, macaron_bert, mgk_bert, node_transformer, transject
 from .bert_control import BertControlConfig, BertControlForMaskedLM, BertControlModel
 from .core import VARIANTS, EncoderConfig, register_variant
@@ -11,7 +13,10 @@ from .mgk_bert import MgkBertConfig, MgkBertForMaskedLM, MgkBertModel
 from .node_transformer import NodeTransformerConfig, NodeTransformerForMaskedLM, NodeTransformerModel
 from .transject import TransJectConfig, TransJectForMaskedLM, TransJectModel
 
-__version__ = "0.1.0"
+try:
+    __version__ = _metadata.version("hf-variants")  # one place: pyproject.toml
+except _metadata.PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "VARIANTS",

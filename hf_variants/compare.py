@@ -765,7 +765,7 @@ def answer_lines(results: dict[str, Any]) -> list[str]:
     lines += ["", f"Dev {', '.join(sorted({models[pairs[0][0]]['fine_tuning'][t]['metric'] for t in tasks}))} ×100, "
               "one seed; each model's fine-tuning learning rate was chosen per task by its score on a held-out "
               "slice of the training split (the dev set was seen only by the final run), the budget is the "
-              "same for all. For intervals over seeds, see the README's \"Does each idea help?\".", "",
+              "same for all. For intervals over seeds, see the documentation's \"Results\" page.", "",
               "What to conclude:", "", *conclusions, ""]  # fmt: skip
     return lines
 

@@ -6,14 +6,19 @@
   plain ``save_pretrained`` maps only the class that was saved),
 * the weights as ``model.safetensors``,
 * the variant's code, flattened: its configuration and modeling files plus the core files they
-  import, with ``from ..core.x import`` rewritten to ``from .x import`` (transformers copies a
-  remote-code module together with its same-folder relative imports),
+  import and the two modules of the checkpoint's pair (token mixer and layer scheme) — no other
+  idea's code — with ``from ..core.x import`` rewritten to ``from .x import`` (transformers copies a
+  remote-code module together with its same-folder relative imports, and checks the third-party
+  imports of those files, such as ``torchdiffeq``, naming any that is missing with its pip command),
 * the tokenizer files when a tokenizer is given,
-* ``README.md``, the model card rendered from ``model_cards/<model_type>.md`` with YAML metadata
-  (``library_name``, tags incl. ``custom_code``, ``pipeline_tag``, datasets, ``model-index``).
+* ``README.md``, the model card rendered from ``hf_variants/model_cards/<model_type>.md`` with YAML metadata
+  (``library_name``, tags incl. ``custom_code``, ``pipeline_tag``, ``base_model``, ``language``,
+  datasets, ``model-index``), the training hyperparameters, the framework versions and the
+  requirements.
 
-:func:`push_folder_to_hub` uploads such a folder in one commit through ``huggingface_hub.HfApi``
-(not ``PreTrainedModel.push_to_hub``, which would replace the card with a generated one).
+:func:`push_folder_to_hub` uploads such a folder in one commit with ``HfApi.upload_folder`` (not
+``PreTrainedModel.push_to_hub``, which would replace the card with a generated one); :class:`LocalHub`
+is the same upload into a local folder, for machines without the Hub.
 """
 
 from __future__ import annotations
@@ -21,22 +26,26 @@ from __future__ import annotations
 import ast
 import json
 import re
+import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import huggingface_hub
 import jinja2
 import transformers
-from huggingface_hub import CommitOperationAdd, EvalResult, ModelCard, ModelCardData
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
+from huggingface_hub.utils import filter_repo_objects
 from transformers import PreTrainedModel
 
+from .core.composition import ATTENTION_TYPES, LAYER_SCHEMES, pair_modules
 from .core.registration import VARIANTS, Variant
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-#: Templates of the model cards, one per model_type (the repository's ``model_cards/`` folder).
-MODEL_CARD_DIR = PACKAGE_DIR.parent / "model_cards"
+#: Templates of the model cards, one per model_type (package data: installed with the wheel).
+MODEL_CARD_DIR = PACKAGE_DIR / "model_cards"
 
 PIPELINE_TAG_BY_AUTO_CLASS = {
     "AutoModel": "feature-extraction",
@@ -72,7 +81,7 @@ print(tag("Ada Lovelace was born in London."))""",
 from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
 model = AutoModelForQuestionAnswering.from_pretrained("{repo_id}", trust_remote_code=True).eval()
-tokenizer = AutoTokenizer.from_pretrained("{repo_id}")
+tokenizer = AutoTokenizer.from_pretrained("{repo_id}", trust_remote_code=True)
 encoded = tokenizer("Where was Ada Lovelace born?", "Ada Lovelace was born in London.", return_tensors="pt")
 with torch.no_grad():
     output = model(**encoded)
@@ -82,13 +91,18 @@ print(tokenizer.decode(encoded["input_ids"][0, start : max(start, end) + 1]))"""
 from transformers import AutoModelForMultipleChoice, AutoTokenizer
 
 model = AutoModelForMultipleChoice.from_pretrained("{repo_id}", trust_remote_code=True).eval()
-tokenizer = AutoTokenizer.from_pretrained("{repo_id}")
+tokenizer = AutoTokenizer.from_pretrained("{repo_id}", trust_remote_code=True)
 prompt, choices = "The sky on a clear day is", ["blue.", "made of cheese."]
 encoded = tokenizer([prompt] * len(choices), choices, padding=True, return_tensors="pt")
 with torch.no_grad():
     logits = model(**{{name: tensor.unsqueeze(0) for name, tensor in encoded.items()}}).logits
 print(choices[int(logits.argmax())])""",
 }
+
+#: Third-party packages a shipped module imports (beyond torch and transformers), by module file.
+REQUIREMENTS_BY_FILE = {"ode_layer.py": "torchdiffeq"}
+#: Files a push never uploads (caches, hidden files such as the folder's lock).
+PUSH_IGNORE_PATTERNS = ["**/__pycache__/**", "__pycache__/**", ".*", "**/.*"]
 
 _RELATIVE_IMPORT = re.compile(r"^(\s*from\s+)(\.+)([\w.]*)(\s+import\b)", re.MULTILINE)
 
@@ -120,14 +134,19 @@ def _resolve_relative(module_name: str, dots: str, target: str) -> str:
     return f"{package}.{target}" if target else package
 
 
-def flattened_code_files(variant: Variant) -> dict[str, str]:
-    """``{file name: source}`` of every hf_variants module the variant's classes need, flattened into
-    one folder with relative imports rewritten to same-folder imports.
+def flattened_code_files(variant: Variant, config: transformers.PretrainedConfig | None = None) -> dict[str, str]:
+    """``{file name: source}`` of every hf_variants module the variant's classes need for ``config``'s
+    pair (default: the variant's own pair), flattened into one folder with relative imports rewritten
+    to same-folder imports.
 
-    Raises ``ValueError`` if two needed modules share a file name, or a module imports a package
-    ``__init__`` (which cannot be flattened).
+    The registries import an idea's module only when it is looked up, so the pair's two modules are
+    added here, and ``composition.py`` gets static imports of them: transformers' remote-code loader
+    copies exactly the files a module imports. Raises ``ValueError`` if two needed modules share a
+    file name, or a module imports a package ``__init__`` (which cannot be flattened).
     """
-    roots = [variant.config_class.__module__, *(cls.__module__ for cls in variant.models.values())]
+    config = config if config is not None else variant.config_class()
+    pair = pair_modules(config.attention_type, config.layer_scheme)
+    roots = [variant.config_class.__module__, *(cls.__module__ for cls in variant.models.values()), *pair]
     files: dict[str, str] = {}
     seen: set[str] = set()
     pending = list(dict.fromkeys(roots))
@@ -152,7 +171,39 @@ def flattened_code_files(variant: Variant) -> dict[str, str]:
         if name in files:
             raise ValueError(f"Two modules flatten to the same file name {name!r}.")
         files[name] = flat_source
+    pair_imports = "".join(
+        f"from .{module.rsplit('.', 1)[-1]} import {class_name}  # noqa: E402, F401\n"
+        for module, class_name in _pair_classes(config)
+    )
+    files["composition.py"] += (
+        "\n\n# The modules of this checkpoint's pair (written by hf_variants.hub): the registries above import "
+        "them by name,\n# and transformers' remote-code loader copies the files that a module imports.\n" + pair_imports
+    )
+    extra = requirements(files)[2:]
+    if extra:  # transformers checks the third-party imports of the file it loads (not of the files it imports)
+        entry_files = {_module_file(module).name for module in roots[: 1 + len(variant.models)]}
+        for name in entry_files:
+            files[name] += (
+                "\n\n# Requirements of this checkpoint's pair (written by hf_variants.hub): transformers' remote-code "
+                "loader names\n# a missing one, with its pip command, when the repository loads.\n"
+                + "".join(f"import {package}  # noqa: E402, F401\n" for package in extra)
+            )
     return files
+
+
+def _pair_classes(config: transformers.PretrainedConfig) -> list[tuple[str, str]]:
+    """``(module, class name)`` of the config's token mixer and layer scheme."""
+    return [
+        (registry.module_name(name), registry[name].__name__)
+        for registry, name in ((ATTENTION_TYPES, config.attention_type), (LAYER_SCHEMES, config.layer_scheme))
+    ]
+
+
+def requirements(files: Iterable[str]) -> list[str]:
+    """The pip packages a folder with these code files needs: torch and transformers, plus any that a
+    shipped module imports (:data:`REQUIREMENTS_BY_FILE`)."""
+    extra = {REQUIREMENTS_BY_FILE[name] for name in files if name in REQUIREMENTS_BY_FILE}
+    return ["torch", "transformers", *sorted(extra)]
 
 
 def auto_map(variant: Variant) -> dict[str, str]:
@@ -178,12 +229,17 @@ def render_model_card(
     datasets: Sequence[str] | None = None,
     results: Iterable[TaskResult] = (),
     training_summary: str | None = None,
+    hyperparameters: dict[str, Any] | None = None,
+    base_model: str | None = None,
+    language: str | Sequence[str] | None = "en",
+    code_files: Iterable[str] | None = None,
     template_dir: Path | None = None,
     license: str = "apache-2.0",
     head: str = "AutoModelForMaskedLM",
 ) -> ModelCard:
     """Render ``model_cards/<model_type>.md`` with YAML metadata and optional results; the usage
-    snippet is the one of ``head`` (the Auto class of the saved model).
+    snippet is the one of ``head`` (the Auto class of the saved model), the requirements those of
+    ``code_files`` (the shipped modules; default: the variant's own pair).
 
     Templates are Jinja; each variant's extends ``_common.md`` (usage, checkpoint, results and
     config sections) and fills its own blocks (description, paper-vs-code switches, citation).
@@ -213,6 +269,8 @@ def render_model_card(
     card_data = ModelCardData(
         library_name="transformers",
         license=license,
+        language=language,
+        base_model=base_model,
         tags=["hf-variants", variant.model_type, "custom_code"],
         pipeline_tag=pipeline_tag,
         datasets=list(datasets) if datasets else None,
@@ -224,15 +282,18 @@ def render_model_card(
         for key in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
         if hasattr(config, key)
     }
+    if code_files is None:
+        code_files = flattened_code_files(variant, config)
     defaults = variant.config_class()
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(template_dir)), keep_trailing_newline=True, undefined=jinja2.StrictUndefined
     )
+    usage_repo = repo_id or f"your-name/{model_name}"
     content = environment.get_template(template_name).render(
         card_data=card_data.to_yaml(),
         model_name=model_name,
-        repo_id=repo_id or f"your-name/{model_name}",
-        usage=USAGE_BY_AUTO_CLASS[head].format(repo_id=repo_id or f"your-name/{model_name}"),
+        repo_id=usage_repo,
+        usage=USAGE_BY_AUTO_CLASS[head].format(repo_id=usage_repo),
         head=head,
         model_type=variant.model_type,
         attention_type=config.attention_type,
@@ -243,15 +304,37 @@ def render_model_card(
         sizes=sizes,
         results=list(results),
         training_summary=training_summary,
-        hf_variants_version=_package_version(),
+        hyperparameters=dict(hyperparameters or {}),
+        requirements=requirements(code_files),
+        framework_versions=framework_versions(),
+        hf_variants_version=_distribution_version("hf-variants"),
+        repository_url=project_url("Repository"),
+        documentation_url=project_url("Documentation"),
     )
     return ModelCard(content)
 
 
-def _package_version() -> str:
-    from . import __version__
+def _distribution_version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
+        return "unknown"
 
-    return __version__
+
+def framework_versions() -> dict[str, str]:
+    """The versions a card reports (as the Trainer's cards do)."""
+    return {name: _distribution_version(name) for name in ("hf-variants", "transformers", "torch", "tokenizers")}
+
+
+def project_url(label: str) -> str:
+    """A ``[project.urls]`` entry of pyproject.toml, read from the installed package's metadata."""
+    try:
+        entries = metadata.metadata("hf-variants").get_all("Project-URL") or []
+    except metadata.PackageNotFoundError:  # pragma: no cover
+        entries = []
+    urls = dict(entry.split(", ", 1) for entry in entries)
+    url = urls.get(label, urls.get("Homepage", ""))
+    return url if url.endswith("/") or label != "Documentation" else url + "/"
 
 
 # --------------------------------------------------------------------------------------------
@@ -266,18 +349,38 @@ def export_for_hub(
     datasets: Sequence[str] | None = None,
     results: Iterable[TaskResult] = (),
     training_summary: str | None = None,
+    hyperparameters: dict[str, Any] | None = None,
+    base_model: str | None = None,
+    language: str | Sequence[str] | None = "en",
     pipeline_tag: str | None = None,
 ) -> Path:
     """Write a self-contained Hub folder for ``model`` (any registered hf_variants model).
 
     Returns the folder. Any Auto class of the variant loads it with ``trust_remote_code=True``;
     weights the saved head does not have (e.g. a classifier when exporting an MLM) are initialised
-    as usual by the loading head.
+    as usual by the loading head. The folder holds the code of the model's own pair only, and the
+    card lists its requirements.
     """
     model_type = getattr(model.config, "model_type", None)
     if model_type not in VARIANTS:
         raise ValueError(f"{type(model).__name__} (model_type={model_type!r}) is not an hf_variants model.")
     variant = VARIANTS[model_type]
+    code_files = flattened_code_files(variant, model.config)
+    saved_head = next((name for name, cls in variant.models.items() if isinstance(model, cls)), "AutoModel")
+    card = render_model_card(  # before anything is written: a card that cannot be rendered leaves no folder
+        variant,
+        model.config,
+        repo_id=repo_id,
+        pipeline_tag=pipeline_tag or PIPELINE_TAG_BY_AUTO_CLASS[saved_head],
+        datasets=datasets,
+        results=results,
+        training_summary=training_summary,
+        hyperparameters=hyperparameters,
+        base_model=base_model,
+        language=language,
+        code_files=code_files,
+        head=saved_head,
+    )
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
 
@@ -287,24 +390,95 @@ def export_for_hub(
     config_dict["auto_map"] = auto_map(variant)
     config_path.write_text(json.dumps(config_dict, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
-    for name, source in flattened_code_files(variant).items():
+    for name, source in code_files.items():
         (output_dir / name).write_text(source, encoding="utf-8")
     if tokenizer is not None:
         tokenizer.save_pretrained(output_dir)
-
-    saved_head = next((name for name, cls in variant.models.items() if isinstance(model, cls)), "AutoModel")
-    card = render_model_card(
-        variant,
-        model.config,
-        repo_id=repo_id,
-        pipeline_tag=pipeline_tag or PIPELINE_TAG_BY_AUTO_CLASS[saved_head],
-        datasets=datasets,
-        results=results,
-        training_summary=training_summary,
-        head=saved_head,
-    )
     card.save(output_dir / "README.md")
     return output_dir
+
+
+def export_checkpoint(
+    checkpoint: str | Path, output_dir: str | Path, *, repo_id: str | None = None, recorded: dict | None = None
+) -> Path:
+    """Export a checkpoint folder (``save_pretrained``, run_mlm or run_glue output) with the Auto class
+    of its saved head, its tokenizer if saved beside it, and — from the run's ``results.json``
+    (``recorded``) and ``run_fingerprint.json`` — its results, training summary and hyperparameters."""
+    import hf_variants  # noqa: F401  (registers the variants)
+
+    from .training.checkpoints import FINGERPRINT_FILE
+
+    checkpoint = Path(checkpoint)
+    config = transformers.AutoConfig.from_pretrained(checkpoint)
+    if config.model_type not in VARIANTS:
+        raise ValueError(f"{checkpoint} holds a {config.model_type!r} model, not an hf-variants model.")
+    architecture = (getattr(config, "architectures", None) or [""])[0]
+    models = VARIANTS[config.model_type].models
+    auto_name = next((auto for auto, cls in models.items() if cls.__name__ == architecture), "AutoModel")
+    model = getattr(transformers, auto_name).from_pretrained(checkpoint)
+    tokenizer = None
+    if (checkpoint / "tokenizer.json").is_file() or (checkpoint / "tokenizer_config.json").is_file():
+        tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint)
+    results, datasets, summary, base_model = [], None, None, None
+    recorded = recorded or {}
+    if recorded.get("task"):
+        from .training.run_glue import task_results
+
+        results, datasets = task_results(recorded["task"], recorded), ["nyu-mll/glue"]
+        summary = f"Fine-tuned on GLUE {recorded['task']}."
+        source = recorded.get("model_name_or_path")
+        base_model = source if isinstance(source, str) and _is_hub_id(source) else None
+    elif "perplexity" in recorded:
+        summary = (
+            f"Pretrained with masked-language modelling for {recorded['steps']} steps; validation perplexity "
+            f"{recorded['perplexity']:.2f}."
+        )
+    fingerprint_file = checkpoint / FINGERPRINT_FILE
+    hyperparameters = _scalar_settings(json.loads(fingerprint_file.read_text())) if fingerprint_file.is_file() else None
+    return export_for_hub(model, output_dir, tokenizer, repo_id=repo_id, datasets=datasets, results=results,
+                          training_summary=summary, hyperparameters=hyperparameters, base_model=base_model)  # fmt: skip
+
+
+def _is_hub_id(name: str) -> bool:
+    """``owner/name`` that is not a local path (a card's ``base_model`` must be a Hub repository)."""
+    return re.fullmatch(r"[\w.-]+/[\w.-]+", name) is not None and not Path(name).exists()
+
+
+def _scalar_settings(fingerprint: dict[str, Any]) -> dict[str, Any]:
+    """A run's settings for the card: scalars that were set, without local paths."""
+    hidden = {"output_dir", "logging_dir", "train_file", "validation_file", "test_file", "glue_dir"}
+    return {
+        key: value
+        for key, value in sorted(fingerprint.items())
+        if isinstance(value, (bool, int, float, str)) and value != "" and key not in hidden
+    }
+
+
+class LocalHub:
+    """The two ``HfApi`` calls a push makes, into a local folder: ``ROOT/<repo_id>/`` receives what the
+    Hub would (the same ``allow_patterns``/``ignore_patterns`` filtering), and loads with
+    ``from_pretrained("ROOT/<repo_id>", trust_remote_code=True)``. For machines without the Hub."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    def create_repo(self, repo_id: str, *, private: bool = False, exist_ok: bool = False, repo_type: str = "model",
+                    **_: Any) -> huggingface_hub.RepoUrl:  # fmt: skip
+        folder = self.root / repo_id
+        if folder.exists() and not exist_ok:
+            raise FileExistsError(f"{folder} exists.")
+        folder.mkdir(parents=True, exist_ok=True)
+        return huggingface_hub.RepoUrl(f"https://huggingface.co/{repo_id}")
+
+    def upload_folder(self, *, repo_id: str, folder_path: str | Path, commit_message: str | None = None,
+                      allow_patterns: Any = None, ignore_patterns: Any = None, repo_type: str = "model",
+                      **_: Any) -> str:  # fmt: skip
+        source, target = Path(folder_path), self.root / repo_id
+        files = [path.relative_to(source).as_posix() for path in sorted(source.rglob("*")) if path.is_file()]
+        for relative in filter_repo_objects(files, allow_patterns=allow_patterns, ignore_patterns=ignore_patterns):
+            (target / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source / relative, target / relative)
+        return str(target)
 
 
 def push_folder_to_hub(
@@ -314,22 +488,19 @@ def push_folder_to_hub(
     token: str | None = None,
     private: bool = False,
     commit_message: str = "Upload hf-variants model",
-    api: huggingface_hub.HfApi | None = None,
+    api: huggingface_hub.HfApi | LocalHub | None = None,
 ) -> str:
-    """Create ``repo_id`` if needed and upload every file of ``folder`` in one commit.
+    """Create ``repo_id`` if needed and upload every file of ``folder`` in one commit
+    (``HfApi.upload_folder``), leaving out caches and hidden files.
 
-    ``api`` defaults to ``huggingface_hub.HfApi(token=token)``; tests pass an offline fake that
-    implements ``create_repo`` and ``create_commit``. Returns the repo id the Hub reports.
+    ``api`` defaults to ``huggingface_hub.HfApi(token=token)``; :class:`LocalHub` writes to a local
+    folder instead. Returns the repo id the Hub reports.
     """
     folder = Path(folder)
     if not (folder / "config.json").is_file():
         raise FileNotFoundError(f"{folder} has no config.json; create it with export_for_hub first.")
     api = api or huggingface_hub.HfApi(token=token)
     repo = api.create_repo(repo_id=repo_id, private=private, exist_ok=True, repo_type="model")
-    operations = [
-        CommitOperationAdd(path_in_repo=path.relative_to(folder).as_posix(), path_or_fileobj=str(path))
-        for path in sorted(folder.rglob("*"))
-        if path.is_file() and "__pycache__" not in path.parts and not path.name.startswith(".")
-    ]
-    api.create_commit(repo_id=repo.repo_id, operations=operations, commit_message=commit_message, repo_type="model")
+    api.upload_folder(repo_id=repo.repo_id, folder_path=str(folder), commit_message=commit_message,
+                      ignore_patterns=PUSH_IGNORE_PATTERNS, repo_type="model")  # fmt: skip
     return repo.repo_id

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Model benchmarks: every variant against its matched control (the same model with only its idea
 turned off, ``hf_variants.core.composition.matched_control``), ``transformers.BertForMaskedLM`` (sdpa)
-of matched size as an external reference row, and the machine's measured fp32 matmul peak (README
+of matched size as an external reference row, and the machine's measured fp32 matmul peak (docs/benchmarks.md
 "Performance").
 
     python scripts/benchmark.py --output_dir docs/benchmarks
@@ -23,7 +23,7 @@ to BERT from the same rounds. Also:
 * TransJect: the fraction of its training step spent on its orthogonal parametrisations (against a
   twin holding the same matrices as plain weights), for its default Cayley map and for matrix_exp.
 
-Writes ``model_benchmark.json``, ``model_benchmark.md`` (the README tables) and ``model_benchmark.png``.
+Writes ``model_benchmark.json``, ``model_benchmark.md`` (the tables of docs/benchmarks.md) and ``model_benchmark.png``.
 
 ``--compile`` instead measures eager against ``torch.compile`` training steps (forward, backward,
 AdamW) per model at the first hidden size and length, interleaved as above, and writes
@@ -422,7 +422,7 @@ def render(results: dict, output_dir: Path) -> None:
 
 
 def markdown(results: dict) -> str:
-    """The README tables: one row per model × hidden × length, then exponents, N-ODE and TransJect."""
+    """The tables of docs/benchmarks.md: one row per model × hidden × length, then exponents, N-ODE and TransJect."""
     lines = [
         f"`python {results['command']}` — {results['threads']} threads, fp32 matmul peak "
         f"{results['matmul_peak_flops'] / 1e9:.0f} GFLOP/s; batch {results['rows'][0]['batch']}, medians.",

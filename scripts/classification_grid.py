@@ -8,7 +8,8 @@ held-out slice of the training split, several seeds (``hf_variants.experiments.g
 
 Resumable: the same command skips every finished run (a grid with other settings in the same folder is
 refused). ``--git_commit`` commits each finished cell's result files as it goes, so a grid can span
-sessions. ``python scripts/render_tables.py`` turns the results into the tables of README and docs/.
+sessions. ``python scripts/render_tables.py`` turns the results into the tables of docs/results.md and
+docs/experiments/.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Per model: how many of transformers' own model tests pass, do not apply (skipped, with the reason
-the suite or the model gives) and fail — the table in README "With the rest of the ecosystem".
+the suite or the model gives) and fail — the table in docs/integrations.md.
 
     python scripts/conformance_counts.py [--output docs/conformance.json]
 

@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> None:
                                                   f"{path.parent.name} / {path.stem}"),
         ))  # fmt: skip
         print(pair_table(cells, args.pairs, protocol.tasks, perplexity, chance), flush=True)
-    print("README and docs/: python scripts/render_tables.py")
+    print("docs/results.md and docs/experiments/: python scripts/render_tables.py")
 
 
 if __name__ == "__main__":

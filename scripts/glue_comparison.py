@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Fine-tune the pretrained checkpoints of ``scripts/pretrain_comparison.py`` — and, as a control, the
 same architectures from random initialisation with the same budget — on GLUE tasks over several
-seeds, and tabulate dev scores (README "Fine-tuning on GLUE").
+seeds, and tabulate dev scores (docs/fine-tuning.md).
 
     python scripts/glue_comparison.py --pretrained_dir runs/pretrain-wikitext2 \\
         --glue_dir ../shared/data/glue --output_dir runs/glue-comparison

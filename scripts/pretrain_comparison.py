@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Pretrain every variant and BERT with MLM under the same tokenizer, size and CPU-time budget, and
-tabulate validation perplexity and throughput (README "Pretraining").
+tabulate validation perplexity and throughput (docs/pretraining.md).
 
     python scripts/pretrain_comparison.py --data_dir ../shared/data/wikitext-2 \\
         --output_dir runs/pretrain-wikitext2 --time_budget_seconds 200

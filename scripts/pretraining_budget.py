@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> None:
     cells = {(int(name.removeprefix("step")), task): cell for (name, task), cell in found.items()}
     print(budget_table(cells, budgets, chance))
     print(json.dumps({"smallest_helpful_budget": smallest_helpful_budget(cells)}))
-    print("README and docs/: python scripts/render_tables.py")
+    print("docs/results.md and docs/experiments/: python scripts/render_tables.py")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
 #!/usr/bin/env python
-"""Render the comparison tables of README.md and docs/experiments/ from the committed result files
-(``hf_variants.experiments.tables``); nothing in them is typed by hand.
+"""Render the comparison tables of the results page (docs/results.md) and docs/experiments/ from the
+committed result files (``hf_variants.experiments.tables``); nothing in them is typed by hand.
 
-    python scripts/render_tables.py            # rewrite docs/experiments/classification.md and README's blocks
+    python scripts/render_tables.py            # rewrite docs/experiments/classification.md and the page's blocks
     python scripts/render_tables.py --check    # exit 1 if either is out of date with the result files
 
-README's blocks lie between ``<!-- BEGIN generated: NAME -->`` and ``<!-- END generated: NAME -->``
+The page's blocks lie between ``<!-- BEGIN generated: NAME -->`` and ``<!-- END generated: NAME -->``
 (NAME: ``classification``, ``transject-bounds``, ``pretraining-budget``, ``pretraining-budget-long``,
 ``glue-after-pretraining``).
 """
@@ -51,8 +51,12 @@ def rendered_from(folder: Path, command: str | None = None) -> str:
     return f"Rendered by `python scripts/render_tables.py` from `{source}`{made_by}.\n"
 
 
-def readme_blocks() -> dict[str, str]:
-    """The generated content of each README block."""
+#: The page that holds the generated blocks.
+RESULTS_PAGE = ROOT / "docs" / "results.md"
+
+
+def generated_blocks() -> dict[str, str]:
+    """The generated content of each block of the results page."""
     return {
         "classification": (
             f"{comparison_table(GRID, TASKS)}\n{settings_text(GRID, TASKS)}\n{rendered_from(GRID, COMMAND)}"
@@ -69,14 +73,14 @@ def readme_blocks() -> dict[str, str]:
     }
 
 
-def fill_blocks(readme: str) -> str:
-    for name, content in readme_blocks().items():
+def fill_blocks(page: str) -> str:
+    for name, content in generated_blocks().items():
         begin, end = f"<!-- BEGIN generated: {name} -->", f"<!-- END generated: {name} -->"
-        if begin not in readme or end not in readme:
-            raise SystemExit(f"README.md has no {begin} … {end} block to fill.")
-        head, rest = readme.split(begin, 1)
-        readme = f"{head}{begin}\n{content}{end}{rest.split(end, 1)[1]}"
-    return readme
+        if begin not in page or end not in page:
+            raise SystemExit(f"{RESULTS_PAGE.relative_to(ROOT)} has no {begin} … {end} block to fill.")
+        head, rest = page.split(begin, 1)
+        page = f"{head}{begin}\n{content}{end}{rest.split(end, 1)[1]}"
+    return page
 
 
 def document(grid: Path) -> str:
@@ -100,19 +104,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
-    readme_path, doc_path = ROOT / "README.md", ROOT / "docs" / "experiments" / "classification.md"
-    new_readme = fill_blocks(readme_path.read_text(encoding="utf-8"))
+    page_path, doc_path = RESULTS_PAGE, ROOT / "docs" / "experiments" / "classification.md"
+    new_page = fill_blocks(page_path.read_text(encoding="utf-8"))
     new_doc = document(GRID)
-    stale = [p for p, text in ((readme_path, new_readme), (doc_path, new_doc))
+    stale = [p for p, text in ((page_path, new_page), (doc_path, new_doc))
              if not p.is_file() or p.read_text(encoding="utf-8") != text]  # fmt: skip
     if args.check:
         if stale:
             sys.exit(f"out of date with the result files: {', '.join(map(str, stale))} (run scripts/render_tables.py)")
         return
-    readme_path.write_text(new_readme, encoding="utf-8")
+    page_path.write_text(new_page, encoding="utf-8")
     doc_path.parent.mkdir(parents=True, exist_ok=True)
     doc_path.write_text(new_doc, encoding="utf-8")
-    print(f"wrote {doc_path} and README.md's generated blocks")
+    print(f"wrote {doc_path} and the generated blocks of {page_path.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

@@ -24,11 +24,13 @@ def load_script(name: str) -> ModuleType:
 
 
 def run_python(script: str, *args: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
-    """Run ``script`` (source text) in a fresh interpreter, offline."""
+    """Run ``script`` (source text) in a fresh interpreter, offline, with no standard input (so code that
+    would ask a question at a prompt fails instead of waiting)."""
     path = cwd / "_snippet.py"
     path.write_text(script)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     return subprocess.run(
-        [sys.executable, str(path), *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout
+        [sys.executable, str(path), *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout,
+        stdin=subprocess.DEVNULL,
     )

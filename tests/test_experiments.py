@@ -229,7 +229,8 @@ def test_table_reports_means_pairs_and_did_not_learn_from_the_files(tmp_path: Pa
 
 
 def test_committed_tables_are_rendered_from_the_committed_results() -> None:
-    """README's comparison block and docs/experiments/classification.md equal what the result files give."""
+    """The results page's generated blocks and docs/experiments/classification.md equal what the result
+    files give."""
     command = [sys.executable, str(ROOT / "scripts" / "render_tables.py"), "--check"]
     result = subprocess.run(command, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr

@@ -81,15 +81,16 @@ def test_a_damaged_newest_checkpoint_is_skipped_and_named(uninterrupted: Path, t
 
     folder = tmp_path / "copy"
     shutil.copytree(uninterrupted, folder, ignore=shutil.ignore_patterns(checkpoints.LOCK_FILE))
-    weights = folder / "checkpoint-12" / "model.safetensors"
+    # checkpoints every 3 steps and at the last one (14), so that a longer run of the same schedule continues
+    weights = folder / "checkpoint-14" / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:100])  # truncated
     latest, skipped = checkpoints.latest_checkpoint(folder)
-    assert latest == folder / "checkpoint-9" and skipped == [folder / "checkpoint-12"]
-    with pytest.raises(CheckpointError, match=r"checkpoint-12/model.safetensors has 100 bytes"):
+    assert latest == folder / "checkpoint-12" and skipped == [folder / "checkpoint-14"]
+    with pytest.raises(CheckpointError, match=r"checkpoint-14/model.safetensors has 100 bytes"):
+        checkpoints.verify_checkpoint(folder / "checkpoint-14")
+    (folder / "checkpoint-12" / "random_states.safetensors").unlink()
+    with pytest.raises(CheckpointError, match=r"checkpoint-12/random_states.safetensors is missing"):
         checkpoints.verify_checkpoint(folder / "checkpoint-12")
-    (folder / "checkpoint-9" / "random_states.safetensors").unlink()
-    with pytest.raises(CheckpointError, match=r"checkpoint-9/random_states.safetensors is missing"):
-        checkpoints.verify_checkpoint(folder / "checkpoint-9")
 
 
 class _Payload:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import textwrap
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -17,8 +15,10 @@ import hf_variants
 from hf_variants.core.registration import VARIANTS
 from hf_variants.hub import (
     PIPELINE_TAG_BY_AUTO_CLASS,
+    LocalHub,
     TaskResult,
     auto_map,
+    export_checkpoint,
     export_for_hub,
     flattened_code_files,
     push_folder_to_hub,
@@ -33,7 +33,7 @@ from .common import (
     make_multiple_choice_inputs,
     perturb_parameters,
 )
-from .helpers import load_script, run_python
+from .helpers import run_python
 
 CORPUS = [
     "the cat sat on the mat .",
@@ -43,28 +43,16 @@ CORPUS = [
 ] * 20
 
 
-@dataclass
-class FakeRepoUrl:
-    repo_id: str
-
-
-class FakeHubApi:
-    """Implements the two HfApi calls the push uses; a 'repository' is a local folder."""
+class RecordingHub(LocalHub):
+    """The local Hub, recording each upload's arguments (what the real ``HfApi.upload_folder`` gets)."""
 
     def __init__(self, root: Path) -> None:
-        self.root = root
-        self.commits: list[tuple[str, list[str], str]] = []
+        super().__init__(root)
+        self.uploads: list[dict] = []
 
-    def create_repo(self, repo_id: str, private: bool = False, exist_ok: bool = False, repo_type: str = "model"):
-        (self.root / repo_id).mkdir(parents=True, exist_ok=exist_ok)
-        return FakeRepoUrl(repo_id)
-
-    def create_commit(self, repo_id: str, operations, commit_message: str, repo_type: str = "model"):
-        for operation in operations:
-            target = self.root / repo_id / operation.path_in_repo
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(operation.path_or_fileobj, target)
-        self.commits.append((repo_id, [op.path_in_repo for op in operations], commit_message))
+    def upload_folder(self, **kwargs):
+        self.uploads.append(kwargs)
+        return super().upload_folder(**kwargs)
 
 
 def small_mlm(seed: int = 0, vocab_size: int = 99) -> hf_variants.MacaronBertForMaskedLM:
@@ -182,11 +170,16 @@ def test_push_with_fake_hub_then_remote_load_without_package(tmp_path: Path) -> 
     model = small_mlm()
     perturb_parameters(model)
     folder = export_for_hub(model, tmp_path / "export")
-    api = FakeHubApi(tmp_path / "hub")
+    (folder / ".hf_variants.lock").write_text("")  # hidden files and caches stay behind
+    (folder / "__pycache__").mkdir()
+    (folder / "__pycache__" / "x.pyc").write_text("")
+    api = RecordingHub(tmp_path / "hub")
     repo_id = push_folder_to_hub(folder, "someone/macaron-tiny", api=api, commit_message="first")
     pushed = tmp_path / "hub" / repo_id
-    assert api.commits[0][2] == "first"
-    assert sorted(p.name for p in pushed.iterdir()) == sorted(p.name for p in folder.iterdir())
+    assert api.uploads[0]["commit_message"] == "first" and api.uploads[0]["repo_id"] == repo_id
+    assert sorted(p.name for p in pushed.iterdir()) == sorted(
+        p.name for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")
+    )
 
     inputs = make_inputs(model.config)
     with torch.no_grad():
@@ -218,17 +211,15 @@ FILL_MASK_SCRIPT = WITHOUT_PACKAGE + textwrap.dedent(
 )
 
 
-def test_push_script_exports_checkpoint_with_tokenizer(tmp_path: Path) -> None:
+def test_exported_checkpoint_with_tokenizer_pushes_and_fills_masks(tmp_path: Path) -> None:
     tokenizer = train_wordpiece_tokenizer(CORPUS, vocab_size=60, min_frequency=1)
     model = small_mlm(vocab_size=len(tokenizer))
     checkpoint = tmp_path / "checkpoint"
     model.save_pretrained(checkpoint)
     tokenizer.save_pretrained(checkpoint)
 
-    push_to_hub = load_script("push_to_hub")
-    api = FakeHubApi(tmp_path / "hub")
-    argv = ["--checkpoint", str(checkpoint), "--folder", str(tmp_path / "export"), "--repo_id", "me/tiny"]
-    assert push_to_hub.main(argv, api=api) == "me/tiny"
+    folder = export_checkpoint(checkpoint, tmp_path / "export", repo_id="me/tiny")
+    assert push_folder_to_hub(folder, "me/tiny", api=LocalHub(tmp_path / "hub")) == "me/tiny"
     pushed = tmp_path / "hub" / "me" / "tiny"
     assert {"config.json", "model.safetensors", "tokenizer.json", "README.md"} <= {p.name for p in pushed.iterdir()}
     assert read_card_metadata(pushed / "README.md")["pipeline_tag"] == "fill-mask"
@@ -241,4 +232,70 @@ def test_push_script_exports_checkpoint_with_tokenizer(tmp_path: Path) -> None:
 
 def test_push_requires_an_exported_folder(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="export_for_hub"):
-        push_folder_to_hub(tmp_path, "me/nothing", api=FakeHubApi(tmp_path / "hub"))
+        push_folder_to_hub(tmp_path, "me/nothing", api=LocalHub(tmp_path / "hub"))
+
+
+#: The module files of each idea (besides the shared core every export has).
+IDEA_FILES = {"mixture_of_keys.py", "ode_layer.py", "orthogonal_attention.py", "injective_layer.py", "strang_layer.py"}
+
+
+@pytest.mark.parametrize(
+    ("model_type", "overrides", "idea_files"),
+    [
+        ("bert_control", {}, set()),
+        ("mgk_bert", {}, {"mixture_of_keys.py"}),
+        ("node_transformer", {}, {"ode_layer.py"}),
+        ("macaron_bert", {"attention_type": "mgk", "num_attention_heads": 2},
+         {"strang_layer.py", "mixture_of_keys.py"}),
+        ("transject", {}, {"orthogonal_attention.py", "injective_layer.py"}),
+    ],
+)
+def test_an_export_ships_the_code_of_its_own_pair_only(model_type, overrides, idea_files) -> None:
+    config = VARIANTS[model_type].config_class(**overrides)
+    files = flattened_code_files(VARIANTS[model_type], config)
+    assert set(files) & IDEA_FILES == idea_files
+
+
+def test_a_missing_requirement_is_named_when_the_export_loads(tmp_path: Path) -> None:
+    """transformers' remote-code check names torchdiffeq with its pip command (the card lists it too)."""
+    config = hf_variants.NodeTransformerConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1,
+                                               num_attention_heads=2, intermediate_size=16)  # fmt: skip
+    folder = export_for_hub(hf_variants.NodeTransformerForMaskedLM(config), tmp_path / "export")
+    assert "pip install torch transformers torchdiffeq" in (folder / "README.md").read_text()
+    script = WITHOUT_PACKAGE + textwrap.dedent(
+        """
+        class WithoutTorchdiffeq(importlib.abc.MetaPathFinder):  # as if it were not installed
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] == "torchdiffeq":
+                    raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        sys.meta_path.insert(0, WithoutTorchdiffeq())
+        import transformers
+        try:
+            transformers.AutoModel.from_pretrained(sys.argv[1], trust_remote_code=True)
+        except ImportError as error:
+            print(json.dumps(str(error)))
+        """
+    )  # fmt: skip
+    result = run_python(script, str(folder), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    message = json.loads(result.stdout.strip().splitlines()[-1])
+    assert "requires the following packages" in message and "pip install torchdiffeq" in message
+
+
+def test_another_pair_on_an_exported_config_is_a_clear_error(tmp_path: Path) -> None:
+    folder = export_for_hub(small_mlm(), tmp_path / "export")
+    script = WITHOUT_PACKAGE + textwrap.dedent(
+        """
+        import transformers
+        config = transformers.AutoConfig.from_pretrained(sys.argv[1], trust_remote_code=True)
+        config.attention_type = "mlk"
+        try:
+            transformers.AutoModel.from_config(config, trust_remote_code=True)
+        except ImportError as error:
+            print(json.dumps(str(error)))
+        """
+    )
+    result = run_python(script, str(folder), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    message = json.loads(result.stdout.strip().splitlines()[-1])
+    assert "attention_type='mlk' needs mixture_of_keys.py" in message and "pip install hf-variants" in message

@@ -125,13 +125,18 @@ def test_lora_adapter_trains_saves_and_loads(model_type: str, tmp_path: Path) ->
     reloaded = peft.PeftModel.from_pretrained(base, tmp_path).eval()
     with torch.no_grad():
         torch.testing.assert_close(reloaded(input_ids=inputs["input_ids"]).logits, expected, atol=1e-6, rtol=0)
-        # PEFT merges by writing into `weight.data`, which for an orthogonally parametrised weight is a
-        # computed tensor (the write would be lost): those layers become plain ones first (README).
-        for module in list(reloaded.modules()):
-            if parametrize.is_parametrized(module, "weight"):
-                parametrize.remove_parametrizations(module, "weight", leave_parametrized=True)
+        # PEFT merges by writing into `weight.data`: an orthogonally parametrised weight that an adapter
+        # wraps is a plain parameter by then (HoldsOrthogonalLinears), so the merge keeps every delta
+        wrapped_bases = [m.get_base_layer() for m in reloaded.modules() if hasattr(m, "lora_A")]
+        assert not any(parametrize.is_parametrized(base, "weight") for base in wrapped_bases)
         merged = reloaded.merge_and_unload()
+        assert not any(hasattr(m, "lora_A") for m in merged.modules())
         torch.testing.assert_close(merged(input_ids=inputs["input_ids"]).logits, expected, atol=1e-5, rtol=1e-5)
+    original = small_model(model_type, "AutoModelForSequenceClassification", 99, num_labels=2, rtol=1e-5, atol=1e-5)
+    perturb_parameters(original)  # the same weights as `base` before the adapter was merged into it
+    before, after = dict(original.named_modules()), dict(merged.named_modules())
+    adapted_layers = [name for name in after if name.rsplit(".", 1)[-1] in targets]
+    assert adapted_layers and all(not torch.equal(after[n].weight, before[n].weight) for n in adapted_layers)
 
 
 # ---------------------------------------------------------------------------------------------- sentence-transformers

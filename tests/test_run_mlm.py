@@ -18,7 +18,6 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer, pipeline
 from hf_variants.tokenization import train_wordpiece_tokenizer
 from hf_variants.training import run_mlm
 
-from .helpers import REPO_ROOT
 from .mlm_helpers import TINY, deterministic_metrics, history, mlm_args
 
 
@@ -108,7 +107,7 @@ def test_two_processes_train_the_same_model_as_one(corpus: Path, tokenizer_dir: 
     launcher = Path(sys.executable).with_name("accelerate")
     command = [str(launcher), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
                "--mixed_precision", "no", "--dynamo_backend", "no",
-               str(REPO_ROOT / "scripts" / "run_mlm.py"), *args(two, 4)]  # fmt: skip
+               "-m", "hf_variants_cli", "pretrain", *args(two, 4)]  # the documented launch  # fmt: skip
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-4000:]

@@ -11,41 +11,97 @@ only to the pair a config selects.
 
 Adding a token mixer: write a :class:`~hf_variants.core.encoder_layers.TokenMixer` module
 (``cls(config, layer_idx=...)``, called as ``mixer(hidden_states, padding_mask, *context,
-output_attentions=...)`` → ``(output, probabilities or None)``) and add one line to ``ATTENTION_TYPES``.
+output_attentions=...)`` → ``(output, probabilities or None)``) and add one line to ``ATTENTION_TYPES``
+(the class itself, or ``"module:Class"`` for a module of this package).
+
+The registries name each idea's module instead of importing it (:class:`IdeaRegistry`), so a model
+imports the modules of its own pair only, and a Hub export ships only those (``hf_variants.hub``).
 """
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterator, MutableMapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
-from .encoder_layers import ConfigurableIdea, LayerScheme, MultiHeadSelfAttention, TokenMixer, TransformerLayer
-from .injective_layer import InjectiveLayer
-from .mixture_of_keys import LinearMixtureAttention, MixtureOfKeysAttention
-from .ode_layer import NodeTransformerBlock
-from .orthogonal_attention import OrthogonalAttention
-from .strang_layer import StrangLayer
+from .encoder_layers import ConfigurableIdea, LayerScheme
 
 if TYPE_CHECKING:
     from .configuration_encoder import EncoderConfig
 
+
+class IdeaRegistry(MutableMapping[str, type]):
+    """``name → idea class``. An entry is the class, or ``"module:Class"`` naming a module of this
+    package, imported the first time the name is looked up — so looking up one pair imports only
+    its two modules, and :meth:`module_name` tells an exporter which files a pair needs."""
+
+    def __init__(self, axis: str, entries: dict[str, type | str]) -> None:
+        self.axis = axis
+        self._entries = dict(entries)
+
+    def __getitem__(self, name: str) -> type:
+        entry = self._entries[name]
+        if isinstance(entry, str):
+            module_name, class_name = entry.split(":")
+            try:
+                module = importlib.import_module(f"{__package__}.{module_name}")
+            except ModuleNotFoundError as error:
+                if error.name != f"{__package__}.{module_name}":
+                    raise
+                raise ImportError(
+                    f"{self.axis}={name!r} needs {module_name}.py, which this copy of the code does not have: a Hub "
+                    "export ships the modules of its own pair only. Install hf-variants (pip install hf-variants) "
+                    "to build other pairs."
+                ) from None
+            entry = self._entries[name] = getattr(module, class_name)
+        return entry
+
+    def __setitem__(self, name: str, idea: type | str) -> None:
+        self._entries[name] = idea
+
+    def __delitem__(self, name: str) -> None:
+        del self._entries[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def module_name(self, name: str) -> str:
+        """The dotted module of ``name``'s class, without importing it."""
+        entry = self._entries[name]
+        return f"{__package__}.{entry.split(':')[0]}" if isinstance(entry, str) else entry.__module__
+
+    def class_names(self) -> list[str]:
+        """The class names of every entry, without importing them."""
+        return [entry.split(":")[1] if isinstance(entry, str) else entry.__name__ for entry in self._entries.values()]
+
+
 #: ``attention_type`` → token mixer.
-ATTENTION_TYPES: dict[str, type[TokenMixer]] = {
-    "softmax": MultiHeadSelfAttention,  # Vaswani et al. 2017 (BERT)
-    "mgk": MixtureOfKeysAttention,  # Nguyen et al. 2022, eq. 7
-    "mlk": LinearMixtureAttention,  # Nguyen et al. 2022, §2.4
-    "orthogonal": OrthogonalAttention,  # TransJect, Theorem 1
-}
+ATTENTION_TYPES = IdeaRegistry("attention_type", {
+    "softmax": "encoder_layers:MultiHeadSelfAttention",  # Vaswani et al. 2017 (BERT)
+    "mgk": "mixture_of_keys:MixtureOfKeysAttention",  # Nguyen et al. 2022, eq. 7
+    "mlk": "mixture_of_keys:LinearMixtureAttention",  # Nguyen et al. 2022, §2.4
+    "orthogonal": "orthogonal_attention:OrthogonalAttention",  # TransJect, Theorem 1
+})  # fmt: skip
 
 #: ``layer_scheme`` → layer.
-LAYER_SCHEMES: dict[str, type[LayerScheme]] = {
-    "lie_trotter": TransformerLayer,  # BERT; Lu et al. 2019, eq. 12-13
-    "strang": StrangLayer,  # Macaron; Lu et al. 2019, eq. 17-19
-    "ode": NodeTransformerBlock,  # N-ODE Transformer, eq. 2/3/9
-    "injective": InjectiveLayer,  # TransJect, eq. 3-6
-}
+LAYER_SCHEMES = IdeaRegistry("layer_scheme", {
+    "lie_trotter": "encoder_layers:TransformerLayer",  # BERT; Lu et al. 2019, eq. 12-13
+    "strang": "strang_layer:StrangLayer",  # Macaron; Lu et al. 2019, eq. 17-19
+    "ode": "ode_layer:NodeTransformerBlock",  # N-ODE Transformer, eq. 2/3/9
+    "injective": "injective_layer:InjectiveLayer",  # TransJect, eq. 3-6
+})  # fmt: skip
+
+
+def pair_modules(attention_type: str, layer_scheme: str) -> list[str]:
+    """The dotted modules of a pair's two classes (what a Hub export of the pair must ship)."""
+    selected_ideas(attention_type, layer_scheme)  # a clear error for an unregistered name
+    return list(dict.fromkeys([ATTENTION_TYPES.module_name(attention_type), LAYER_SCHEMES.module_name(layer_scheme)]))
 
 
 def selected_ideas(attention_type: str, layer_scheme: str) -> tuple[type[ConfigurableIdea], ...]:

@@ -27,7 +27,7 @@ from transformers import initialization as init
 from transformers.pytorch_utils import apply_chunking_to_forward
 
 from .encoder_layers import LayerScheme
-from .orthogonal_attention import orthogonal_linear, validate_orthogonal_map
+from .orthogonal_attention import HoldsOrthogonalLinears, orthogonal_linear, validate_orthogonal_map
 from .validation import require_bool, require_choice, require_positive_int
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ EXPERT_WEIGHTS = ("constant", "input_dependent")
 ENTROPIC_EVAL = ("expectation", "sample")
 
 
-class InjectiveLayer(LayerScheme):
+class InjectiveLayer(HoldsOrthogonalLinears, LayerScheme):
     """Mixture of attention experts with an injective residual (eq. 3–5), then the orthogonal
     residual FFN (eq. 6); one learnable step ``α_l`` shared by both residuals.
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import importlib
 from typing import Any, ClassVar
 
 import torch
@@ -53,8 +54,6 @@ from .composition import (
 from .configuration_encoder import EncoderConfig
 from .encoder_layers import EncoderEmbeddings, LayerInputs, MaskedLMHead, Pooler
 from .inputs import key_padding_mask, value_checks_enabled
-from .ode_layer import VanillaTransformerBlock
-from .orthogonal_attention import set_orthogonal_map
 from .outputs import (
     EncoderMaskedLMOutput,
     EncoderMultipleChoiceOutput,
@@ -149,8 +148,9 @@ class EncoderPreTrainedModel(PreTrainedModel):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "_no_split_modules" not in cls.__dict__:
-            layers = [scheme.__name__ for scheme in LAYER_SCHEMES.values()]
-            cls._no_split_modules = [cls.embeddings_class.__name__, *layers, VanillaTransformerBlock.__name__]
+            # (the ode scheme's vanilla eq. (1) blocks are a layer class of their own)
+            layers = [*LAYER_SCHEMES.class_names(), "VanillaTransformerBlock"]
+            cls._no_split_modules = [cls.embeddings_class.__name__, *layers]
 
     def __init__(self, config: EncoderConfig, *args: Any, **kwargs: Any) -> None:
         config.validate()  # also fills the fields of a pair changed after the config was built
@@ -221,7 +221,9 @@ class EncoderPreTrainedModel(PreTrainedModel):
     def set_orthogonal_map(self, orthogonal_map: str) -> None:
         """Re-parametrise every orthogonal weight with another map without changing the function
         (see :func:`~hf_variants.core.orthogonal_attention.set_orthogonal_map`); updates the config."""
-        set_orthogonal_map(self, orthogonal_map)
+        # imported here, by name, so that a Hub export of a pair without orthogonal weights need not ship it
+        orthogonal_attention = importlib.import_module(f"{__package__}.orthogonal_attention")
+        orthogonal_attention.set_orthogonal_map(self, orthogonal_map)
         self.config.orthogonal_map = orthogonal_map
 
     def get_input_embeddings(self) -> nn.Embedding:

@@ -23,15 +23,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import nn
+
+# Unguarded on purpose: a Hub export of an ODE pair ships this file, and transformers' remote-code
+# loader then names torchdiffeq as a missing requirement (with its pip command) when the repository loads.
+from torchdiffeq import odeint, odeint_adjoint
 from transformers import initialization as init
 
 from .encoder_layers import FeedForward, LayerScheme, MultiHeadSelfAttention
 from .validation import require_bool, require_choice, require_number, require_positive_int
-
-try:  # an import error here would stop a Hub export from loading even where no ODE block is used
-    from torchdiffeq import odeint, odeint_adjoint
-except ImportError:  # pragma: no cover - torchdiffeq is a dependency of hf-variants
-    odeint = odeint_adjoint = None
 
 if TYPE_CHECKING:
     from .configuration_encoder import EncoderConfig
@@ -275,8 +274,6 @@ class NodeTransformerBlock(LayerScheme):
         loop runs eagerly (its step-size control and step count depend on the values), the rest of
         the model is compiled.
         """
-        if odeint is None:
-            raise ImportError("layer_scheme='ode' needs torchdiffeq: pip install torchdiffeq")
         config, dynamics = self.config, self.dynamics
         batch, seq_len = hidden_states.shape[:2]
         dynamics.padding_mask, dynamics.context = padding_mask, context

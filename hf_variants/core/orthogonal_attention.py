@@ -55,6 +55,24 @@ class OrthogonalLinear(nn.Linear):
         return nn.functional.linear(hidden_states, self.weight.to(hidden_states.dtype), bias)
 
 
+class HoldsOrthogonalLinears(nn.Module):
+    """A module whose orthogonally parametrised linears an adapter (PEFT's LoRA) may wrap.
+
+    An adapter adds ΔW to a frozen W and merges by writing W + ΔW into ``weight.data``; for a
+    parametrised weight that tensor is computed at each access, so the write would be lost and the
+    "merged" model would silently be the base model. W + ΔW is not orthogonal in general anyway, so
+    when a module that holds one of these linears as its base layer (``get_base_layer()``) is assigned
+    in its place, the linear's weight becomes a plain parameter with the same values: the function is
+    unchanged, adapter training is unchanged (the base weight is frozen), and a merge is exact.
+    """
+
+    def __setattr__(self, name: str, value: object) -> None:
+        base = value.get_base_layer() if isinstance(value, nn.Module) and hasattr(value, "get_base_layer") else None
+        if isinstance(base, OrthogonalLinear) and parametrize.is_parametrized(base, "weight"):
+            parametrize.remove_parametrizations(base, "weight", leave_parametrized=True)
+        super().__setattr__(name, value)
+
+
 def orthogonal_linear(size: int, bias: bool, orthogonal_map: str) -> OrthogonalLinear:
     """A ``size × size`` linear map whose weight is constrained to be orthogonal.
 
@@ -139,7 +157,7 @@ class EigenvalueEstimator(nn.Module):
         return (eigenvalues,), self.loss_weight * reconstruction, diagnostics
 
 
-class OrthogonalAttention(TokenMixer, nn.Module):
+class OrthogonalAttention(TokenMixer, HoldsOrthogonalLinears):
     """One orthogonal attention of Theorem 1: ``A(X) = X U Σ V`` (rows of X are tokens).
 
     Config fields (on every config whose ``attention_type`` is ``"orthogonal"``):

@@ -1,28 +1,34 @@
 """Masked-language-model pretraining on ``accelerate`` (run_mlm_no_trainer-style), one process or many.
 
-    python scripts/run_mlm.py --model_type macaron_bert \\
+    hf-variants pretrain --model_type macaron_bert \\
         --config_overrides hidden_size=256,num_hidden_layers=4,num_attention_heads=4,intermediate_size=1024 \\
         --train_file ../shared/data/wikitext-2/train.txt --validation_file ../shared/data/wikitext-2/valid.txt \\
         --train_tokenizer_vocab_size 8000 --max_seq_length 128 --max_train_steps 1000 --output_dir runs/macaron
-    accelerate launch --multi_gpu --num_processes 2 scripts/run_mlm.py ...  # data-parallel, same result
+    accelerate launch --multi_gpu --num_processes 2 -m hf_variants_cli pretrain ...  # data-parallel
 
-On a machine without GPUs the two processes use gloo on the CPU (``accelerate launch --cpu`` starts a
-single process unless an MPI hostfile is given). Configs for multi-GPU DDP are in ``scripts/configs/``;
-FSDP and DeepSpeed are refused (:func:`check_parallelism`).
+The arguments are defined in :mod:`hf_variants_cli.pretrain`. Launcher settings (mixed precision,
+processes) come from ``accelerate launch`` / ``accelerate config`` unless ``--mixed_precision`` or
+``--cpu`` is given. On a machine without GPUs the processes use gloo on the CPU. FSDP and DeepSpeed are
+refused (:func:`check_parallelism`). Metrics go to accelerate's trackers (``--report_to``), with a
+local ``metrics.csv`` by default (:mod:`hf_variants.training.tracking`).
 
 Determinism: the data order of an epoch and the masks of a step are functions of ``--seed`` and the
 step only, and global batches are split across processes by rows. So ``--resume_from_checkpoint``
-continues exactly (same data, same masks, same next loss), and N processes with per-device batch
-b/N train the same model as one process with batch b. Losses are sums over the masked tokens of the
-whole optimizer step divided by their count — independent of how the step is split into processes
-and gradient-accumulation micro-batches.
+continues exactly (same data, same masks, same next loss). Losses are sums over the masked tokens of
+the whole optimizer step divided by their count — independent of how the step is split into
+processes and gradient-accumulation micro-batches — so N processes with per-device batch b/N train
+the same model as one process with batch b *when the model has no dropout*
+(``hidden_dropout_prob=attention_probs_dropout_prob=0``): dropout masks are drawn from each process's
+own random stream, so with dropout the two runs are equally valid draws, not the same numbers.
 
 Safety (:mod:`hf_variants.training.checkpoints`): the output folder is locked for the run; a folder
 holding another run is refused (``--overwrite_output_dir`` empties it); a folder holding this run
-resumes from its newest complete checkpoint; checkpoints are written atomically as safetensors +
-JSON (no pickles) and any state that cannot be restored is an error naming the file; the training
-history continues across resumes; a non-finite loss or gradient stops the run with the step, the
-value and the batch (``--skip_nonfinite_steps`` skips such steps instead and counts them).
+resumes from its newest complete checkpoint, and a finished run extends to a larger
+``--max_train_steps`` when its schedule does not depend on the length (:func:`run_fingerprint`);
+checkpoints are written atomically as safetensors + JSON (no pickles) and any state that cannot be
+restored is an error naming the file; the training history continues across resumes; a non-finite
+loss or gradient stops the run with the step, the value and the batch (``--skip_nonfinite_steps``
+skips such steps instead and counts them).
 """
 
 from __future__ import annotations
@@ -30,7 +36,6 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
-import csv
 import json
 import math
 import os
@@ -48,9 +53,11 @@ from accelerate.utils import DistributedType, set_seed
 from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer, PreTrainedTokenizerBase, get_scheduler
 
+from hf_variants_cli import pretrain as cli_arguments
+
 from ..core.registration import VARIANTS
 from ..tokenization import train_wordpiece_tokenizer
-from . import checkpoints
+from . import checkpoints, tracking
 from .checkpoints import CheckpointError
 from .data import SeededMaskingCollator, global_batches, load_text_corpus, tokenize_corpus
 
@@ -60,7 +67,12 @@ EVAL_KEY_OFFSET = 10**9  # evaluation masks use keys disjoint from training step
 #: Arguments that do not change the trained model or its metrics (left out of the run fingerprint).
 NOT_FINGERPRINTED = frozenset({
     "output_dir", "resume_from_checkpoint", "overwrite_output_dir", "disable_tqdm", "preprocessing_num_workers",
-    "checkpointing_steps", "report_to", "export_dir", "push_to_hub", "hub_model_id",
+    "checkpointing_steps", "report_to", "with_tracking", "export_dir", "push_to_hub", "hub_model_id",
+    # the length of the schedule: in the fingerprint only where it changes the steps already taken (run_fingerprint)
+    "max_train_steps", "num_train_epochs", "time_budget_seconds",
+    # where the run executes: mixed precision is recorded in results.json and is not a resume-blocking change
+    # the effective mixed precision (flag or launcher) enters run_fingerprint instead of the flag
+    "mixed_precision", "trust_remote_code",
     # the tokenizer enters through its vocabulary's SHA-256 (the same vocabulary, trained or loaded, is the same run)
     "tokenizer_name", "train_tokenizer_vocab_size",
 })  # fmt: skip
@@ -73,83 +85,14 @@ def model_types() -> list[str]:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    model = parser.add_argument_group("model")
-    model.add_argument("--model_type", help=f"Train from scratch: one of {', '.join(model_types())}.")
-    model.add_argument("--config_name", help="A config (path or Hub name) to train from scratch.")
-    model.add_argument(
-        "--config_overrides", help="Comma-separated key=value pairs, e.g. hidden_size=256,num_hidden_layers=4."
-    )
-    model.add_argument("--model_name_or_path", help="Continue pretraining from a checkpoint (path or Hub name).")
-    data = parser.add_argument_group("data")
-    data.add_argument("--train_file", help="Local .txt (one text per line), .csv or .json(l) file.")
-    data.add_argument("--validation_file")
-    data.add_argument("--dataset_name", help="A Hub dataset, e.g. 'wikitext'.")
-    data.add_argument("--dataset_config_name", help="e.g. 'wikitext-2-raw-v1'.")
-    data.add_argument("--text_column", default="text")
-    data.add_argument("--validation_split_percentage", type=float, default=5.0)
-    data.add_argument("--max_seq_length", type=int, default=128)
-    data.add_argument("--line_by_line", action="store_true", help="One example per line instead of packed blocks.")
-    data.add_argument("--mlm_probability", type=float, default=0.15)
-    data.add_argument("--max_eval_samples", type=int, help="Evaluate on at most this many validation examples.")
-    data.add_argument("--preprocessing_num_workers", type=int)
-    tokenizer = parser.add_argument_group("tokenizer")
-    tokenizer.add_argument("--tokenizer_name", help="Tokenizer path or Hub name (default: the checkpoint's).")
-    tokenizer.add_argument("--train_tokenizer_vocab_size", type=int, help="Train a WordPiece tokenizer of this size.")
-    training = parser.add_argument_group("training")
-    training.add_argument("--output_dir", type=Path, required=True)
-    training.add_argument("--per_device_train_batch_size", type=int, default=16)
-    training.add_argument("--per_device_eval_batch_size", type=int, default=32)
-    training.add_argument("--gradient_accumulation_steps", type=int, default=1)
-    training.add_argument("--learning_rate", type=float, default=5e-4)
-    training.add_argument("--weight_decay", type=float, default=0.01)
-    training.add_argument("--adam_beta1", type=float, default=0.9)
-    training.add_argument("--adam_beta2", type=float, default=0.98)
-    training.add_argument("--max_grad_norm", type=float, default=1.0)
-    training.add_argument("--num_train_epochs", type=float, default=1.0)
-    training.add_argument("--max_train_steps", type=int, help="Overrides --num_train_epochs.")
-    training.add_argument("--time_budget_seconds", type=float, help="Stop after this much training time.")
-    training.add_argument(
-        "--lr_scheduler_type", default="linear", choices=["linear", "cosine", "constant", "constant_with_warmup"]
-    )
-    training.add_argument(
-        "--num_warmup_steps", type=float, default=0.06, help="Steps, or a fraction (< 1) of all steps."
-    )
-    training.add_argument("--mixed_precision", default="no", choices=["no", "fp16", "bf16"])
-    training.add_argument("--cpu", action="store_true", help="Train on the CPU even when a GPU is available.")
-    training.add_argument("--seed", type=int, default=42)
-    training.add_argument("--logging_steps", type=int, default=10)
-    training.add_argument("--eval_steps", type=int, help="Evaluate every N steps (default: only at the end).")
-    training.add_argument("--checkpointing_steps", type=int, help="Save a resumable checkpoint every N steps.")
-    training.add_argument(
-        "--resume_from_checkpoint",
-        help="'latest' (the newest complete checkpoint in --output_dir) or a checkpoint-<step> folder of this run. "
-        "A folder that holds this run resumes from its newest complete checkpoint without it.",
-    )
-    training.add_argument(
-        "--overwrite_output_dir", action="store_true", help="Delete the contents of a non-empty --output_dir first."
-    )
-    training.add_argument(
-        "--skip_nonfinite_steps",
-        action="store_true",
-        help="Skip an optimizer step whose loss or gradient is NaN/inf (counted in the results) instead of stopping.",
-    )
-    training.add_argument("--report_to", default="csv", choices=["csv", "tensorboard", "none"])
-    training.add_argument("--disable_tqdm", action="store_true")
-    export = parser.add_argument_group("export")
-    export.add_argument("--export_dir", type=Path, help="Also write a Hub folder (hf_variants.hub) here.")
-    export.add_argument("--push_to_hub", action="store_true")
-    export.add_argument("--hub_model_id")
-    args = parser.parse_args(argv)
-    sources = [args.model_type, args.config_name, args.model_name_or_path]
-    if sum(s is not None for s in sources) != 1:
-        parser.error("give exactly one of --model_type, --config_name, --model_name_or_path")
+    """The arguments of ``hf-variants pretrain`` (defined in :mod:`hf_variants_cli.pretrain`, which
+    imports nothing heavy, so that ``--help`` is fast); the model type is checked against the live
+    registry, which includes variants registered by the user."""
+    args = cli_arguments.parse_args(None if argv is None else list(argv))
     if args.model_type is not None and args.model_type not in model_types():
-        parser.error(f"unknown --model_type {args.model_type!r}; choose from {', '.join(model_types())}")
-    if args.train_file is None and args.dataset_name is None:
-        parser.error("give --train_file or --dataset_name")
-    if args.push_to_hub and not args.hub_model_id:
-        parser.error("--push_to_hub needs --hub_model_id")
+        cli_arguments.build_parser().error(
+            f"unknown --model_type {args.model_type!r}; choose from {', '.join(model_types())}"
+        )
     return args
 
 
@@ -193,7 +136,7 @@ def build_tokenizer(args: argparse.Namespace, corpus) -> PreTrainedTokenizerBase
     name = args.tokenizer_name or args.model_name_or_path
     if name is None:
         raise ValueError("Give --tokenizer_name or --train_tokenizer_vocab_size when training from scratch.")
-    return AutoTokenizer.from_pretrained(name)
+    return AutoTokenizer.from_pretrained(name, trust_remote_code=args.trust_remote_code)
 
 
 def build_model(args: argparse.Namespace, tokenizer: PreTrainedTokenizerBase) -> transformers.PreTrainedModel:
@@ -202,12 +145,12 @@ def build_model(args: argparse.Namespace, tokenizer: PreTrainedTokenizerBase) ->
     if args.model_name_or_path is not None:
         model, loading = checkpoints.load_pretrained(
             AutoModelForMaskedLM.from_pretrained, args.model_name_or_path, dtype=torch.float32,
-            output_loading_info=True, **overrides,
+            output_loading_info=True, trust_remote_code=args.trust_remote_code, **overrides,
         )  # fmt: skip
         checkpoints.check_backbone_loaded(model, loading, args.model_name_or_path)
     else:
         if args.config_name is not None:
-            config = AutoConfig.from_pretrained(args.config_name, **overrides)
+            config = AutoConfig.from_pretrained(args.config_name, trust_remote_code=args.trust_remote_code, **overrides)
         else:
             config = AutoConfig.for_model(args.model_type, **overrides)
         if "vocab_size" not in overrides:
@@ -240,41 +183,6 @@ def masked_lm_loss_sum(
     targets = labels[labels != -100] if sparse else labels.reshape(-1)
     loss_sum = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets, ignore_index=-100, reduction="sum")
     return loss_sum, getattr(outputs, "auxiliary_loss", None)
-
-
-class MetricsLogger:
-    """CSV (``metrics.csv``) or TensorBoard logging of named scalars, main process only; ``rows`` are
-    the rows logged before a resume (the CSV keeps the whole run's history)."""
-
-    def __init__(self, kind: str, directory: Path, enabled: bool, rows: list[dict[str, Any]] | None = None) -> None:
-        self.kind = kind if enabled else "none"
-        self.rows: list[dict[str, Any]] = list(rows or [])
-        self.path = directory / "metrics.csv"
-        self.writer = None
-        if self.kind == "tensorboard":
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError as error:
-                raise ImportError(
-                    "--report_to tensorboard needs the tensorboard package: pip install tensorboard"
-                ) from error
-            self.writer = SummaryWriter(log_dir=str(directory / "tensorboard"))
-
-    def log(self, step: int, values: dict[str, float]) -> None:
-        if self.kind == "tensorboard":
-            for name, value in values.items():
-                self.writer.add_scalar(name, value, step)
-        elif self.kind == "csv":
-            self.rows.append({"step": step, **values})
-            fields = sorted({key for row in self.rows for key in row} - {"step"})
-            with self.path.open("w", newline="") as handle:
-                writer = csv.DictWriter(handle, fieldnames=["step", *fields])
-                writer.writeheader()
-                writer.writerows(self.rows)
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
 
 
 def evaluate(
@@ -332,8 +240,15 @@ def check_parallelism(accelerator: Accelerator) -> None:
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
-    # Without a GPU, processes started by `accelerate launch --multi_gpu` / torchrun use gloo on the CPU.
-    accelerator = Accelerator(mixed_precision=args.mixed_precision, cpu=args.cpu or not torch.cuda.is_available())
+    # Mixed precision and the processes come from `accelerate launch` / `accelerate config` unless a flag is
+    # given (``mixed_precision=None`` reads the launcher's). Without a GPU, processes started by
+    # `accelerate launch --multi_gpu` / torchrun use gloo on the CPU.
+    accelerator = Accelerator(
+        mixed_precision=args.mixed_precision,
+        cpu=args.cpu or not torch.cuda.is_available(),
+        log_with=tracking.trackers(args.report_to, args.output_dir) or None,
+        project_dir=str(args.output_dir),
+    )
     check_parallelism(accelerator)
     lock = checkpoints.OutputDirLock(args.output_dir) if accelerator.is_main_process else None
     try:
@@ -352,13 +267,6 @@ def train(args: argparse.Namespace, accelerator: Accelerator, argv: Sequence[str
         args.text_column, args.validation_split_percentage, args.seed,
     )  # fmt: skip
     tokenizer = build_tokenizer(args, corpus)
-    fingerprint = run_fingerprint(args, tokenizer)
-    with accelerator.main_process_first():
-        if accelerator.is_main_process:
-            checkpoints.prepare_output_dir(args.output_dir, fingerprint, args.overwrite_output_dir)
-    if args.resume_from_checkpoint not in (None, "latest"):  # the clearest message for the commonest mistake
-        check_checkpoint_tokenizer(Path(args.resume_from_checkpoint), tokenizer)
-    resume_from = checkpoints.checkpoint_to_resume(args.resume_from_checkpoint, args.output_dir, fingerprint)
     if tokenizer.model_max_length < args.max_seq_length:
         tokenizer.model_max_length = args.max_seq_length
     with accelerator.main_process_first():
@@ -366,10 +274,6 @@ def train(args: argparse.Namespace, accelerator: Accelerator, argv: Sequence[str
             corpus, tokenizer, args.max_seq_length, args.line_by_line, args.preprocessing_num_workers
         )
     train_set, eval_set = tokenized["train"], tokenized["validation"]
-    model = build_model(args, tokenizer)
-    # fine-tuning scripts refuse a tokenizer with another vocabulary (same size, other tokens)
-    model.config.tokenizer_vocabulary_sha256 = fingerprint["vocabulary_sha256"]
-    collator = SeededMaskingCollator(tokenizer, args.mlm_probability, args.seed)
 
     world, rank = accelerator.num_processes, accelerator.process_index
     per_device, accumulation = args.per_device_train_batch_size, args.gradient_accumulation_steps
@@ -382,6 +286,20 @@ def train(args: argparse.Namespace, accelerator: Accelerator, argv: Sequence[str
         )
     max_steps = args.max_train_steps or math.ceil(args.num_train_epochs * steps_per_epoch)
     warmup = int(args.num_warmup_steps * max_steps) if args.num_warmup_steps < 1 else int(args.num_warmup_steps)
+
+    fingerprint = run_fingerprint(args, tokenizer, accelerator.mixed_precision)
+    if schedule_depends_on_length(args):  # the steps already taken depend on the length: another length, another run
+        fingerprint["schedule_steps"] = max_steps
+    with accelerator.main_process_first():
+        if accelerator.is_main_process:
+            checkpoints.prepare_output_dir(args.output_dir, fingerprint, args.overwrite_output_dir)
+    if args.resume_from_checkpoint not in (None, "latest"):  # the clearest message for the commonest mistake
+        check_checkpoint_tokenizer(Path(args.resume_from_checkpoint), tokenizer)
+    resume_from = checkpoints.checkpoint_to_resume(args.resume_from_checkpoint, args.output_dir, fingerprint)
+    model = build_model(args, tokenizer)
+    # fine-tuning scripts refuse a tokenizer with another vocabulary (same size, other tokens)
+    model.config.tokenizer_vocabulary_sha256 = fingerprint["vocabulary_sha256"]
+    collator = SeededMaskingCollator(tokenizer, args.mlm_probability, args.seed)
 
     no_decay = ("bias", "LayerNorm.weight", "layer_norm", "norm.weight")
     decay_groups = [
@@ -402,7 +320,10 @@ def train(args: argparse.Namespace, accelerator: Accelerator, argv: Sequence[str
         state = load_checkpoint(resume_from, accelerator, model, optimizer, scheduler)
         accelerator.print(f"Resumed from {resume_from} at step {state['global_step']}.")
 
-    logger = MetricsLogger(args.report_to, args.output_dir, accelerator.is_main_process, state["logged"])
+    for tracker in accelerator.log_with:
+        if isinstance(tracker, tracking.CSVTracker):
+            tracker.rows = list(state["logged"])  # the whole run's history, across resumes
+    accelerator.init_trackers(args.output_dir.name, config=tracker_config(fingerprint))
     parameters = sum(p.numel() for p in accelerator.unwrap_model(model).parameters())
     accelerator.print(
         f"{type(accelerator.unwrap_model(model)).__name__}: {parameters:,} parameters; {len(train_set):,} train / "
@@ -473,31 +394,31 @@ def train(args: argparse.Namespace, accelerator: Accelerator, argv: Sequence[str
             progress.update(1)
             progress.set_postfix(loss=f"{step_loss:.3f}", tok_s=f"{record['tokens_per_second']:.0f}")
             if state["global_step"] % args.logging_steps == 0:
-                logger.log(state["global_step"], record)
+                accelerator.log(record, step=state["global_step"])
             if args.eval_steps and state["global_step"] % args.eval_steps == 0:
-                logger.log(
-                    state["global_step"],
+                accelerator.log(
                     evaluate(
                         model, eval_set, collator, args.per_device_eval_batch_size, accelerator, args.max_eval_samples
                     ),
+                    step=state["global_step"],
                 )
-            if args.checkpointing_steps and state["global_step"] % args.checkpointing_steps == 0:
-                state["logged"] = logger.rows
-                save_checkpoint(
-                    accelerator, args.output_dir / f"checkpoint-{state['global_step']}", state, fingerprint, tokenizer,
-                    model, optimizer, scheduler,
-                )  # fmt: skip
             over_budget = args.time_budget_seconds is not None and state["train_seconds"] >= args.time_budget_seconds
             stop = state["global_step"] >= max_steps or bool(
                 accelerator.reduce(torch.tensor(float(over_budget), device=accelerator.device), reduction="max")
             )
+            # a checkpoint at the last step too, so that a longer run of the same schedule continues from it
+            if args.checkpointing_steps and (state["global_step"] % args.checkpointing_steps == 0 or stop):
+                state["logged"] = tracking.csv_rows(accelerator)
+                save_checkpoint(
+                    accelerator, args.output_dir / f"checkpoint-{state['global_step']}", state, fingerprint, tokenizer,
+                    model, optimizer, scheduler,
+                )  # fmt: skip
             if stop:
                 break
     progress.close()
 
     metrics = evaluate(model, eval_set, collator, args.per_device_eval_batch_size, accelerator, args.max_eval_samples)
-    logger.log(state["global_step"], metrics)
-    logger.close()
+    accelerator.log(metrics, step=state["global_step"])
     accelerator.wait_for_everyone()
     unwrapped = accelerator.unwrap_model(model)
     results = {
@@ -511,6 +432,7 @@ def train(args: argparse.Namespace, accelerator: Accelerator, argv: Sequence[str
         "final_train_loss": history[-1]["loss"] if history else None,
         "skipped_nonfinite_steps": state["skipped_steps"],
         "processes": world,
+        "mixed_precision": accelerator.mixed_precision,
         **metrics,
     }
     if accelerator.is_main_process:
@@ -524,14 +446,34 @@ def train(args: argparse.Namespace, accelerator: Accelerator, argv: Sequence[str
     return results
 
 
-def run_fingerprint(args: argparse.Namespace, tokenizer: PreTrainedTokenizerBase) -> dict[str, Any]:
-    """What makes two runs the same run: every argument that changes the result, the data files
-    (size and SHA-256) and the tokenizer's vocabulary."""
+def run_fingerprint(
+    args: argparse.Namespace, tokenizer: PreTrainedTokenizerBase, mixed_precision: str = "no"
+) -> dict[str, Any]:
+    """What makes two runs the same run: every argument that changes the result, the effective mixed
+    precision (flag or launcher), the data files (size and SHA-256) and the tokenizer's vocabulary.
+
+    The schedule's length (``--max_train_steps``, ``--num_train_epochs``, ``--time_budget_seconds``)
+    is left out where it does not change the steps already taken — a constant schedule with warmup
+    in steps — so a finished run continues to a larger ``--max_train_steps`` exactly as one longer
+    run would; for a decaying schedule or a warmup given as a fraction, :func:`train` adds the
+    resolved ``schedule_steps``, and a run of another length is another run."""
     fingerprint = {key: (str(value) if isinstance(value, Path) else value) for key, value in sorted(vars(args).items())
                    if key not in NOT_FINGERPRINTED}  # fmt: skip
+    fingerprint["mixed_precision"] = str(mixed_precision)
     fingerprint["data_files"] = checkpoints.describe_files([args.train_file, args.validation_file])
     fingerprint["vocabulary_sha256"] = checkpoints.vocabulary_sha256(tokenizer)
     return fingerprint
+
+
+def schedule_depends_on_length(args: argparse.Namespace) -> bool:
+    """Whether the learning rate of a step depends on how many steps the run has in all."""
+    warmup_is_a_fraction = 0 < args.num_warmup_steps < 1
+    return args.lr_scheduler_type not in ("constant", "constant_with_warmup") or warmup_is_a_fraction
+
+
+def tracker_config(fingerprint: dict[str, Any]) -> dict[str, Any]:
+    """The run's settings as the scalars every tracker accepts (tensorboard's hparams take no lists)."""
+    return {key: value for key, value in fingerprint.items() if isinstance(value, (bool, int, float, str))}
 
 
 def save_checkpoint(

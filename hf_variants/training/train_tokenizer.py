@@ -1,6 +1,6 @@
 """Train a BERT-style WordPiece tokenizer on a corpus and save it in the HF format.
 
-    python scripts/train_tokenizer.py --train_file ../shared/data/wikitext-2/train.txt \\
+    hf-variants train-tokenizer --train_file ../shared/data/wikitext-2/train.txt \\
         --vocab_size 8000 --output_dir runs/tokenizer-wikitext2
 """
 
@@ -11,24 +11,14 @@ from collections.abc import Sequence
 from itertools import chain
 from pathlib import Path
 
+from hf_variants_cli.tokenizer import parse_args
+
 from ..tokenization import train_wordpiece_tokenizer
 from .data import load_text_corpus
 
 
-def main(argv: Sequence[str] | None = None) -> Path:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--train_file", help="Local .txt/.csv/.json(l) corpus.")
-    parser.add_argument("--dataset_name", help="Or a Hub dataset, e.g. 'wikitext'.")
-    parser.add_argument("--dataset_config_name")
-    parser.add_argument("--text_column", default="text")
-    parser.add_argument("--vocab_size", type=int, default=8000)
-    parser.add_argument("--min_frequency", type=int, default=2)
-    parser.add_argument("--cased", action="store_true", help="Keep case (default: lower-case, like bert-base-uncased).")
-    parser.add_argument("--model_max_length", type=int, default=512)
-    parser.add_argument("--output_dir", type=Path, required=True)
-    args = parser.parse_args(argv)
-    if args.train_file is None and args.dataset_name is None:
-        parser.error("give --train_file or --dataset_name")
+def train_tokenizer(args: argparse.Namespace) -> Path:
+    """Train and save the tokenizer that ``args`` (:func:`hf_variants_cli.tokenizer.parse_args`) describe."""
     corpus = load_text_corpus(
         args.train_file,
         None,
@@ -44,6 +34,10 @@ def main(argv: Sequence[str] | None = None) -> Path:
     tokenizer.save_pretrained(args.output_dir)
     print(f"Saved a {len(tokenizer)}-token WordPiece tokenizer to {args.output_dir}")
     return args.output_dir
+
+
+def main(argv: Sequence[str] | None = None) -> Path:
+    return train_tokenizer(parse_args(None if argv is None else list(argv)))
 
 
 if __name__ == "__main__":

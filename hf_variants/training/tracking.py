@@ -1,0 +1,73 @@
+"""Experiment tracking through accelerate's trackers, plus a local CSV file as one more tracker.
+
+``--report_to`` takes accelerate's tracker names (``tensorboard``, ``wandb``, ``mlflow``, ``trackio``,
+…, ``all``) and ``csv``; :class:`CSVTracker` is an ``accelerate.tracking.GeneralTracker``, so every
+tracker is driven the same way (``accelerator.init_trackers`` / ``accelerator.log``) and only the
+main process writes.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from accelerate.tracking import GeneralTracker, get_available_trackers
+from accelerate.utils import LoggerType
+
+
+class CSVTracker(GeneralTracker):
+    """``metrics.csv`` in the run's folder: one row per logged step, one column per scalar. ``rows``
+    are the rows logged before a resume, so the file keeps the whole run's history."""
+
+    name = "csv"
+    requires_logging_directory = False
+    main_process_only = True
+
+    def __init__(self, directory: Path, rows: Sequence[dict[str, Any]] = ()) -> None:
+        super().__init__()
+        self.path = Path(directory) / "metrics.csv"
+        self.rows: list[dict[str, Any]] = list(rows)
+
+    @property
+    def tracker(self) -> list[dict[str, Any]]:
+        return self.rows
+
+    def store_init_configuration(self, values: dict) -> None:  # the run's settings are in run_fingerprint.json
+        pass
+
+    def log(self, values: dict, step: int | None = None, **kwargs: Any) -> None:
+        self.rows.append({"step": step, **values})
+        fields = sorted({key for row in self.rows for key in row} - {"step"})
+        with self.path.open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=["step", *fields])
+            writer.writeheader()
+            writer.writerows(self.rows)
+
+
+def trackers(report_to: Sequence[str], directory: Path, rows: Sequence[dict[str, Any]] = ()) -> list:
+    """The ``log_with`` list of ``Accelerator`` for ``--report_to``: a :class:`CSVTracker` for ``csv``,
+    accelerate's names for the rest; an accelerate tracker that is not installed is an error naming it."""
+    chosen: list = []
+    available = {str(LoggerType(tracker).value) for tracker in get_available_trackers()}
+    for name in report_to:
+        if name == "none":
+            continue
+        if name == "csv":
+            chosen.append(CSVTracker(directory, rows))
+        elif name == "all":
+            chosen.extend(sorted(available - {str(item) for item in chosen}))
+        elif name not in {item.value for item in LoggerType}:
+            raise ValueError(f"--report_to: {name!r} is not a tracker of accelerate ({', '.join(LoggerType.list())}).")
+        elif name not in available:
+            raise ImportError(f"--report_to {name}: the {name} package is not installed (pip install {name}).")
+        else:
+            chosen.append(name)
+    return list(dict.fromkeys(chosen))
+
+
+def csv_rows(accelerator: Any) -> list[dict[str, Any]]:
+    """The rows the CSV tracker holds (saved in checkpoints, so a resumed run keeps its history)."""
+    tracker = next((t for t in accelerator.trackers if isinstance(t, CSVTracker)), None)
+    return list(tracker.rows) if tracker is not None else []

@@ -1,0 +1,82 @@
+"""``hf-variants export`` and ``hf-variants push``: a checkpoint as a Hub folder, and its upload."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from .formatting import HelpFormatter
+
+EXPORT_DESCRIPTION = """\
+Write a checkpoint folder (save_pretrained, run_mlm or run_glue output) as a Hub folder: weights,
+config with auto_map, the modelling code it needs, the tokenizer and a model card. The folder loads with
+trust_remote_code=True on a machine without hf-variants. A run_glue results.json beside the weights puts
+its dev scores in the card's model-index.
+"""
+
+PUSH_DESCRIPTION = """\
+Upload a Hub folder (written by 'hf-variants export') to the Hub in one commit with
+huggingface_hub.HfApi.upload_folder; authentication is the usual HF_TOKEN or 'hf auth login'.
+--local_hub DIR writes the same files to DIR/<repo_id>/ instead (no network), a folder that
+from_pretrained loads like the Hub repository.
+"""
+
+
+def export_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hf-variants export", description=EXPORT_DESCRIPTION,
+                                     formatter_class=HelpFormatter)  # fmt: skip
+    parser.add_argument("checkpoint", type=Path, help="A folder with config.json and the weights.")
+    parser.add_argument("--output_dir", type=Path, required=True, help="The Hub folder to write.")
+    parser.add_argument("--repo_id", help="The Hub repository the card names (and --push uploads to).")
+    parser.add_argument("--push", action="store_true", help="Upload the folder to --repo_id afterwards.")
+    parser.add_argument("--local_hub", type=Path, help="With --push: write to this folder instead of the Hub.")
+    return parser
+
+
+def push_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hf-variants push", description=PUSH_DESCRIPTION,
+                                     formatter_class=HelpFormatter)  # fmt: skip
+    parser.add_argument("folder", type=Path, help="A folder written by 'hf-variants export'.")
+    parser.add_argument("--repo_id", required=True, help="Target repository, e.g. you/macaron-bert-small.")
+    parser.add_argument("--private", action="store_true", help="Create the repository as private.")
+    parser.add_argument("--token", help="Hub token (default: HF_TOKEN or the stored login).")
+    parser.add_argument("--commit_message", default="Upload hf-variants model", help="The commit's message.")
+    parser.add_argument("--local_hub", type=Path, help="Write to DIR/<repo_id>/ instead of the Hub.")
+    return parser
+
+
+def export(argv: list[str]) -> Path:
+    """Hub folder of a checkpoint; GLUE dev results in its ``results.json`` (run_glue) go in the card."""
+    parser = export_parser()
+    args = parser.parse_args(argv)
+    if args.push and not args.repo_id:
+        parser.error("--push needs --repo_id")
+    if not (args.checkpoint / "config.json").is_file():
+        parser.error(f"{args.checkpoint} is not a checkpoint folder (no config.json)")
+
+    from hf_variants.hub import export_checkpoint
+
+    results_file = args.checkpoint / "results.json"
+    recorded = json.loads(results_file.read_text()) if results_file.is_file() else None
+    folder = export_checkpoint(args.checkpoint, args.output_dir, repo_id=args.repo_id, recorded=recorded)
+    print(f"Wrote {folder}.")
+    if args.push:
+        _push_folder(folder, args.repo_id, local_hub=args.local_hub)
+    return folder
+
+
+def push(argv: list[str]) -> str:
+    args = push_parser().parse_args(argv)
+    return _push_folder(args.folder, args.repo_id, local_hub=args.local_hub, token=args.token, private=args.private,
+                        commit_message=args.commit_message)  # fmt: skip
+
+
+def _push_folder(folder: Path, repo_id: str, *, local_hub: Path | None = None, **options) -> str:
+    from hf_variants.hub import LocalHub, push_folder_to_hub
+
+    api = LocalHub(local_hub) if local_hub is not None else None
+    pushed = push_folder_to_hub(folder, repo_id, api=api, **options)
+    where = local_hub / pushed if local_hub is not None else f"https://huggingface.co/{pushed}"
+    print(f"Pushed {folder} to {where}")
+    return pushed

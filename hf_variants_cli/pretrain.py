@@ -1,0 +1,142 @@
+"""Arguments of ``hf-variants pretrain`` (the engine: ``hf_variants.training.run_mlm``)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .formatting import HelpFormatter
+
+#: The package's model types (``hf_variants.VARIANTS``; tests/test_cli.py checks they agree) and
+#: transformers' own BERT, which run_mlm trains as an external reference.
+MODEL_TYPES = ("bert_control", "macaron_bert", "mgk_bert", "node_transformer", "transject", "bert")
+
+#: accelerate's trackers (``accelerate.utils.LoggerType``) besides the local CSV file.
+TRACKERS = ("all", "aim", "clearml", "comet_ml", "dvclive", "mlflow", "swanlab", "tensorboard", "trackio", "wandb")
+
+DESCRIPTION = """\
+Masked-language-model pretraining on accelerate, one process or many (run_mlm_no_trainer-style).
+
+  hf-variants pretrain --model_type macaron_bert \\
+      --config_overrides hidden_size=256,num_hidden_layers=4,num_attention_heads=4,intermediate_size=1024 \\
+      --train_file train.txt --validation_file valid.txt --train_tokenizer_vocab_size 8000 \\
+      --max_seq_length 128 --max_train_steps 1000 --output_dir runs/macaron
+  accelerate launch --multi_gpu --num_processes 2 -m hf_variants_cli pretrain ...
+
+Launcher settings (mixed precision, number of processes, CPU) come from 'accelerate launch' or
+'accelerate config' unless --mixed_precision or --cpu is given here.
+
+The output folder is locked for the run and holds one run: the same command resumes it from its newest
+complete checkpoint, and the same command with a larger --max_train_steps or --num_train_epochs extends a
+finished run (see --max_train_steps). Another run in a used folder is refused.
+"""
+
+
+def build_parser(prog: str = "hf-variants pretrain") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION, formatter_class=HelpFormatter)
+    model = parser.add_argument_group("model (exactly one of --model_type, --config_name, --model_name_or_path)")
+    model.add_argument("--model_type", help=f"Train from scratch: one of {', '.join(MODEL_TYPES)} (or a variant "
+                       "registered in the same process).")  # fmt: skip
+    model.add_argument("--config_name", help="A config (path or Hub name) to train from scratch.")
+    model.add_argument("--model_name_or_path", help="Continue pretraining from a checkpoint (path or Hub name).")
+    model.add_argument(
+        "--config_overrides", help="Comma-separated key=value config fields, e.g. hidden_size=256,num_hidden_layers=4."
+    )
+    model.add_argument(
+        "--trust_remote_code", action="store_true",
+        help="Allow a Hub checkpoint or tokenizer to run its own code (hf-variants exports do; installed models don't "
+        "need it).",
+    )  # fmt: skip
+    data = parser.add_argument_group("data (one of --train_file, --dataset_name)")
+    data.add_argument("--train_file", help="Local .txt (one text per line), .csv or .json(l) file.")
+    data.add_argument("--validation_file", help="Validation file (default: a split of the training data).")
+    data.add_argument("--dataset_name", help="A Hub dataset, e.g. wikitext.")
+    data.add_argument("--dataset_config_name", help="The dataset's configuration, e.g. wikitext-2-raw-v1.")
+    data.add_argument("--text_column", default="text", help="Column of the texts in CSV/JSON/Hub data.")
+    data.add_argument("--validation_split_percentage", type=float, default=5.0,
+                      help="Share of the training data held out when no validation file is given.")  # fmt: skip
+    data.add_argument("--max_seq_length", type=int, default=128, help="Tokens per example.")
+    data.add_argument("--line_by_line", action="store_true", help="One example per line instead of packed blocks.")
+    data.add_argument("--mlm_probability", type=float, default=0.15, help="Share of tokens masked.")
+    data.add_argument("--max_eval_samples", type=int, help="Evaluate on at most this many validation examples.")
+    data.add_argument("--preprocessing_num_workers", type=int, help="Processes for tokenizing the data.")
+    tokenizer = parser.add_argument_group("tokenizer")
+    tokenizer.add_argument("--tokenizer_name", help="Tokenizer path or Hub name (default: the checkpoint's).")
+    tokenizer.add_argument("--train_tokenizer_vocab_size", type=int, help="Train a WordPiece tokenizer of this size.")
+    training = parser.add_argument_group("training")
+    training.add_argument("--output_dir", type=Path, required=True, help="Folder of the run (locked while it runs).")
+    training.add_argument("--per_device_train_batch_size", type=int, default=16, help="Examples per process and step.")
+    training.add_argument("--per_device_eval_batch_size", type=int, default=32, help="Examples per evaluation batch.")
+    training.add_argument("--gradient_accumulation_steps", type=int, default=1, help="Micro-batches per step.")
+    training.add_argument("--learning_rate", type=float, default=5e-4, help="Peak learning rate of AdamW.")
+    training.add_argument("--weight_decay", type=float, default=0.01, help="AdamW weight decay (not on biases/norms).")
+    training.add_argument("--adam_beta1", type=float, default=0.9, help="AdamW beta1.")
+    training.add_argument("--adam_beta2", type=float, default=0.98, help="AdamW beta2.")
+    training.add_argument("--max_grad_norm", type=float, default=1.0, help="Gradient clipping norm.")
+    training.add_argument("--num_train_epochs", type=float, default=1.0, help="Passes over the training data.")
+    training.add_argument(
+        "--max_train_steps", type=int,
+        help="Optimizer steps (overrides --num_train_epochs). Raising it on a finished run in the same --output_dir "
+        "continues that run from its final checkpoint; the learning-rate schedule is then the one of the new length "
+        "(a constant schedule continues exactly as one longer run would).",
+    )  # fmt: skip
+    training.add_argument("--time_budget_seconds", type=float, help="Stop after this much training time.")
+    training.add_argument("--lr_scheduler_type", default="linear",
+                          choices=["linear", "cosine", "constant", "constant_with_warmup"],
+                          help="Learning-rate schedule (transformers' get_scheduler).")  # fmt: skip
+    training.add_argument("--num_warmup_steps", type=float, default=0.06,
+                          help="Warmup steps, or a fraction (< 1) of all steps.")  # fmt: skip
+    training.add_argument("--mixed_precision", choices=["no", "fp16", "bf16"],
+                          help="Overrides the launcher's setting (accelerate launch / accelerate config).")  # fmt: skip
+    training.add_argument("--cpu", action="store_true", help="Train on the CPU even when a GPU is available.")
+    training.add_argument("--seed", type=int, default=42, help="Seed of the initialisation, data order and masks.")
+    training.add_argument("--logging_steps", type=int, default=10, help="Log the training loss every N steps.")
+    training.add_argument("--eval_steps", type=int, help="Evaluate every N steps (default: only at the end).")
+    training.add_argument("--checkpointing_steps", type=int, help="Save a resumable checkpoint every N steps.")
+    training.add_argument(
+        "--resume_from_checkpoint",
+        help="'latest' (the newest complete checkpoint in --output_dir) or a checkpoint-<step> folder of this run. "
+        "A folder that holds this run resumes from its newest complete checkpoint without it.",
+    )
+    training.add_argument(
+        "--overwrite_output_dir", action="store_true", help="Delete the contents of a non-empty --output_dir first."
+    )
+    training.add_argument(
+        "--skip_nonfinite_steps", action="store_true",
+        help="Skip an optimizer step whose loss or gradient is NaN/inf (counted in the results) instead of stopping.",
+    )  # fmt: skip
+    training.add_argument(
+        "--report_to", nargs="+", default=["csv"], metavar="TRACKER",
+        help=f"Where metrics go: csv (metrics.csv in --output_dir), none, or accelerate's trackers: "
+        f"{', '.join(TRACKERS)}.",
+    )  # fmt: skip
+    training.add_argument("--with_tracking", action="store_true",
+                          help="Also report to every accelerate tracker installed (--report_to all).")  # fmt: skip
+    training.add_argument("--disable_tqdm", action="store_true", help="No progress bar.")
+    export = parser.add_argument_group("export")
+    export.add_argument("--export_dir", type=Path, help="Also write a Hub folder (remote code and model card) here.")
+    export.add_argument("--push_to_hub", action="store_true", help="Upload that folder to --hub_model_id.")
+    export.add_argument("--hub_model_id", help="The Hub repository, e.g. you/macaron-bert-small.")
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse and check the combinations argparse cannot express."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    sources = [args.model_type, args.config_name, args.model_name_or_path]
+    if sum(s is not None for s in sources) != 1:
+        parser.error("give exactly one of --model_type, --config_name, --model_name_or_path")
+    if args.train_file is None and args.dataset_name is None:
+        parser.error("give --train_file or --dataset_name")
+    if args.push_to_hub and not args.hub_model_id:
+        parser.error("--push_to_hub needs --hub_model_id")
+    unknown = sorted(set(args.report_to) - {"csv", "none", *TRACKERS})
+    if unknown:
+        parser.error(f"--report_to: unknown tracker(s) {', '.join(unknown)}; "
+                     f"choose from csv, none, {', '.join(TRACKERS)}")
+    if "none" in args.report_to and len(args.report_to) > 1:
+        parser.error("--report_to none cannot be combined with other trackers")
+    if args.with_tracking and "all" not in args.report_to:
+        args.report_to = [name for name in args.report_to if name != "none"] + ["all"]
+    return args

@@ -1,0 +1,62 @@
+"""The front door and the documentation: the README is short and its quickstart runs; the release
+files agree with the package's version; every variant has its page. (CI builds the site itself with
+``mkdocs build --strict``.)"""
+
+from __future__ import annotations
+
+import json
+import re
+from importlib import metadata
+
+import yaml
+
+import hf_variants
+
+from .helpers import REPO_ROOT, run_python
+
+README = (REPO_ROOT / "README.md").read_text()
+
+
+def python_blocks(text: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
+
+
+def test_the_readme_is_the_short_front_door() -> None:
+    assert len(README.splitlines()) <= 250
+    top = "\n".join(README.splitlines()[:30])
+    assert "hf-variants compare --output_dir outputs/compare" in top and "python -m pytest" in top
+
+
+def test_the_quickstart_is_one_block_and_it_runs(tmp_path) -> None:
+    (readme_block,) = python_blocks(README)
+    (page_block,) = python_blocks((REPO_ROOT / "docs" / "quickstart.md").read_text())
+    assert readme_block == page_block
+    assert len(readme_block.strip().splitlines()) <= 16
+    listing = "import json, pathlib\nprint(json.dumps(sorted(p.name for p in pathlib.Path('out/hub').iterdir())))\n"
+    script = readme_block + "\n" + listing
+    result = run_python(script, cwd=tmp_path, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    exported = json.loads(result.stdout.strip().splitlines()[-1])
+    assert {"config.json", "model.safetensors", "README.md", "tokenizer.json", "strang_layer.py"} <= set(exported)
+    assert "'label': 'LABEL_" in result.stdout  # the pipeline answered
+
+
+def test_release_files_carry_the_package_version() -> None:
+    version = metadata.version("hf-variants")
+    citation = yaml.safe_load((REPO_ROOT / "CITATION.cff").read_text())
+    assert str(citation["version"]) == version
+    releases = re.findall(r"^## \[(.+?)\]", (REPO_ROOT / "CHANGELOG.md").read_text(), flags=re.MULTILINE)
+    assert releases[0] == version
+    assert "Apache License" in (REPO_ROOT / "LICENSE").read_text()[:200]
+
+
+def test_every_variant_has_a_page_in_the_site_navigation() -> None:
+    class Loader(yaml.SafeLoader):  # mkdocs.yml may carry !!python tags; none are needed here
+        pass
+
+    site = yaml.load((REPO_ROOT / "mkdocs.yml").read_text(), Loader=Loader)
+    listed = json.dumps(site["nav"])
+    for model_type in hf_variants.VARIANTS:
+        page = REPO_ROOT / "docs" / "variants" / f"{model_type}.md"
+        assert f"<!-- model-card: {model_type} -->" in page.read_text()
+        assert f"variants/{model_type}.md" in listed
