@@ -31,10 +31,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from hf_variants_cli import compare as cli_arguments
+
 DATA_ENV = "HF_VARIANTS_DATA"
 #: The BERT control from this package's core first (the baseline), then the four variants. ``bert``
 #: (``transformers``' own BertForMaskedLM) can be added as an external reference.
-DEFAULT_MODELS = ("bert_control", "macaron_bert", "mgk_bert", "transject", "node_transformer")
 EXTERNAL_REFERENCE = "bert"
 SYNTHETIC_TASK = "agreement"
 CONTROL_PREFIX = "control of "
@@ -308,64 +309,15 @@ def headline(task: str, metrics: dict[str, float]) -> tuple[str, float]:
 # Pipeline
 # --------------------------------------------------------------------------------------------
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="hf-variants compare", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    add_arguments(parser)
-    return parser.parse_args(argv)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--models",
-        nargs="+",
-        type=parse_model_spec,
-        default=[ModelSpec(name) for name in DEFAULT_MODELS],
-        help="Model types, each optionally with config fields: e.g. macaron_bert:attention_type=mgk or "
-        "node_transformer:attention_type=mlk. Default: the BERT control and the four variants; add 'bert' for "
-        "transformers' BertForMaskedLM as an external reference.",
-    )
-    parser.add_argument(
-        "--no_matched_controls",
-        action="store_true",
-        help="Do not add each variant's matched control (the same model with only its idea turned off, at the "
-        "same sizes) after it.",
-    )
-    parser.add_argument("--output_dir", type=Path, default=Path("outputs/compare"))
-    parser.add_argument(
-        "--overwrite_output_dir",
-        action="store_true",
-        help="Let each model's runs replace earlier runs with other settings in --output_dir (otherwise refused).",
-    )
-    parser.add_argument("--data_dir", type=Path, help="Folder with wikitext-2/ and glue/ (GLUE TSV layout).")
-    parser.add_argument("--tasks", nargs="+", help="GLUE tasks (default sst2; 'agreement' on the embedded data).")
-    parser.add_argument("--no_hub", action="store_true", help="Skip the Hub in the data resolution.")
-    parser.add_argument("--tokenizer", help="Use this tokenizer (path or Hub name) instead of training one.")
-    parser.add_argument("--vocab_size", type=int, help="Of the trained tokenizer (default 8000; 200 synthetic).")
-    parser.add_argument("--hidden_size", type=int, default=128)
-    parser.add_argument("--num_layers", type=int, default=2)
-    parser.add_argument("--head_size", type=int, default=32)
-    parser.add_argument("--node_tolerance", type=float, default=1e-3, help="rtol = atol of the N-ODE solver.")
-    parser.add_argument("--max_seq_length", type=int, default=64)
-    parser.add_argument("--pretrain_steps", type=int, default=200)
-    parser.add_argument("--pretrain_seconds", type=float, help="Also stop pretraining after this much time.")
-    parser.add_argument("--pretrain_batch_size", type=int, default=16)
-    parser.add_argument("--pretrain_learning_rate", type=float, default=1e-3)
-    parser.add_argument("--max_pretrain_eval_samples", type=int, default=256)
-    parser.add_argument("--finetune_steps", type=int, default=600)
-    parser.add_argument("--finetune_batch_size", type=int, default=32)
-    parser.add_argument(
-        "--finetune_learning_rates",
-        "--finetune_learning_rate",
-        type=float,
-        nargs="+",
-        default=[3e-4, 1e-3, 3e-3],
-        help="Fine-tuning learning rates; with more than one, each model's is chosen per task by its score on a "
-        "held-out tenth of the training split (the dev set is seen only by the final run).",
-    )
-    parser.add_argument("--heldout_fraction", type=float, default=0.1)
-    parser.add_argument("--analysis_sentences", type=int, default=32)
-    parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--disable_tqdm", action="store_true")
+    """The arguments of ``hf-variants compare`` (:mod:`hf_variants_cli.compare`), with ``--models``
+    turned into checked :class:`ModelSpec` s here, where the registry is at hand."""
+    parser = cli_arguments.build_parser()
+    args = parser.parse_args(argv)
+    try:
+        args.models = [parse_model_spec(text) for text in args.models]
+    except argparse.ArgumentTypeError as error:
+        parser.error(f"argument --models: {error}")
+    return args
 
 
 def train_or_take_tokenizer(args: argparse.Namespace, source: DataSource) -> str:

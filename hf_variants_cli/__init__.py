@@ -70,6 +70,9 @@ def _push(argv: list[str]) -> object:
 
 
 def _compare(argv: list[str]) -> object:
+    from .compare import build_parser
+
+    build_parser().parse_args(argv)  # --help and argument errors before the lab is imported
     from hf_variants.compare import main
 
     return main(argv)

@@ -1,15 +1,126 @@
-"""``hf-variants finetune`` (the engine: ``hf_variants.training.run_glue``).
+"""Arguments of ``hf-variants finetune`` (the engine: ``hf_variants.training.run_glue``).
 
-Its arguments are run_glue's dataclasses and every ``transformers.TrainingArguments`` field, parsed by
-``HfArgumentParser``; building that parser imports transformers' training stack, so this subcommand's
-``--help`` is the one that takes as long as ``import transformers.TrainingArguments``.
+run_glue's own arguments are defined here, importing neither torch nor transformers' training stack,
+so that ``hf-variants finetune --help`` is fast; the engine adds every ``transformers.TrainingArguments``
+field (``--help_all`` lists them with their defaults, which imports the Trainer).
 """
 
 from __future__ import annotations
 
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: GLUE's tasks (``hf_variants.glue.TASKS``; tests/test_cli.py checks they agree).
+TASK_NAMES = ("cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte", "wnli", "ax")
+#: ``--dtype`` choices (``run_glue.DTYPES`` maps them to torch dtypes).
+DTYPE_NAMES = ("float32", "bfloat16", "float16", "auto")
+
+DESCRIPTION = """\
+GLUE-style fine-tuning on the transformers Trainer (run_glue), for any model that
+AutoModelForSequenceClassification loads: the hf-variants models, BERT, or a Hub model.
+
+  hf-variants finetune --model_name_or_path runs/mlm --task_name sst2 --glue_dir glue/ \\
+      --do_train --do_eval --learning_rate 5e-4 --num_train_epochs 3 --output_dir runs/sst2
+"""
+EPILOG = """\
+Every transformers.TrainingArguments flag is accepted as well (--learning_rate, --num_train_epochs,
+--per_device_train_batch_size, --seed, --eval_strategy, --save_strategy, --report_to, --push_to_hub, ...):
+'hf-variants finetune --help_all' lists them all with their defaults.
+"""
+
+
+@dataclass
+class ModelArguments:
+    model_name_or_path: str = field(metadata={"help": "Checkpoint path or Hub name."})
+    config_name: str | None = field(default=None, metadata={"help": "Config, if not the checkpoint's."})
+    tokenizer_name: str | None = field(default=None, metadata={"help": "Tokenizer, if not the checkpoint's."})
+    cache_dir: str | None = field(default=None)
+    model_revision: str = field(default="main")
+    token: str | None = field(default=None)
+    trust_remote_code: bool = field(default=False, metadata={"help": "Load Hub code (hf-variants Hub repos)."})
+    ignore_mismatched_sizes: bool = field(
+        default=False, metadata={"help": "Replace a classifier head of another size (e.g. another task's)."}
+    )
+    dtype: str = field(default="float32", metadata={"help": "Weights' dtype.", "choices": list(DTYPE_NAMES)})
+    config_overrides: str | None = field(
+        default=None, metadata={"help": "Comma-separated key=value config changes, e.g. rtol=1e-3,atol=1e-3."}
+    )
+    random_init: bool = field(
+        default=False, metadata={"help": "Same architecture, freshly initialised weights (no pretraining)."}
+    )
+
+
+@dataclass
+class DataTrainingArguments:
+    task_name: str | None = field(default=None, metadata={"help": f"One of {', '.join(TASK_NAMES)}."})
+    glue_dir: str | None = field(default=None, metadata={"help": "Folder in the original GLUE TSV layout."})
+    dataset_name: str | None = field(default=None, metadata={"help": "Hub dataset (default nyu-mll/glue)."})
+    dataset_config_name: str | None = field(default=None)
+    train_file: str | None = field(default=None, metadata={"help": "CSV/JSON training file."})
+    validation_file: str | None = field(default=None)
+    test_file: str | None = field(default=None)
+    max_seq_length: int = field(default=128)
+    pad_to_max_length: bool = field(
+        default=True, metadata={"help": "Pad every sequence to max_seq_length (else: dynamic padding per batch)."}
+    )
+    overwrite_cache: bool = field(default=False)
+    preprocessing_num_workers: int | None = field(default=None)
+    max_train_samples: int | None = field(default=None)
+    max_eval_samples: int | None = field(default=None)
+    max_predict_samples: int | None = field(default=None)
+    export_dir: str | None = field(default=None, metadata={"help": "Write a Hub folder (hf_variants.hub) here."})
+    heldout_fraction: float | None = field(
+        default=None,
+        metadata={"help": "Hold out this share of the training split (drawn with --heldout_seed) and evaluate on "
+                  "it instead of the dev set: for choosing hyperparameters without seeing dev."},
+    )
+    heldout_seed: int = field(default=0, metadata={"help": "Seed of the --heldout_fraction split."})
+
+    def __post_init__(self) -> None:
+        if self.heldout_fraction is not None and not 0 < self.heldout_fraction < 1:
+            raise ValueError(f"--heldout_fraction must be between 0 and 1, got {self.heldout_fraction}.")
+        if self.task_name is None and self.train_file is None and self.dataset_name is None:
+            raise ValueError("Give --task_name (GLUE), --train_file or --dataset_name.")
+        for name in ("train_file", "validation_file", "test_file"):
+            path = getattr(self, name)
+            if path is not None and Path(path).suffix.lower() not in (".csv", ".json", ".jsonl"):
+                raise ValueError(f"--{name} {path} must be a .csv or .json(l) file.")
+
+
+@dataclass
+class RunArguments:
+    overwrite_output_dir: bool = field(
+        default=False, metadata={"help": "Delete the contents of a non-empty --output_dir that holds another run."}
+    )
+    skip_nonfinite_steps: bool = field(
+        default=False,
+        metadata={"help": "Skip an optimizer step whose loss or gradient is NaN/inf (counted) instead of stopping."},
+    )
+    print_logs: bool = field(
+        default=True,
+        metadata={"help": "Print each logged {'loss': ...} dict (the Trainer's default); false keeps them only in "
+                  "trainer_state.json, leaving the progress bar alone on the console."},
+    )
+
 
 def parse_or_help(argv: list[str]) -> None:
-    """Parse ``argv`` as run_glue does (printing the help and exiting for ``--help``)."""
-    from hf_variants.training.run_glue import parse_args
+    """``--help``: run_glue's own arguments (fast); ``--help_all``: with every ``TrainingArguments``
+    field. Otherwise nothing: the engine parses ``argv`` itself."""
+    if "--help_all" in argv:
+        from hf_variants.training.run_glue import parse_args
 
-    parse_args(argv)
+        parse_args(["--help"])
+    if "-h" in argv or "--help" in argv:
+        from transformers.hf_argparser import HfArgumentParser
+
+        parser = HfArgumentParser((ModelArguments, DataTrainingArguments, RunArguments), prog="hf-variants finetune",
+                                  description=DESCRIPTION, epilog=EPILOG, formatter_class=_formatter())  # fmt: skip
+        parser.print_help()
+        sys.exit(0)
+
+
+def _formatter() -> type:
+    from .formatting import HelpFormatter
+
+    return HelpFormatter

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from .checks import above, at_least, half_open_interval, open_interval
 from .formatting import HelpFormatter
 
 #: The package's model types (``hf_variants.VARIANTS``; tests/test_cli.py checks they agree) and
@@ -53,46 +54,52 @@ def build_parser(prog: str = "hf-variants pretrain") -> argparse.ArgumentParser:
     data.add_argument("--dataset_name", help="A Hub dataset, e.g. wikitext.")
     data.add_argument("--dataset_config_name", help="The dataset's configuration, e.g. wikitext-2-raw-v1.")
     data.add_argument("--text_column", default="text", help="Column of the texts in CSV/JSON/Hub data.")
-    data.add_argument("--validation_split_percentage", type=float, default=5.0,
+    data.add_argument("--validation_split_percentage", type=open_interval(0, 100), default=5.0,
                       help="Share of the training data held out when no validation file is given.")  # fmt: skip
-    data.add_argument("--max_seq_length", type=int, default=128, help="Tokens per example.")
+    data.add_argument("--max_seq_length", type=at_least(3), default=128,
+                      help="Tokens per example ([CLS], at least one text token, [SEP]).")  # fmt: skip
     data.add_argument("--line_by_line", action="store_true", help="One example per line instead of packed blocks.")
-    data.add_argument("--mlm_probability", type=float, default=0.15, help="Share of tokens masked.")
-    data.add_argument("--max_eval_samples", type=int, help="Evaluate on at most this many validation examples.")
-    data.add_argument("--preprocessing_num_workers", type=int, help="Processes for tokenizing the data.")
+    data.add_argument("--mlm_probability", type=open_interval(0, 1), default=0.15, help="Share of tokens masked.")
+    data.add_argument("--max_eval_samples", type=at_least(1), help="Evaluate on at most this many validation examples.")
+    data.add_argument("--preprocessing_num_workers", type=at_least(1), help="Processes for tokenizing the data.")
     tokenizer = parser.add_argument_group("tokenizer")
     tokenizer.add_argument("--tokenizer_name", help="Tokenizer path or Hub name (default: the checkpoint's).")
-    tokenizer.add_argument("--train_tokenizer_vocab_size", type=int, help="Train a WordPiece tokenizer of this size.")
+    tokenizer.add_argument("--train_tokenizer_vocab_size", type=at_least(16),
+                           help="Train a WordPiece tokenizer of this size.")  # fmt: skip
     training = parser.add_argument_group("training")
     training.add_argument("--output_dir", type=Path, required=True, help="Folder of the run (locked while it runs).")
-    training.add_argument("--per_device_train_batch_size", type=int, default=16, help="Examples per process and step.")
-    training.add_argument("--per_device_eval_batch_size", type=int, default=32, help="Examples per evaluation batch.")
-    training.add_argument("--gradient_accumulation_steps", type=int, default=1, help="Micro-batches per step.")
-    training.add_argument("--learning_rate", type=float, default=5e-4, help="Peak learning rate of AdamW.")
-    training.add_argument("--weight_decay", type=float, default=0.01, help="AdamW weight decay (not on biases/norms).")
-    training.add_argument("--adam_beta1", type=float, default=0.9, help="AdamW beta1.")
-    training.add_argument("--adam_beta2", type=float, default=0.98, help="AdamW beta2.")
-    training.add_argument("--max_grad_norm", type=float, default=1.0, help="Gradient clipping norm.")
-    training.add_argument("--num_train_epochs", type=float, default=1.0, help="Passes over the training data.")
+    training.add_argument("--per_device_train_batch_size", type=at_least(1), default=16,
+                          help="Examples per process and step.")  # fmt: skip
+    training.add_argument("--per_device_eval_batch_size", type=at_least(1), default=32,
+                          help="Examples per evaluation batch.")  # fmt: skip
+    training.add_argument("--gradient_accumulation_steps", type=at_least(1), default=1, help="Micro-batches per step.")
+    training.add_argument("--learning_rate", type=above(0), default=5e-4, help="Peak learning rate of AdamW.")
+    training.add_argument("--weight_decay", type=at_least(0, float), default=0.01,
+                          help="AdamW weight decay (not on biases/norms).")  # fmt: skip
+    training.add_argument("--adam_beta1", type=half_open_interval(0, 1), default=0.9, help="AdamW beta1.")
+    training.add_argument("--adam_beta2", type=half_open_interval(0, 1), default=0.98, help="AdamW beta2.")
+    training.add_argument("--max_grad_norm", type=at_least(0, float), default=1.0,
+                          help="Gradient clipping norm; 0 means no clipping (as in transformers).")  # fmt: skip
+    training.add_argument("--num_train_epochs", type=above(0), default=1.0, help="Passes over the training data.")
     training.add_argument(
-        "--max_train_steps", type=int,
+        "--max_train_steps", type=at_least(1),
         help="Optimizer steps (overrides --num_train_epochs). Raising it on a finished run in the same --output_dir "
         "continues that run from its final checkpoint; the learning-rate schedule is then the one of the new length "
         "(a constant schedule continues exactly as one longer run would).",
     )  # fmt: skip
-    training.add_argument("--time_budget_seconds", type=float, help="Stop after this much training time.")
+    training.add_argument("--time_budget_seconds", type=above(0), help="Stop after this much training time.")
     training.add_argument("--lr_scheduler_type", default="linear",
                           choices=["linear", "cosine", "constant", "constant_with_warmup"],
                           help="Learning-rate schedule (transformers' get_scheduler).")  # fmt: skip
-    training.add_argument("--num_warmup_steps", type=float, default=0.06,
+    training.add_argument("--num_warmup_steps", type=at_least(0, float), default=0.06,
                           help="Warmup steps, or a fraction (< 1) of all steps.")  # fmt: skip
     training.add_argument("--mixed_precision", choices=["no", "fp16", "bf16"],
                           help="Overrides the launcher's setting (accelerate launch / accelerate config).")  # fmt: skip
     training.add_argument("--cpu", action="store_true", help="Train on the CPU even when a GPU is available.")
     training.add_argument("--seed", type=int, default=42, help="Seed of the initialisation, data order and masks.")
-    training.add_argument("--logging_steps", type=int, default=10, help="Log the training loss every N steps.")
-    training.add_argument("--eval_steps", type=int, help="Evaluate every N steps (default: only at the end).")
-    training.add_argument("--checkpointing_steps", type=int, help="Save a resumable checkpoint every N steps.")
+    training.add_argument("--logging_steps", type=at_least(1), default=10, help="Log the training loss every N steps.")
+    training.add_argument("--eval_steps", type=at_least(1), help="Evaluate every N steps (default: only at the end).")
+    training.add_argument("--checkpointing_steps", type=at_least(1), help="Save a resumable checkpoint every N steps.")
     training.add_argument(
         "--resume_from_checkpoint",
         help="'latest' (the newest complete checkpoint in --output_dir) or a checkpoint-<step> folder of this run. "

@@ -478,6 +478,16 @@ class CommonEncoderTests:
         embeds[0, 1, 0] = float("nan")
         with pytest.raises(ValueError, match="inputs_embeds contain NaN or infinity"):
             model(inputs_embeds=embeds)
+        width = config.word_embedding_size
+        wider = f"inputs_embeds have width {width + 1}, the model's word embeddings {width}"
+        with pytest.raises(ValueError, match=wider):
+            model(inputs_embeds=torch.randn(1, 4, width + 1))
+
+    def test_inputs_too_large_for_float32_raise_instead_of_answering(self) -> None:
+        """Finite inputs of 1e30 overflow inside the model; at inference it raises rather than answer NaN."""
+        model = self.model().eval()
+        with pytest.raises(FloatingPointError, match="NaN or infinity"), torch.no_grad():
+            model(inputs_embeds=torch.full((2, 4, model.config.word_embedding_size), 1e30))
 
     # ------------------------------------------------------------------ transformers conventions
     def test_a_users_subclass_does_not_rewire_the_heads(self) -> None:

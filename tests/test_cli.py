@@ -18,6 +18,7 @@ from safetensors.torch import load_file
 
 import hf_variants
 import hf_variants_cli
+from hf_variants_cli import finetune as finetune_arguments
 from hf_variants_cli import pretrain as pretrain_arguments
 
 from .common import WITHOUT_PACKAGE
@@ -47,8 +48,11 @@ def test_help_lists_every_subcommand_and_an_unknown_one_is_named() -> None:
     assert wrong.returncode == 2 and "invalid choice: 'pretrian'" in wrong.stderr
 
 
-@pytest.mark.parametrize("command", ["--help", "pretrain --help", "train-tokenizer --help", "export --help",
-                                     "push --help", "info --help", "--version"])  # fmt: skip
+HELP_COMMANDS = ["--help", "--version", "info --help", "pretrain --help", "finetune --help", "compare --help",
+                 "train-tokenizer --help", "export --help", "push --help"]  # fmt: skip
+
+
+@pytest.mark.parametrize("command", HELP_COMMANDS)
 def test_help_imports_neither_torch_nor_transformers(command: str, tmp_path: Path) -> None:
     script = textwrap.dedent(
         f"""
@@ -72,8 +76,19 @@ def test_help_shows_defaults_without_markup() -> None:
     assert ":mod:" not in text and "``" not in text
 
 
-def test_the_command_line_knows_every_registered_model_type() -> None:
+def test_the_command_line_knows_every_registered_model_type_task_and_dtype() -> None:
+    from hf_variants.glue import TASKS
+    from hf_variants.training.run_glue import DTYPES
+
     assert set(pretrain_arguments.MODEL_TYPES) == {*hf_variants.VARIANTS, "bert"}
+    assert tuple(TASKS) == finetune_arguments.TASK_NAMES and tuple(DTYPES) == finetune_arguments.DTYPE_NAMES
+
+
+def test_finetune_help_names_its_own_arguments_and_the_trainers() -> None:
+    text = run_cli("finetune", "--help").stdout
+    assert "--task_name" in text and "--heldout_fraction" in text and "--help_all" in text
+    every = run_cli("finetune", "--help_all").stdout
+    assert "--learning_rate" in every and "--task_name" in every
 
 
 def test_report_to_is_checked_at_the_edge(tmp_path: Path) -> None:
@@ -90,11 +105,21 @@ def pretrain(corpus: Path, tokenizer_dir: Path, output: Path, *extra: str, env: 
 
 
 def test_mixed_precision_comes_from_the_launcher_unless_a_flag_is_given(corpus, tokenizer_dir, tmp_path) -> None:
-    launcher = {"ACCELERATE_MIXED_PRECISION": "bf16"}  # what `accelerate launch --mixed_precision bf16` sets
-    from_launcher = pretrain(corpus, tokenizer_dir, tmp_path / "bf16", "--max_train_steps", "2", env=launcher)
+    launcher = Path(sys.executable).with_name("accelerate")
+
+    def launch(output: Path, *extra: str) -> dict:
+        settings = ["--num_processes", "1", "--num_machines", "1", "--mixed_precision", "bf16"]
+        settings += ["--dynamo_backend", "no"]
+        arguments = mlm_args(corpus, tokenizer_dir, output, "macaron_bert", "--max_train_steps", "2", *extra)
+        command = [str(launcher), "launch", *settings, "-m", "hf_variants_cli", "pretrain", *arguments]
+        environment = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+        result = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=600, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr[-3000:]
+        return json.loads((output / "results.json").read_text())
+
+    from_launcher = launch(tmp_path / "bf16")
     assert from_launcher["mixed_precision"] == "bf16"
-    flag = pretrain(corpus, tokenizer_dir, tmp_path / "no", "--max_train_steps", "2", "--mixed_precision", "no",
-                    env=launcher)  # fmt: skip
+    flag = launch(tmp_path / "no", "--mixed_precision", "no")
     assert flag["mixed_precision"] == "no"
     assert from_launcher["final_train_loss"] != flag["final_train_loss"]  # bf16 autocast really ran
 

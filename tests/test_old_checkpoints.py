@@ -19,6 +19,8 @@ import hf_variants  # noqa: F401  (registers the variants)
 from hf_variants.core.registration import VARIANTS
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "v0.1.0"
+#: torch's CPU capability on the machines where the fixtures' outputs were reproduced bit for bit.
+FIXTURE_CPU_CAPABILITY = "AVX512"
 CHECKPOINTS = sorted(path.name for path in FIXTURES.iterdir() if path.is_dir())
 #: The pair each v0.1.0 configuration meant.
 EXPECTED_PAIR = {
@@ -32,6 +34,16 @@ EXPECTED_PAIR = {
 def test_every_fixture_is_present() -> None:
     assert len(CHECKPOINTS) == 12
     assert {name.split("_", 2)[0] for name in CHECKPOINTS} >= {"macaron", "mgk", "transject", "node"}
+
+
+def assert_same_numbers(got: torch.Tensor, saved: torch.Tensor) -> None:
+    """Bit for bit on a CPU with the vector instructions of the machine that wrote the fixtures; another
+    instruction set (AVX2 instead of AVX-512) sums in another order, which moves float32 results in the
+    last bits (at most 3e-6 seen here, after an adaptive ODE solve), far below any change of the model."""
+    if torch.backends.cpu.get_cpu_capability() == FIXTURE_CPU_CAPABILITY:
+        assert torch.equal(got, saved)
+    else:
+        torch.testing.assert_close(got, saved, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("name", CHECKPOINTS)
@@ -48,7 +60,7 @@ def test_v010_checkpoint_loads_every_weight_and_gives_the_same_logits(name: str)
     assert (config.attention_type, config.layer_scheme) == pair
     with torch.no_grad():
         logits = model.eval()(**inputs).logits
-    assert torch.equal(logits, expected["saved_logits"])
+    assert_same_numbers(logits, expected["saved_logits"])
 
 
 #: Fresh initialisation changed on purpose after v0.1.0: there, ``_init_weights`` never reached the
@@ -82,5 +94,5 @@ def test_fresh_model_from_the_same_config_and_seed_is_unchanged(name: str) -> No
             assert torch.isfinite(base(**inputs).last_hidden_state).all()
         return
     with torch.no_grad():
-        assert torch.equal(base(**inputs).last_hidden_state, expected["fresh_hidden"])
-        assert torch.equal(mlm(**inputs).logits, expected["fresh_logits"])
+        assert_same_numbers(base(**inputs).last_hidden_state, expected["fresh_hidden"])
+        assert_same_numbers(mlm(**inputs).logits, expected["fresh_logits"])

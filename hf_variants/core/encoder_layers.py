@@ -128,6 +128,7 @@ class EncoderEmbeddings(nn.Module):
             self.word_embeddings.num_embeddings,
             self.position_embeddings.num_embeddings,
             self.token_type_embeddings.num_embeddings,
+            self.word_embeddings.embedding_dim,
         )
         if inputs_embeds is None:
             inputs_embeds = self.word_embeddings(input_ids)

@@ -22,8 +22,10 @@ def check_input_ids(
     input_ids: torch.Tensor | None,
     inputs_embeds: torch.Tensor | None,
     vocab_size: int,
+    embedding_width: int | None = None,
 ) -> tuple[int, int]:
-    """Check that exactly one input is given, that it is batched, and that ids lie in the vocabulary.
+    """Check that exactly one input is given, that it is batched, that ids lie in the vocabulary and
+    that ``inputs_embeds`` have the width of the word embeddings (``embedding_width``).
 
     Returns ``(batch_size, seq_len)``.
     """
@@ -54,9 +56,29 @@ def check_input_ids(
         raise ValueError(
             f"inputs_embeds must have shape (batch_size, seq_len, hidden_size); got shape {tuple(inputs_embeds.shape)}."
         )
+    if embedding_width is not None and inputs_embeds.shape[-1] != embedding_width:
+        raise ValueError(
+            f"inputs_embeds have width {inputs_embeds.shape[-1]}, the model's word embeddings {embedding_width}: pass "
+            "vectors of the size model.get_input_embeddings() returns."
+        )
     if value_checks_enabled() and not bool(torch.isfinite(inputs_embeds).all()):
         raise ValueError("inputs_embeds contain NaN or infinity.")
     return tuple(inputs_embeds.shape[:2])
+
+
+def check_finite_output(hidden_states: torch.Tensor, embeddings: torch.Tensor) -> None:
+    """At inference, a model whose output is NaN or infinite raises instead of answering: finite inputs of
+    an extreme size (e.g. ``inputs_embeds`` of 1e30) overflow float arithmetic inside the model, and
+    torch's CPU attention kernels can turn NaN queries into zeros, so such a model would otherwise answer.
+    (Training loops stop on a non-finite loss or gradient instead.)"""
+    if not value_checks_enabled() or bool(torch.isfinite(hidden_states).all()):
+        return
+    where = "its embeddings" if not bool(torch.isfinite(embeddings).all()) else "its layers"
+    raise FloatingPointError(
+        f"The model's output contains NaN or infinity, first in {where}, although its inputs are finite: the "
+        f"inputs are too large for {hidden_states.dtype} arithmetic (largest |embedding| "
+        f"{float(embeddings.detach().abs().max()):.3g}), or the weights are not finite (check the checkpoint)."
+    )
 
 
 def check_ids_below(name: str, ids: torch.Tensor, limit: int, shape: tuple[int, int]) -> None:
@@ -93,10 +115,11 @@ def embedding_ids(
     vocab_size: int,
     max_positions: int,
     type_vocab_size: int,
+    embedding_width: int | None = None,
 ) -> tuple[tuple[int, int], torch.Tensor, torch.Tensor]:
     """Every check an embedding layer needs: returns ``(shape, position_ids, token_type_ids)`` with
     positions defaulting to ``arange(seq_len)`` and token types to zeros."""
-    shape = check_input_ids(input_ids, inputs_embeds, vocab_size)
+    shape = check_input_ids(input_ids, inputs_embeds, vocab_size, embedding_width)
     device = (input_ids if input_ids is not None else inputs_embeds).device
     position_ids = resolve_position_ids(position_ids, shape, max_positions, device)
     if token_type_ids is None:

@@ -53,7 +53,7 @@ from .composition import (
 )
 from .configuration_encoder import EncoderConfig
 from .encoder_layers import EncoderEmbeddings, LayerInputs, MaskedLMHead, Pooler
-from .inputs import key_padding_mask, value_checks_enabled
+from .inputs import check_finite_output, key_padding_mask, value_checks_enabled
 from .outputs import (
     EncoderMaskedLMOutput,
     EncoderMultipleChoiceOutput,
@@ -345,6 +345,8 @@ class EncoderModel(EncoderPreTrainedModel):
                 outputs.diagnostics = {**diagnostics, **layer_diagnostics} or None
             if self.pooler is not None:
                 outputs.pooler_output = self.pooler(outputs.last_hidden_state, padding_mask)
+        if not self.training:
+            check_finite_output(outputs.last_hidden_state, embeddings)
         return outputs if return_dict else outputs.to_tuple()
 
     def prepare_layer_inputs(self, embeddings: torch.Tensor, padding_mask: torch.Tensor | None) -> LayerInputs:

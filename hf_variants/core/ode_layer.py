@@ -30,6 +30,7 @@ from torchdiffeq import odeint, odeint_adjoint
 from transformers import initialization as init
 
 from .encoder_layers import FeedForward, LayerScheme, MultiHeadSelfAttention
+from .inputs import value_checks_enabled
 from .validation import require_bool, require_choice, require_number, require_positive_int
 
 if TYPE_CHECKING:
@@ -264,6 +265,23 @@ class NodeTransformerBlock(LayerScheme):
             attention = dynamics.attention(normed, padding_mask, *context, output_attentions=True)[1]
         return final, attention, evaluations, energy
 
+    def check_finite(self, hidden_states: torch.Tensor) -> None:
+        """A non-finite state or weight makes the adaptive solver shrink its step to nothing ("underflow
+        in dt"), which would read as stiffness: name the real cause before solving."""
+        if not value_checks_enabled():
+            return
+        if not bool(torch.isfinite(hidden_states).all()):
+            raise FloatingPointError(
+                f"N-ODE block {self.layer_idx}: its input state contains NaN or infinity (not a stiff ODE): the inputs "
+                "overflow, or an earlier part of the model has non-finite weights."
+            )
+        broken = [name for name, parameter in self.named_parameters() if not bool(torch.isfinite(parameter).all())]
+        if broken:
+            raise FloatingPointError(
+                f"N-ODE block {self.layer_idx}: non-finite weights in {', '.join(broken[:5])} (not a stiff ODE): the "
+                "checkpoint is damaged, or a training step wrote NaN/inf into it."
+            )
+
     @torch.compiler.disable(reason="torchdiffeq's adaptive solver chooses its steps from the data")
     def integrate(
         self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None, context: tuple[torch.Tensor, ...]
@@ -275,6 +293,7 @@ class NodeTransformerBlock(LayerScheme):
         the model is compiled.
         """
         config, dynamics = self.config, self.dynamics
+        self.check_finite(hidden_states)
         batch, seq_len = hidden_states.shape[:2]
         dynamics.padding_mask, dynamics.context = padding_mask, context
         dynamics.evaluations = 0

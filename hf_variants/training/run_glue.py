@@ -1,7 +1,7 @@
 """GLUE fine-tuning on ``transformers.Trainer`` (run_glue-style), for any model that
 ``AutoModelForSequenceClassification`` loads: the hf-variants models, BERT, or anything on the Hub.
 
-    python scripts/run_glue.py --model_name_or_path runs/pretrain-wikitext2/macaron_bert \\
+    hf-variants finetune --model_name_or_path runs/pretrain-wikitext2/macaron_bert \\
         --task_name sst2 --glue_dir ../shared/data/glue --do_train --do_eval --do_predict \\
         --max_seq_length 128 --per_device_train_batch_size 32 --learning_rate 5e-4 \\
         --num_train_epochs 3 --output_dir runs/glue/macaron_bert/sst2
@@ -12,9 +12,10 @@ Data, in this order: ``--glue_dir`` (a folder in the original GLUE TSV layout, r
 the training file), else the Hub's ``nyu-mll/glue``. Metrics are GLUE's (offline ``evaluate``
 module :data:`hf_variants.glue.EVALUATE_MODULE`), with run_glue's ``combined_score``.
 
-Everything else is run_glue's surface: the model/config/tokenizer names, ``--max_seq_length``,
-``--pad_to_max_length``, ``--max_{train,eval,predict}_samples`` and all ``TrainingArguments``
-(eval/save strategies, seeds, ``--resume_from_checkpoint``, ``--report_to``, ``--push_to_hub``).
+The arguments are defined in :mod:`hf_variants_cli.finetune`. Everything else is run_glue's surface: the
+model/config/tokenizer names, ``--max_seq_length``, ``--pad_to_max_length``,
+``--max_{train,eval,predict}_samples`` and all ``TrainingArguments`` (eval/save strategies, seeds,
+``--resume_from_checkpoint``, ``--report_to``, ``--push_to_hub``).
 Additions: ``--dtype`` (weights' dtype, default float32), ``--random_init`` (the checkpoint's
 architecture with fresh weights — the control for "did pretraining help?"), ``--export_dir``
 (a Hub folder through :mod:`hf_variants.hub`, whose card carries a ``model-index`` with the measured
@@ -31,7 +32,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -57,8 +58,10 @@ from transformers import (
 )
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
+from hf_variants_cli.finetune import DataTrainingArguments, ModelArguments, RunArguments
+
 from ..core.registration import VARIANTS
-from ..glue import EVALUATE_MODULE, TASKS, GlueTask, get_task, load_glue
+from ..glue import EVALUATE_MODULE, GlueTask, get_task, load_glue
 from ..glue.data import features as glue_features
 from ..glue.data import parse_label, read_text_file
 from . import checkpoints
@@ -83,82 +86,6 @@ SUBMISSION_FILES = {
 #: Tasks whose submission files hold label names rather than class indices.
 SUBMIT_LABEL_NAMES = ("mnli", "qnli", "rte", "ax")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
-
-
-@dataclass
-class ModelArguments:
-    model_name_or_path: str = field(metadata={"help": "Checkpoint path or Hub name."})
-    config_name: str | None = field(default=None, metadata={"help": "Config, if not the checkpoint's."})
-    tokenizer_name: str | None = field(default=None, metadata={"help": "Tokenizer, if not the checkpoint's."})
-    cache_dir: str | None = field(default=None)
-    model_revision: str = field(default="main")
-    token: str | None = field(default=None)
-    trust_remote_code: bool = field(default=False, metadata={"help": "Load Hub code (hf-variants Hub repos)."})
-    ignore_mismatched_sizes: bool = field(
-        default=False, metadata={"help": "Replace a classifier head of another size (e.g. another task's)."}
-    )
-    dtype: str = field(default="float32", metadata={"help": "Weights' dtype.", "choices": list(DTYPES)})
-    config_overrides: str | None = field(
-        default=None, metadata={"help": "Comma-separated key=value config changes, e.g. rtol=1e-3,atol=1e-3."}
-    )
-    random_init: bool = field(
-        default=False, metadata={"help": "Same architecture, freshly initialised weights (no pretraining)."}
-    )
-
-
-@dataclass
-class DataTrainingArguments:
-    task_name: str | None = field(default=None, metadata={"help": f"One of {', '.join(TASKS)}."})
-    glue_dir: str | None = field(default=None, metadata={"help": "Folder in the original GLUE TSV layout."})
-    dataset_name: str | None = field(default=None, metadata={"help": "Hub dataset (default nyu-mll/glue)."})
-    dataset_config_name: str | None = field(default=None)
-    train_file: str | None = field(default=None, metadata={"help": "CSV/JSON training file."})
-    validation_file: str | None = field(default=None)
-    test_file: str | None = field(default=None)
-    max_seq_length: int = field(default=128)
-    pad_to_max_length: bool = field(
-        default=True, metadata={"help": "Pad every sequence to max_seq_length (else: dynamic padding per batch)."}
-    )
-    overwrite_cache: bool = field(default=False)
-    preprocessing_num_workers: int | None = field(default=None)
-    max_train_samples: int | None = field(default=None)
-    max_eval_samples: int | None = field(default=None)
-    max_predict_samples: int | None = field(default=None)
-    export_dir: str | None = field(default=None, metadata={"help": "Write a Hub folder (hf_variants.hub) here."})
-    heldout_fraction: float | None = field(
-        default=None,
-        metadata={"help": "Hold out this share of the training split (drawn with --heldout_seed) and evaluate on "
-                  "it instead of the dev set: for choosing hyperparameters without seeing dev."},
-    )
-    heldout_seed: int = field(default=0, metadata={"help": "Seed of the --heldout_fraction split."})
-
-    def __post_init__(self) -> None:
-        if self.heldout_fraction is not None and not 0 < self.heldout_fraction < 1:
-            raise ValueError(f"--heldout_fraction must be between 0 and 1, got {self.heldout_fraction}.")
-        if self.task_name is not None:
-            self.task_name = get_task(self.task_name).name
-        elif self.train_file is None and self.dataset_name is None:
-            raise ValueError("Give --task_name (GLUE), --train_file or --dataset_name.")
-        for name in ("train_file", "validation_file", "test_file"):
-            path = getattr(self, name)
-            if path is not None and Path(path).suffix.lower() not in (".csv", ".json", ".jsonl"):
-                raise ValueError(f"--{name} {path} must be a .csv or .json(l) file.")
-
-
-@dataclass
-class RunArguments:
-    overwrite_output_dir: bool = field(
-        default=False, metadata={"help": "Delete the contents of a non-empty --output_dir that holds another run."}
-    )
-    skip_nonfinite_steps: bool = field(
-        default=False,
-        metadata={"help": "Skip an optimizer step whose loss or gradient is NaN/inf (counted) instead of stopping."},
-    )
-    print_logs: bool = field(
-        default=True,
-        metadata={"help": "Print each logged {'loss': ...} dict (the Trainer's default); false keeps them only in "
-                  "trainer_state.json, leaving the progress bar alone on the console."},
-    )
 
 
 #: TrainingArguments that change the fine-tuned model or its metrics (the rest: logging, saving, paths).
@@ -501,10 +428,17 @@ def write_predictions(
 # Main
 # --------------------------------------------------------------------------------------------
 def parse_args(argv: Sequence[str] | None):
+    """run_glue's arguments (:mod:`hf_variants_cli.finetune`) and every ``TrainingArguments`` field; the
+    task name is normalised here (``SST-2`` → ``sst2``), where the GLUE registry is at hand."""
     parser = HfArgumentParser((ModelArguments, DataTrainingArguments, TrainingArguments, RunArguments))
     if argv is None and len(sys.argv) == 2 and sys.argv[1].endswith(".json"):
-        return parser.parse_json_file(json_file=os.path.abspath(sys.argv[1]))
-    return parser.parse_args_into_dataclasses(args=argv)
+        parsed = parser.parse_json_file(json_file=os.path.abspath(sys.argv[1]))
+    else:
+        parsed = parser.parse_args_into_dataclasses(args=argv)
+    data_args = parsed[1]
+    if data_args.task_name is not None:
+        data_args.task_name = get_task(data_args.task_name).name
+    return parsed
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:

@@ -366,7 +366,8 @@ def train(args: argparse.Namespace, accelerator: Accelerator, argv: Sequence[str
                         loss = loss + auxiliary / accumulation
                     accelerator.backward(loss)
                 local_loss += loss_sum.detach().double()
-            grad_norm = accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+            # the norm before clipping (0 = no clipping, as in transformers: the norm is still measured)
+            grad_norm = accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm or math.inf)
             step_loss = float(accelerator.reduce(local_loss, reduction="sum")) / max(masked_total, 1)
             if math.isfinite(step_loss) and math.isfinite(float(grad_norm)):
                 optimizer.step()
@@ -418,6 +419,12 @@ def train(args: argparse.Namespace, accelerator: Accelerator, argv: Sequence[str
     progress.close()
 
     metrics = evaluate(model, eval_set, collator, args.per_device_eval_batch_size, accelerator, args.max_eval_samples)
+    if metrics["eval_tokens"] == 0:
+        raise ValueError(
+            f"No validation token was masked ({len(eval_set)} validation examples, --max_eval_samples "
+            f"{args.max_eval_samples}, --max_seq_length {args.max_seq_length}, --mlm_probability "
+            f"{args.mlm_probability}): there is no loss to report. Give more validation data or longer sequences."
+        )
     accelerator.log(metrics, step=state["global_step"])
     accelerator.wait_for_everyone()
     unwrapped = accelerator.unwrap_model(model)

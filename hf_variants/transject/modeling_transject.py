@@ -74,6 +74,7 @@ class InjectiveEmbeddings(nn.Module):
             self.word_embeddings.num_embeddings,
             self.config.max_position_embeddings,
             self.config.type_vocab_size,
+            self.word_embeddings.embedding_dim,
         )
         tokens = self.word_embeddings(input_ids) if inputs_embeds is None else inputs_embeds
         if self.token_type_embeddings is not None:

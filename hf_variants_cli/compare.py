@@ -1,0 +1,79 @@
+"""Arguments of ``hf-variants compare`` (the main job: ``hf_variants.compare``)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .formatting import HelpFormatter
+
+#: The BERT control from this package's core first (the baseline), then the four variants. ``bert``
+#: (``transformers``' own BertForMaskedLM) can be added as an external reference.
+DEFAULT_MODELS = ("bert_control", "macaron_bert", "mgk_bert", "transject", "node_transformer")
+
+DESCRIPTION = """\
+The main job: pretrain every chosen model and its matched control (the same model with only its idea
+turned off) at one size with MLM, fine-tune each at a learning rate chosen on held-out training data,
+reload everything through the Auto classes, measure, and write a report folder (report.md,
+results.json, PNG figures).
+
+Data, in this order: --data_dir (wikitext-2/ and glue/ in the GLUE TSV layout), the HF_VARIANTS_DATA
+environment variable (a folder of the same layout), the Hub, else the package's embedded synthetic
+language and its subject-verb agreement task.
+"""
+
+
+def build_parser(prog: str = "hf-variants compare") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION, formatter_class=HelpFormatter)
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        default=list(DEFAULT_MODELS),
+        help="Model types, each optionally with config fields: e.g. macaron_bert:attention_type=mgk or "
+        "node_transformer:attention_type=mlk. Default: the BERT control and the four variants; add 'bert' for "
+        "transformers' BertForMaskedLM as an external reference.",
+    )
+    parser.add_argument(
+        "--no_matched_controls",
+        action="store_true",
+        help="Do not add each variant's matched control (the same model with only its idea turned off, at the "
+        "same sizes) after it.",
+    )
+    parser.add_argument("--output_dir", type=Path, default=Path("outputs/compare"), help="The report folder.")
+    parser.add_argument(
+        "--overwrite_output_dir",
+        action="store_true",
+        help="Let each model's runs replace earlier runs with other settings in --output_dir (otherwise refused).",
+    )
+    parser.add_argument("--data_dir", type=Path, help="Folder with wikitext-2/ and glue/ (GLUE TSV layout).")
+    parser.add_argument("--tasks", nargs="+", help="GLUE tasks (default sst2; 'agreement' on the embedded data).")
+    parser.add_argument("--no_hub", action="store_true", help="Skip the Hub in the data resolution.")
+    parser.add_argument("--tokenizer", help="Use this tokenizer (path or Hub name) instead of training one.")
+    parser.add_argument("--vocab_size", type=int, help="Of the trained tokenizer (default 8000; 200 synthetic).")
+    parser.add_argument("--hidden_size", type=int, default=128, help="Hidden size of every model.")
+    parser.add_argument("--num_layers", type=int, default=2, help="Layers (blocks) of every model.")
+    parser.add_argument("--head_size", type=int, default=32, help="Width of one attention head.")
+    parser.add_argument("--node_tolerance", type=float, default=1e-3, help="rtol = atol of the N-ODE solver.")
+    parser.add_argument("--max_seq_length", type=int, default=64, help="Tokens per example.")
+    parser.add_argument("--pretrain_steps", type=int, default=200, help="MLM steps per model.")
+    parser.add_argument("--pretrain_seconds", type=float, help="Also stop pretraining after this much time.")
+    parser.add_argument("--pretrain_batch_size", type=int, default=16, help="MLM examples per step.")
+    parser.add_argument("--pretrain_learning_rate", type=float, default=1e-3, help="MLM learning rate.")
+    parser.add_argument("--max_pretrain_eval_samples", type=int, default=256, help="MLM validation examples.")
+    parser.add_argument("--finetune_steps", type=int, default=600, help="Fine-tuning steps per run.")
+    parser.add_argument("--finetune_batch_size", type=int, default=32, help="Fine-tuning examples per step.")
+    parser.add_argument(
+        "--finetune_learning_rates",
+        "--finetune_learning_rate",
+        type=float,
+        nargs="+",
+        default=[3e-4, 1e-3, 3e-3],
+        help="Fine-tuning learning rates; with more than one, each model's is chosen per task by its score on a "
+        "held-out tenth of the training split (the dev set is seen only by the final run).",
+    )
+    parser.add_argument("--heldout_fraction", type=float, default=0.1,
+                        help="Share of the training split held out for choosing the learning rate.")  # fmt: skip
+    parser.add_argument("--analysis_sentences", type=int, default=32, help="Dev sentences the analysis reads.")
+    parser.add_argument("--seed", type=int, default=42, help="Seed of data, initialisation and masks.")
+    parser.add_argument("--disable_tqdm", action="store_true", help="No progress bars.")
+    return parser
