@@ -17,6 +17,7 @@ from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassificatio
 
 from hf_variants import compare
 from hf_variants.cli import main as cli_main
+from hf_variants_cli.compare import DEFAULT_MODELS
 
 from .helpers import REPO_ROOT
 
@@ -223,7 +224,7 @@ def test_model_specs_parse_and_unknown_names_are_refused() -> None:
 
 def test_default_models_keep_their_sizes_and_specs_add_theirs() -> None:
     """The defaults give the sizes the recorded reports used; a switched axis brings its own size rule."""
-    sizes = {name: compare.size_overrides(compare.ModelSpec(name), 128, 2, 32, 1e-3) for name in compare.DEFAULT_MODELS}
+    sizes = {name: compare.size_overrides(compare.ModelSpec(name), 128, 2, 32, 1e-3) for name in DEFAULT_MODELS}
     assert sizes == {
         "bert_control": "hidden_size=128,num_hidden_layers=2,intermediate_size=512,num_attention_heads=4",
         "macaron_bert": "hidden_size=128,num_hidden_layers=2,intermediate_size=512,num_attention_heads=4",

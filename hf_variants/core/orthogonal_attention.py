@@ -139,8 +139,12 @@ class EigenvalueEstimator(nn.Module):
             x = x * padding_mask[..., None]
         gram = x.transpose(1, 2) @ x  # (B, d, d)
         if self.mode == "exact":
-            # float64: float32's eigvalsh can fail to converge on ill-conditioned Gram matrices
-            eigenvalues = torch.linalg.eigvalsh(gram.double()).flip(-1)
+            # float64: float32's eigvalsh can fail to converge on ill-conditioned Gram matrices. A Gram matrix
+            # that overflowed (inputs too large for float32) gets NaN eigenvalues instead of a LAPACK error, so
+            # the model's output is NaN and the usual non-finite checks name the cause.
+            finite = torch.isfinite(gram).all(dim=(-2, -1), keepdim=True)
+            eigenvalues = torch.linalg.eigvalsh(torch.where(finite, gram, 0.0).double()).flip(-1)
+            eigenvalues = torch.where(finite[..., 0], eigenvalues, torch.nan)
             return _standardise(eigenvalues).to(embeddings.dtype), None
         vectors = self.eigenvectors.weight.float()  # columns are the eigenvector estimates
         diagonal = torch.einsum("di,bde,ei->bi", vectors, gram, vectors)
