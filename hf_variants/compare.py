@@ -13,17 +13,25 @@ Data, in this order (the first that is available is used, and the report says wh
 3. the Hub (``wikitext``/``wikitext-2-raw-v1`` and ``nyu-mll/glue``), unless offline or unreachable;
 4. the embedded default: the package's synthetic language (:mod:`hf_variants.synthetic`) for MLM and
    its subject–verb agreement task (CoLA-like, accuracy) for fine-tuning.
+
+The report folder is owned like the engines' run folders (:mod:`hf_variants.training.checkpoints`): a
+lock taken before anything is written, a fingerprint of the settings (another comparison in the folder
+is refused before its tokenizer or data could replace this one's, unless ``--overwrite_output_dir``),
+and a manifest of what it wrote. After a kill, a re-run takes each finished stage's result from the
+record written when the stage finished (:func:`finished_stage`), when its arguments, the content of its
+inputs and its folder are unchanged.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +40,8 @@ import numpy as np
 import torch
 
 from hf_variants_cli import compare as cli_arguments
+
+from .training import checkpoints, run_identity
 
 DATA_ENV = "HF_VARIANTS_DATA"
 #: The BERT control from this package's core first (the baseline), then the four variants. ``bert``
@@ -157,6 +167,16 @@ class DataSource:
     task_args: dict[str, list[str]] = field(default_factory=dict)
     glue_dir: Path | None = None  # local GLUE folder (data_dir / env)
     synthetic_dir: Path | None = None  # folder of the embedded default
+
+    def input_files(self, task: str | None = None) -> list[Path]:
+        """The local files the corpus (``task=None``) or a task is read from (none for Hub data)."""
+        arguments = self.corpus_args if task is None else self.task_args[task]
+        files = [Path(value) for flag, value in itertools.pairwise(arguments) if flag.endswith("_file")]
+        if task is not None and self.glue_dir is not None:
+            from .glue import get_task
+
+            files += sorted((self.glue_dir / get_task(task).folder).glob("*.tsv"))
+        return files
 
     def dev_split(self, task: str) -> tuple[list[str], list[str] | None, np.ndarray]:
         """The dev set of ``task``: first texts, second texts (pairs) or None, labels."""
@@ -352,7 +372,8 @@ def pretrain(args: argparse.Namespace, source: DataSource, tokenizer: str, spec:
         argv.append("--overwrite_output_dir")
     if args.disable_tqdm:
         argv.append("--disable_tqdm")
-    return run_mlm.main(argv)
+    inputs = [*source.input_files(), *sorted(Path(tokenizer).glob("*"))]
+    return finished_stage(args.output_dir / "models" / spec.folder / "mlm", argv, inputs, run_mlm.main)
 
 
 def fine_tune(
@@ -377,7 +398,33 @@ def fine_tune(
     ]  # fmt: skip
     if heldout:
         argv += ["--heldout_fraction", str(args.heldout_fraction), "--heldout_seed", "0"]
-    return run_glue.main(argv)
+    pretrained = args.output_dir / "models" / spec.folder / "mlm"
+    inputs = [*source.input_files(task), pretrained / checkpoints.MANIFEST_FILE]
+    return finished_stage(args.output_dir / "models" / spec.folder / output_name, argv, inputs, run_glue.main)
+
+
+STAGE_RECORD_SUFFIX = ".finished.json"
+
+
+def finished_stage(folder: Path, argv: list[str], inputs: Sequence[Path],
+                   run_stage: Callable[[list[str]], dict[str, Any]]) -> dict[str, Any]:  # fmt: skip
+    """``run_stage(argv)`` (a pretraining or fine-tuning run writing ``folder``), recorded next to the
+    folder when it finishes. A re-run after a kill takes the recorded result instead when the arguments
+    and the content of ``inputs`` are the same and the folder is what the stage wrote (its manifest
+    verifies: an altered file is an error naming it)."""
+    record = folder.with_name(folder.name + STAGE_RECORD_SUFFIX)
+    identity = {"argv": list(argv), "inputs": run_identity.describe_files(inputs)[0]}
+    if record.is_file():
+        saved = json.loads(record.read_text(encoding="utf-8"))
+        if {key: saved.get(key) for key in identity} == identity and checkpoints.verify_manifest(folder) is not None:
+            return saved["result"]
+    result = run_stage(list(argv))
+    record.parent.mkdir(parents=True, exist_ok=True)
+    partial = record.with_name(record.name + ".partial")
+    partial.write_text(json.dumps({**identity, "result": result}, indent=1) + "\n", encoding="utf-8")
+    os.replace(partial, record)
+    checkpoints.failpoint(f"compare:{folder.parent.name}/{folder.name}", 0)  # tests kill here
+    return result
 
 
 def choose_learning_rate(
@@ -522,7 +569,34 @@ def console_to_file(path: Path, quiet: bool):
         yield
 
 
+#: Sub-folders of the report folder that only the comparison writes.
+OWNED_FOLDERS = ("models/", "tokenizer/", "data/", "figures/")
+#: Settings that do not change the comparison's results (left out of its fingerprint).
+SETTINGS_WITHOUT_EFFECT = frozenset({"output_dir", "overwrite_output_dir", "disable_tqdm"})
+
+
+def comparison_fingerprint(args: argparse.Namespace) -> dict[str, Any]:
+    """The comparison's identity: every setting but those without effect; local data and tokenizer
+    folders by location only (each stage fingerprints their content itself), library versions recorded."""
+    by_location = {"data_dir", "tokenizer"}
+    settings = {name: _setting(value) for name, value in vars(args).items()}
+    return {
+        **run_identity.arguments_with_effect(settings, SETTINGS_WITHOUT_EFFECT | by_location),
+        "locations": {name: settings[name] for name in sorted(by_location)},
+        "versions": run_identity.library_versions(),
+    }
+
+
 def run(args: argparse.Namespace, argv: Sequence[str] | None) -> dict[str, Any]:
+    """The comparison, inside the report folder's lock."""
+    lock = checkpoints.OutputDirLock(args.output_dir)
+    try:
+        return compare_models(args, argv)
+    finally:
+        lock.release()
+
+
+def compare_models(args: argparse.Namespace, argv: Sequence[str] | None) -> dict[str, Any]:
     from tqdm.auto import tqdm
     from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
 
@@ -532,7 +606,12 @@ def run(args: argparse.Namespace, argv: Sequence[str] | None) -> dict[str, Any]:
     from .training.run_mlm import parse_overrides
 
     started = time.perf_counter()
-    args.output_dir.mkdir(parents=True, exist_ok=True)
+    checkpoints.prepare_output_dir(args.output_dir, comparison_fingerprint(args), args.overwrite_output_dir)
+    if args.overwrite_output_dir:  # every stage runs again
+        for record in (args.output_dir / "models").glob(f"*/*{STAGE_RECORD_SUFFIX}"):
+            record.unlink()
+    files_before = {name: state for name, state in checkpoints.file_states(args.output_dir).items()
+                    if not name.startswith(OWNED_FOLDERS)}  # fmt: skip
     source = resolve_data(args.data_dir, args.tasks, args.output_dir, args.seed, use_hub=not args.no_hub)
     tasks = list(source.task_args)
     print(f"[hf-variants compare] Data: {source.description}.", flush=True)
@@ -641,8 +720,15 @@ def run(args: argparse.Namespace, argv: Sequence[str] | None) -> dict[str, Any]:
     }
     (args.output_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     (args.output_dir / "report.md").write_text(report_markdown(results))
+    checkpoints.write_manifest(args.output_dir, files_before, f"hf-variants {_version()} compare")
     print(f"[hf-variants compare] Report: {args.output_dir / 'report.md'} ({results['wall_seconds']:.0f} s).")
     return results
+
+
+def _version() -> str:
+    from hf_variants import __version__
+
+    return __version__
 
 
 def _setting(value: Any) -> Any:

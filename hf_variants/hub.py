@@ -42,6 +42,13 @@ from transformers import PreTrainedModel
 
 from .core.composition import ATTENTION_TYPES, LAYER_SCHEMES, pair_modules
 from .core.registration import VARIANTS, Variant
+from .training.checkpoints import (
+    FINGERPRINT_FILE,
+    file_states,
+    remove_recorded_files,
+    verify_manifest,
+    write_manifest,
+)
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 #: Templates of the model cards, one per model_type (package data: installed with the wheel).
@@ -383,6 +390,8 @@ def export_for_hub(
     )
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
+    remove_recorded_files(output_dir)  # a previous export's files (another variant's code) must not stay
+    files_before = file_states(output_dir)
 
     model.save_pretrained(output_dir, safe_serialization=True)
     config_path = output_dir / "config.json"
@@ -395,6 +404,7 @@ def export_for_hub(
     if tokenizer is not None:
         tokenizer.save_pretrained(output_dir)
     card.save(output_dir / "README.md")
+    write_manifest(output_dir, files_before, f"hf-variants {_distribution_version('hf-variants')} export")
     return output_dir
 
 
@@ -406,9 +416,8 @@ def export_checkpoint(
     (``recorded``) and ``run_fingerprint.json`` — its results, training summary and hyperparameters."""
     import hf_variants  # noqa: F401  (registers the variants)
 
-    from .training.checkpoints import FINGERPRINT_FILE
-
     checkpoint = Path(checkpoint)
+    verify_manifest(checkpoint)
     config = transformers.AutoConfig.from_pretrained(checkpoint)
     if config.model_type not in VARIANTS:
         raise ValueError(f"{checkpoint} holds a {config.model_type!r} model, not an hf-variants model.")
@@ -445,11 +454,18 @@ def _is_hub_id(name: str) -> bool:
 
 
 def _scalar_settings(fingerprint: dict[str, Any]) -> dict[str, Any]:
-    """A run's settings for the card: scalars that were set, without local paths."""
-    hidden = {"output_dir", "logging_dir", "train_file", "validation_file", "test_file", "glue_dir"}
+    """A run's settings for the card: scalars that were set, without local paths, hashes or versions.
+    A fine-tuning fingerprint (model/data/training sections) shows its model and data arguments and the
+    training arguments that differ from ``TrainingArguments``' defaults."""
+    hidden = {"output_dir", "logging_dir", "train_file", "validation_file", "test_file", "glue_dir", "tokenizer_sha256"}
+    settings = {key: value for key, value in fingerprint.items() if key not in ("model", "data", "training")}
+    if isinstance(fingerprint.get("training"), dict):
+        defaults = transformers.TrainingArguments(output_dir="unused").to_dict()
+        changed = {key: value for key, value in fingerprint["training"].items() if defaults.get(key, value) != value}
+        settings.update({**fingerprint.get("model", {}), **fingerprint.get("data", {}), **changed})
     return {
         key: value
-        for key, value in sorted(fingerprint.items())
+        for key, value in sorted(settings.items())
         if isinstance(value, (bool, int, float, str)) and value != "" and key not in hidden
     }
 

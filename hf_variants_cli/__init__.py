@@ -78,6 +78,12 @@ def _compare(argv: list[str]) -> object:
     return main(argv)
 
 
+def _verify(argv: list[str]) -> object:
+    from .hub import verify
+
+    return verify(argv)
+
+
 def _info(argv: list[str]) -> object:
     from .info import run
 
@@ -91,6 +97,7 @@ COMMANDS: dict[str, Command] = {
     "export": Command("Write a checkpoint as a Hub folder (remote code and model card).", _export),
     "push": Command("Upload a Hub folder to the Hub (or to a local folder laid out like it).", _push),
     "compare": Command("The main job: every variant against its matched control, with a report.", _compare),
+    "verify": Command("Check a folder hf-variants wrote against its manifest (sizes and SHA-256).", _verify),
     "info": Command("Registered model types, library versions and the compute device.", _info),
 }
 

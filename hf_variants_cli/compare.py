@@ -43,7 +43,8 @@ def build_parser(prog: str = "hf-variants compare") -> argparse.ArgumentParser:
     parser.add_argument(
         "--overwrite_output_dir",
         action="store_true",
-        help="Let each model's runs replace earlier runs with other settings in --output_dir (otherwise refused).",
+        help="Replace another comparison in --output_dir (its files and every model's runs); without it a folder "
+        "holding another comparison is refused, and one holding this comparison continues it.",
     )
     parser.add_argument("--data_dir", type=Path, help="Folder with wikitext-2/ and glue/ (GLUE TSV layout).")
     parser.add_argument("--tasks", nargs="+", help="GLUE tasks (default sst2; 'agreement' on the embedded data).")

@@ -49,6 +49,11 @@ class ModelArguments:
     random_init: bool = field(
         default=False, metadata={"help": "Same architecture, freshly initialised weights (no pretraining)."}
     )
+    allow_function_changes: bool = field(
+        default=False,
+        metadata={"help": "Let --config_overrides/--config_name change what the checkpoint's weights compute (e.g. "
+                  "attention_type=mlk on an MGK checkpoint); refused without it."},
+    )
 
 
 @dataclass
@@ -60,6 +65,12 @@ class DataTrainingArguments:
     train_file: str | None = field(default=None, metadata={"help": "CSV/JSON training file."})
     validation_file: str | None = field(default=None)
     test_file: str | None = field(default=None)
+    label_type: str = field(
+        default="auto",
+        metadata={"help": "Labels of --train_file without --task_name: auto (classification unless every label is "
+                  "written as a non-integer number), classification or regression.",
+                  "choices": ["auto", "classification", "regression"]},
+    )
     max_seq_length: int = field(default=128)
     pad_to_max_length: bool = field(
         default=True, metadata={"help": "Pad every sequence to max_seq_length (else: dynamic padding per batch)."}

@@ -80,3 +80,30 @@ def _push_folder(folder: Path, repo_id: str, *, local_hub: Path | None = None, *
     where = local_hub / pushed if local_hub is not None else f"https://huggingface.co/{pushed}"
     print(f"Pushed {folder} to {where}")
     return pushed
+
+
+VERIFY_DESCRIPTION = """\
+Check a folder written by hf-variants (pretrain, finetune or export) against its manifest
+(hf_variants_manifest.json): every file it lists is present, with its size and SHA-256. Exit status 1
+names the first file that is missing, truncated or altered.
+"""
+
+
+def verify(argv: list[str]) -> dict:
+    parser = argparse.ArgumentParser(prog="hf-variants verify", description=VERIFY_DESCRIPTION,
+                                     formatter_class=HelpFormatter)  # fmt: skip
+    parser.add_argument("folder", type=Path, help="A model folder written by hf-variants.")
+    args = parser.parse_args(argv)
+    if not args.folder.is_dir():
+        parser.error(f"{args.folder} is not a folder")
+
+    from hf_variants.training.checkpoints import MANIFEST_FILE, CheckpointError, verify_manifest
+
+    try:
+        manifest = verify_manifest(args.folder)
+    except CheckpointError as error:
+        raise SystemExit(f"hf-variants verify: {error}") from None
+    if manifest is None:
+        raise SystemExit(f"hf-variants verify: {args.folder} has no {MANIFEST_FILE}: hf-variants did not write it.")
+    print(f"{args.folder}: {len(manifest['files'])} files match {MANIFEST_FILE} ({manifest['written_by']}).")
+    return manifest

@@ -44,6 +44,11 @@ def build_parser(prog: str = "hf-variants pretrain") -> argparse.ArgumentParser:
         "--config_overrides", help="Comma-separated key=value config fields, e.g. hidden_size=256,num_hidden_layers=4."
     )
     model.add_argument(
+        "--allow_function_changes", action="store_true",
+        help="Let --config_overrides change what a --model_name_or_path checkpoint's weights compute (e.g. "
+        "attention_type=mlk on an MGK checkpoint); refused without it.",
+    )  # fmt: skip
+    model.add_argument(
         "--trust_remote_code", action="store_true",
         help="Allow a Hub checkpoint or tokenizer to run its own code (hf-variants exports do; installed models don't "
         "need it).",

@@ -17,6 +17,7 @@ from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassificatio
 
 from hf_variants import compare
 from hf_variants.cli import main as cli_main
+from hf_variants.training import checkpoints
 from hf_variants_cli.compare import DEFAULT_MODELS
 
 from .helpers import REPO_ROOT
@@ -190,7 +191,11 @@ def test_learning_rate_is_chosen_on_held_out_training_data(report: Path) -> None
 
 
 def test_export_writes_a_card_with_the_fine_tuning_result(report: Path, tmp_path: Path) -> None:
-    checkpoint = report / "models" / MIXED_FOLDER / "agreement"
+    import shutil
+
+    checkpoint = tmp_path / "edited"  # a copy edited by hand: its manifest would refuse the edit, so it goes
+    shutil.copytree(report / "models" / MIXED_FOLDER / "agreement", checkpoint)
+    (checkpoint / checkpoints.MANIFEST_FILE).unlink()
     (checkpoint / "results.json").write_text(json.dumps({**json.loads((checkpoint / "results.json").read_text()),
                                                          "task": "cola"}))  # fmt: skip
     cli_main(["export", str(checkpoint), "--output_dir", str(tmp_path / "hub"), "--repo_id", "me/mgk"])
@@ -375,3 +380,53 @@ def test_a_failing_learning_rate_is_recorded_and_not_chosen(monkeypatch: pytest.
     with pytest.raises(RuntimeError, match=r"node_transformer on agreement: every learning rate failed.*lr 0.001"):
         compare.choose_learning_rate(args, None, spec, compare.SYNTHETIC_TASK, tmp_path, quiet=True)
     assert "max_num_steps=50" in compare.size_overrides(spec, 128, 2, 32, 1e-3)
+
+
+TINY_COMPARE = ["--models", "bert_control", "--hidden_size", "32", "--head_size", "16", "--num_layers", "1",
+                "--pretrain_steps", "4", "--finetune_steps", "6", "--finetune_learning_rates", "1e-3",
+                "--pretrain_batch_size", "8", "--finetune_batch_size", "8", "--max_seq_length", "32",
+                "--analysis_sentences", "2", "--disable_tqdm"]  # fmt: skip
+
+
+def run_compare(output: Path, *extra: str, failpoint: str | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != compare.DATA_ENV}
+    env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    if failpoint is not None:
+        env["HF_VARIANTS_FAILPOINT"] = failpoint
+    command = [str(CLI), "compare", "--output_dir", str(output), *TINY_COMPARE, *extra]
+    return subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=600)
+
+
+def test_compare_owns_its_folder_and_reuses_finished_stages_after_a_kill(tmp_path: Path) -> None:
+    """Killed after its pretraining stage, a re-run takes that stage's result instead of training again;
+    another comparison in the folder is refused before it writes anything; a folder in use is refused;
+    a stage whose files were altered is named instead of reused."""
+    output = tmp_path / "compare"
+    killed = run_compare(output, failpoint="compare:bert_control/mlm@0")
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    weights = output / "models" / "bert_control" / "mlm" / "model.safetensors"
+    written = weights.stat().st_mtime_ns
+    finished = run_compare(output)
+    assert finished.returncode == 0, finished.stderr[-4000:]
+    assert weights.stat().st_mtime_ns == written  # the finished pretraining was reused, not redone
+    results = json.loads((output / "results.json").read_text())
+    assert results["models"]["bert_control"]["pretraining"]["steps"] == 4
+    assert checkpoints.verify_manifest(output) is not None
+
+    tokenizer_files = {path.name: path.read_bytes() for path in (output / "tokenizer").iterdir()}
+    other = run_compare(output, "--vocab_size", "150")
+    assert other.returncode == 1 and "holds another run" in other.stderr and "vocab_size" in other.stderr
+    assert {path.name: path.read_bytes() for path in (output / "tokenizer").iterdir()} == tokenizer_files
+
+    holder = checkpoints.OutputDirLock(output)
+    try:
+        with pytest.raises(checkpoints.CheckpointError, match="is in use by another run"):
+            compare.main(["--output_dir", str(output), *TINY_COMPARE])
+    finally:
+        holder.release()
+
+    data = bytearray(weights.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    altered = run_compare(output)
+    assert altered.returncode == 1 and "model.safetensors does not match the SHA-256" in altered.stderr

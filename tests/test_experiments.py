@@ -252,3 +252,34 @@ def test_a_solver_failure_is_recorded_as_the_runs_outcome(tmp_path: Path) -> Non
     assert control["status"] == "finished"
     row = comparison_table(tmp_path / "out", ["ag_news"]).splitlines()[2]
     assert "| every learning rate failed |" in row and "| — |" in row
+
+
+def test_a_non_finite_gradient_stops_the_run_before_any_weight_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A finite loss with an infinite gradient norm (the AG News N-ODE event): clipping would turn it into
+    NaN gradients and AdamW into NaN weights, read later as a solver failure. The run stops at that step,
+    recorded as diverged with the cause, and the optimizer never steps on it."""
+    import torch
+
+    from hf_variants.experiments import training
+    from hf_variants.synthetic import synthetic_sentences
+    from hf_variants.tokenization import train_wordpiece_tokenizer
+
+    sentences = synthetic_sentences(40, seed=0)
+    tokenizer = train_wordpiece_tokenizer(sentences, vocab_size=80, min_frequency=1)
+    split = training.EncodedSplit.encode(tokenizer, sentences, [i % 2 for i in range(40)], max_length=16)
+    sizes = {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32}
+    config = training.build_config("macaron_bert", sizes, control=False, vocab_size=len(tokenizer), num_labels=2,
+                                   pad_token_id=tokenizer.pad_token_id)  # fmt: skip
+    original, steps_taken = torch.nn.utils.clip_grad_norm_, []
+
+    def infinite_on_the_third_step(parameters, max_norm, *args, **kwargs):
+        norm = original(parameters, max_norm, *args, **kwargs)
+        return torch.tensor(float("inf")) if len(steps_taken) == 2 else norm
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", infinite_on_the_third_step)
+    monkeypatch.setattr(torch.optim.AdamW, "step", lambda self, *a, **k: steps_taken.append(1))
+    record = training.train_and_evaluate(config, split, split, learning_rate=1e-3, warmup_ratio=0.0, steps=6,
+                                         batch_size=8, seed=0)  # fmt: skip
+    assert record["status"] == "diverged" and record["diverged_at_step"] == 2
+    assert "non-finite gradient norm inf with a finite loss" in record["cause"] and math.isfinite(record["loss"])
+    assert len(steps_taken) == 2

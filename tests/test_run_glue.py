@@ -6,11 +6,14 @@ from __future__ import annotations
 import csv
 import json
 import random
+import re
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+import transformers
 import yaml
 from safetensors.torch import load_file
 from scipy import stats
@@ -153,6 +156,9 @@ def test_fine_tuning_reports_the_saved_models_dev_accuracy(
     before, after = load_file(checkpoints[model_type] / "model.safetensors"), load_file(tmp_path / "model.safetensors")
     shared = [k for k in after if k in before and "classifier" not in k and before[k].shape == after[k].shape]
     assert len(shared) > 5 and any(not torch.equal(before[k], after[k]) for k in shared)
+    recorded = checkpoint_files.verify_manifest(tmp_path)["files"]  # the fine-tuned folder lists what the run wrote
+    assert {"model.safetensors", "config.json", "all_results.json"} <= set(recorded)
+    assert recorded["model.safetensors"]["sha256"] == checkpoint_files.file_sha256(tmp_path / "model.safetensors")
 
 
 def test_a_tiny_model_learns_the_topic_task(checkpoints: dict[str, Path], glue_dir: Path, tmp_path: Path) -> None:
@@ -326,7 +332,7 @@ def test_labels_outside_the_task_label_set_are_named(checkpoints: dict[str, Path
                        "--train_file", str(train), "--do_train", "--output_dir", str(tmp_path / "o")])  # fmt: skip
     dev = write_csv(tmp_path / "dev.csv", ["text", "label"], [["x", "neutral"]])
     custom = write_csv(tmp_path / "custom.csv", ["text", "label"], [["x", "yes"], ["y", "no"]])
-    with pytest.raises(ValueError, match=r"validation split has labels \['neutral'\]"):
+    with pytest.raises(ValueError, match=r"dev\.csv:2: label 'neutral' is not in the label set of the training file"):
         run_glue.main(["--model_name_or_path", str(checkpoints["bert"]), "--train_file", str(custom),
                        "--validation_file", str(dev), "--do_train", "--output_dir", str(tmp_path / "p")])  # fmt: skip
 
@@ -367,14 +373,16 @@ def test_a_checkpoint_missing_backbone_weights_is_refused(
     name = next(k for k in weights if ".layer.0.attention.query.weight" in k)
     weights[name.replace("query", "querry")] = weights.pop(name)
     save_file(weights, damaged / "model.safetensors")
-    with pytest.raises(ValueError, match=r"does not hold this model's backbone: 1 missing from the checkpoint .*query"):
+    with pytest.raises(ValueError, match=r"does not hold every weight of this model: 1 missing from the checkpoint"):
         run_glue.main(glue_args(damaged, "sst2", glue_dir, tmp_path / "a", "--do_train", "--max_steps", "1"))
     with pytest.raises(ValueError, match=r"in the checkpoint but not in this model .*layer\.1\."):
         run_glue.main(glue_args(checkpoints["mgk_bert"], "sst2", glue_dir, tmp_path / "b", "--do_train",
-                                "--max_steps", "1", "--config_overrides", "num_hidden_layers=1"))  # fmt: skip
+                                "--max_steps", "1", "--config_overrides", "num_hidden_layers=1",
+                                "--allow_function_changes", "true"))  # fmt: skip
     with pytest.raises(ValueError, match=r"missing from the checkpoint .*final_layer_norm"):
         run_glue.main(glue_args(checkpoints["mgk_bert"], "sst2", glue_dir, tmp_path / "c", "--do_train",
-                                "--max_steps", "1", "--config_overrides", "layer_norm_position=pre"))  # fmt: skip
+                                "--max_steps", "1", "--config_overrides", "layer_norm_position=pre",
+                                "--allow_function_changes", "true"))  # fmt: skip
     # the explicit way to start from fresh weights still works
     run_glue.main(glue_args(damaged, "sst2", glue_dir, tmp_path / "d", "--do_train", "--max_steps", "1",
                             "--random_init"))  # fmt: skip
@@ -386,7 +394,7 @@ def test_a_tokenizer_with_another_vocabulary_is_refused(
     """Same size, other tokens: the embedding rows would mean other words."""
     import shutil
 
-    from hf_variants.training.checkpoints import vocabulary_sha256
+    from hf_variants.training.run_identity import vocabulary_sha256
 
     pretrained = tmp_path / "pretrained"
     shutil.copytree(checkpoints["macaron_bert"], pretrained)
@@ -415,7 +423,7 @@ def test_empty_header_only_and_non_utf8_csv_files_are_refused(
     empty.write_text("")
     header_only.write_text("sentence,label\n")
     latin1.write_bytes(b"sentence,label\nfine,1\ncaf\xe9,0\n")
-    with pytest.raises(ValueError, match=r"The train file .*empty\.csv is empty"):
+    with pytest.raises(ValueError, match=r"empty\.csv is empty"):
         run_glue.main(csv_args(empty))
     with pytest.raises(ValueError, match=r"header\.csv has no rows"):
         run_glue.main(csv_args(header_only))
@@ -456,3 +464,57 @@ def test_a_non_finite_training_loss_stops_fine_tuning(
     assert results["train"]["skipped_nonfinite_steps"] == 1
     weights = load_file(tmp_path / "b" / "model.safetensors")
     assert all(torch.isfinite(tensor).all() for tensor in weights.values())
+
+
+def test_run_identity_is_every_argument_but_those_without_effect(
+    checkpoints: dict[str, Path], glue_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A TrainingArguments field the package never names (``neftune_noise_alpha``) still makes another run;
+    the same data in another folder is the same run; a library version change is announced, not refused."""
+    output = tmp_path / "run"
+    command = glue_args(checkpoints["macaron_bert"], "sst2", glue_dir, output, "--do_train", "--max_steps", "4",
+                        "--save_strategy", "steps", "--save_steps", "2")  # fmt: skip
+    run_glue.main(command)
+    for extra, difference in ((["--neftune_noise_alpha", "5"], "training.neftune_noise_alpha: None → 5.0"),
+                              (["--lr_scheduler_kwargs", '{"power": 2.0}'], "training.lr_scheduler_kwargs"),
+                              (["--skip_nonfinite_steps", "true"], "training.skip_nonfinite_steps: False → True"),
+                              (["--dataloader_drop_last", "true"], "training.dataloader_drop_last")):  # fmt: skip
+        with pytest.raises(checkpoint_files.CheckpointError, match=re.escape(difference)):
+            run_glue.main([*command, *extra])
+    # Logging, saving and worker settings are not the run's identity: the same run goes on.
+    run_glue.main([*command, "--logging_steps", "1", "--save_total_limit", "3", "--dataloader_num_workers", "0"])
+
+    moved = tmp_path / "moved-glue"
+    shutil.copytree(glue_dir, moved)
+    fingerprint_file = output / checkpoint_files.FINGERPRINT_FILE
+    saved = json.loads(fingerprint_file.read_text())
+    saved["versions"]["transformers"] = "4.0.0"
+    fingerprint_file.write_text(json.dumps(saved))
+    with caplog.at_level("WARNING", logger="hf_variants.training.run_identity"):
+        moved_command = glue_args(checkpoints["macaron_bert"], "sst2", moved, output, "--do_train", "--max_steps", "4",
+                                  "--save_strategy", "steps", "--save_steps", "2")  # fmt: skip
+        results = run_glue.main(moved_command)
+    assert results["task"] == "sst2"
+    assert f"transformers 4.0.0 → {transformers.__version__}" in caplog.text
+    (moved / "SST-2" / "dev.tsv").write_text((moved / "SST-2" / "dev.tsv").read_text().replace("\t1\n", "\t0\n", 1))
+    with pytest.raises(checkpoint_files.CheckpointError, match=r"holds another run .*files"):
+        run_glue.main(moved_command)
+
+
+def test_overrides_that_change_what_the_weights_compute_need_a_flag(
+    checkpoints: dict[str, Path], glue_dir: Path, tmp_path: Path
+) -> None:
+    """An MGK checkpoint fine-tuned as MLK loads every weight, so only the config can tell: refused with
+    the field and the flag; dropout and ODE solver tolerances do not change the function and pass."""
+    for override, change in (("attention_type=mlk", "attention_type: 'mgk' → 'mlk'"),
+                             ("hidden_act=relu", "hidden_act: 'gelu' → 'relu'")):  # fmt: skip
+        with pytest.raises(ValueError, match=re.escape(change) + ".*--allow_function_changes"):
+            run_glue.main(glue_args(checkpoints["mgk_bert"], "sst2", glue_dir, tmp_path / override, "--do_train",
+                                    "--max_steps", "1", "--config_overrides", override))  # fmt: skip
+    run_glue.main(glue_args(checkpoints["mgk_bert"], "sst2", glue_dir, tmp_path / "mlk", "--do_train", "--max_steps",
+                            "1", "--config_overrides", "attention_type=mlk",
+                            "--allow_function_changes", "true"))  # fmt: skip
+    assert AutoConfig.from_pretrained(tmp_path / "mlk").attention_type == "mlk"
+    run_glue.main(glue_args(checkpoints["node_transformer"], "sst2", glue_dir, tmp_path / "tolerances", "--do_train",
+                            "--max_steps", "1", "--config_overrides",
+                            "rtol=1e-2,atol=1e-2,hidden_dropout_prob=0.0"))  # fmt: skip

@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from transformers import AutoModelForMaskedLM, AutoTokenizer, pipeline
+from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoTokenizer, pipeline
 
 from hf_variants.tokenization import train_wordpiece_tokenizer
 from hf_variants.training import run_mlm
+from hf_variants.training.checkpoints import MANIFEST_FILE
 
 from .mlm_helpers import TINY, deterministic_metrics, history, mlm_args
 
@@ -167,10 +168,11 @@ def test_continuing_from_a_checkpoint_without_its_backbone_is_refused(
     name = next(k for k in weights if k.endswith("layer.1.attention.query.weight"))
     weights[name.replace("layer.1", "layer.7")] = weights.pop(name)
     save_file(weights, tmp_path / "first" / "model.safetensors")
+    (tmp_path / "first" / MANIFEST_FILE).unlink()  # edited by hand: the manifest would name the file first
     args = mlm_args(corpus, tokenizer_dir, tmp_path / "second", "macaron_bert", "--max_train_steps", "1")
     at = args.index("--model_type")
     args[at : at + 4] = ["--model_name_or_path", str(tmp_path / "first")]  # no --model_type/--config_overrides
-    with pytest.raises(ValueError, match=r"does not hold this model's backbone: 1 missing .*layer\.1\.attention"):
+    with pytest.raises(ValueError, match=r"does not hold every weight of this model: 1 missing .*layer\.1\.attention"):
         run_mlm.main(args)
 
 
@@ -207,3 +209,30 @@ def test_sharded_optimizer_state_is_refused_and_an_unhonoured_fsdp_launch_is_nam
     monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
     check_parallelism(SimpleNamespace(distributed_type=DistributedType.MULTI_CPU, print=printed.append))
     assert printed and "asked for FSDP, but this run uses MULTI_CPU" in printed[-1]
+
+
+def test_continuing_pretraining_never_starts_a_fresh_head_or_another_function(
+    corpus: Path, tokenizer_dir: Path, tmp_path: Path
+) -> None:
+    """A bare-encoder folder, or ``tie_word_embeddings=False`` on a tied checkpoint, would start a fresh MLM
+    head; ``hidden_act=relu`` would run GELU-trained weights under ReLU: each is refused, naming the cause."""
+    run_mlm.main(mlm_args(corpus, tokenizer_dir, tmp_path / "first", "macaron_bert", "--max_train_steps", "1"))
+    AutoModel.from_pretrained(tmp_path / "first").save_pretrained(tmp_path / "bare")
+
+    def continued(source: Path, output: str, *extra: str) -> list[str]:
+        args = mlm_args(corpus, tokenizer_dir, tmp_path / output, "macaron_bert", "--max_train_steps", "1", *extra)
+        at = args.index("--model_type")
+        args[at : at + 4] = ["--model_name_or_path", str(source)]
+        return args
+
+    with pytest.raises(ValueError, match=r"does not hold every weight of this model: \d+ missing from the checkpoint"):
+        run_mlm.main(continued(tmp_path / "bare", "from-bare"))
+    with pytest.raises(ValueError, match=r"missing from the checkpoint .*decoder"):
+        run_mlm.main(continued(tmp_path / "first", "untied", "--config_overrides", "tie_word_embeddings=False",
+                               "--allow_function_changes"))  # fmt: skip
+    with pytest.raises(ValueError, match=r"hidden_act: 'gelu' → 'relu'.*--allow_function_changes"):
+        run_mlm.main(continued(tmp_path / "first", "relu", "--config_overrides", "hidden_act=relu"))
+    run_mlm.main(continued(tmp_path / "first", "relu-on-purpose", "--config_overrides", "hidden_act=relu",
+                           "--allow_function_changes"))  # fmt: skip
+    assert AutoConfig.from_pretrained(tmp_path / "relu-on-purpose").hidden_act == "relu"
+    run_mlm.main(continued(tmp_path / "first", "no-dropout", "--config_overrides", "hidden_dropout_prob=0.0"))

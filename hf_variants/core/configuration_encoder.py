@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from transformers import PretrainedConfig
 from transformers.activations import ACT2FN
 
-from .composition import LAYER_SCHEMES, option_defaults, validate_composition
+from .composition import LAYER_SCHEMES, option_defaults, selected_ideas, validate_composition
 from .validation import (
     require_bool,
     require_choice,
@@ -69,6 +69,12 @@ class EncoderConfig(PretrainedConfig):
 
     # Subclasses set ``model_type``; the base class is never registered.
     model_type = "hf_variants_encoder"
+    #: Fields that change how a model trains or what its forward returns, not the function its weights
+    #: define (with those of the selected pair's ideas: :meth:`training_only_fields`).
+    base_training_only_fields: ClassVar[frozenset[str]] = frozenset({
+        "hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout", "initializer_range",
+        "sparse_prediction", "output_diagnostics",
+    })  # fmt: skip
     # Trainer.evaluate/predict collect every output but these (they are not predictions).
     keys_to_ignore_at_inference: ClassVar[list[str]] = ["auxiliary_loss", "diagnostics"]
 
@@ -148,6 +154,14 @@ class EncoderConfig(PretrainedConfig):
         return self.layer_norm_position == "pre" and LAYER_SCHEMES[self.layer_scheme].has_layer_norm
 
     # ----------------------------------------------------------------------------------------
+    def training_only_fields(self) -> frozenset[str]:
+        """The fields a pretrained checkpoint may take other values of without computing another
+        function: dropout, initialisation, what the forward returns, and the selected ideas' own (e.g.
+        the ODE solver's tolerances). Every other field — ``attention_type``, ``hidden_act``, a
+        mixer's or scheme's structure — changes what the checkpoint's weights compute."""
+        ideas = selected_ideas(self.attention_type, self.layer_scheme)
+        return self.base_training_only_fields.union(*(idea.training_only_fields for idea in ideas))
+
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first field whose value cannot build a model.
 

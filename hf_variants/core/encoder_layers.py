@@ -43,6 +43,9 @@ class ConfigurableIdea:
     #: Config changes that turn this idea off, leaving everything else (embeddings, sizes, LayerNorm
     #: placement, pooling, initialisation): its matched control. Empty for BERT's own pieces.
     control_overrides: ClassVar[dict[str, Any]] = {}
+    #: Fields of this idea that change how a model trains or how precisely it is computed, not the
+    #: function its weights define: a pretrained checkpoint may take other values without a word.
+    training_only_fields: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod
     def validate_config(cls, config: EncoderConfig) -> None:

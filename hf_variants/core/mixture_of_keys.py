@@ -199,6 +199,7 @@ class MixtureOfKeysAttention(MultiHeadSelfAttention):
         "variance_factors": [1.0, 1.0],
         "mixture_weights": "learned",
     }
+    training_only_fields = frozenset({"key_shift_init_std"})  # the initialisation of new shifts only
 
     @classmethod
     def validate_config(cls, config: EncoderConfig) -> None:

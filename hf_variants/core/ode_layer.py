@@ -184,6 +184,8 @@ class NodeTransformerBlock(LayerScheme):
         "kinetic_regularization": 0.0,
     }
     lora_target_modules = ("fc_in", "fc_out")
+    # the solver's accuracy and memory, and the training-only kinetic energy term (eq. 6)
+    training_only_fields = frozenset({"rtol", "atol", "max_num_steps", "adjoint", "kinetic_regularization"})
 
     @classmethod
     def validate_config(cls, config: EncoderConfig) -> None:

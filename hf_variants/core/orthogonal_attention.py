@@ -187,6 +187,7 @@ class OrthogonalAttention(TokenMixer, HoldsOrthogonalLinears):
     }
     has_attention_probabilities = False
     lora_target_modules = ("U", "V")  # orthogonal: an adapter makes them non-orthogonal
+    training_only_fields = frozenset({"reconstruction_loss_weight"})  # a term of the loss, not of the function
     context_module = ("eigenvalues", EigenvalueEstimator)
 
     @classmethod

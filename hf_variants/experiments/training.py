@@ -103,7 +103,10 @@ def train_and_evaluate(
             return {"status": "diverged", "diverged_at_step": step, "loss": float(loss)}
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+        gradient_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+        if not torch.isfinite(gradient_norm):  # clipping would multiply inf by 0: NaN weights after the step
+            return {"status": "diverged", "diverged_at_step": step, "loss": loss.item(),
+                    "cause": f"non-finite gradient norm {float(gradient_norm)} with a finite loss"}  # fmt: skip
         optimizer.step()
         scheduler.step()
         losses.append(loss.item())

@@ -3,9 +3,14 @@
 * **One run per folder.** :class:`OutputDirLock` holds an exclusive ``flock`` on the output folder for
   the life of the process (the kernel releases it when the process dies, ``kill -9`` included); a
   second run is refused with the holder's PID. :func:`prepare_output_dir` records the run's
-  *fingerprint* (model, data files with sizes and SHA-256, tokenizer, every argument that changes the
-  result) in ``run_fingerprint.json`` and refuses a non-empty folder that holds another run, unless
-  ``--overwrite_output_dir`` (which empties it first, so no old checkpoint survives).
+  *fingerprint* (:mod:`.run_identity`: every argument but those without effect, data and weights by
+  content, the tokenizer's whole definition, library versions) in ``run_fingerprint.json`` and refuses a
+  non-empty folder that holds another run, unless
+  ``--overwrite_output_dir`` (which removes the old run's checkpoints and the files its manifest lists,
+  and nothing else: a user's own files in the folder stay).
+* **Final folders carry a manifest.** :func:`write_manifest` records every file a run or an export wrote
+  (size and SHA-256) in ``hf_variants_manifest.json``; :func:`verify_manifest` checks them before the
+  package loads a folder (:func:`load_pretrained`) and in ``hf-variants verify``.
 * **Checkpoints are atomic.** :func:`write_checkpoint` writes into ``.checkpoint-N.partial`` and
   renames it to ``checkpoint-N`` only after ``checkpoint_complete.json`` (every file with its size and
   SHA-256) is written; :func:`latest_checkpoint` picks the newest complete one and names the ones it
@@ -19,7 +24,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -34,6 +38,8 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
+from .run_identity import announce_version_changes, file_sha256, fingerprint_differences
+
 try:
     import fcntl
 except ImportError:  # Windows
@@ -45,6 +51,7 @@ logger = logging.getLogger(__name__)
 LOCK_FILE = ".hf_variants.lock"
 FINGERPRINT_FILE = "run_fingerprint.json"
 COMPLETE_MARKER = "checkpoint_complete.json"
+MANIFEST_FILE = "hf_variants_manifest.json"
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
 #: Files of checkpoints written by other tools (or by v0.1.0 through ``accelerator.save_state``) that
 #: would need unpickling: never loaded.
@@ -107,51 +114,6 @@ class OutputDirLock:
             self.handle.close()
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def describe_files(paths: Iterable[str | Path | None]) -> list[dict[str, Any]]:
-    """``[{"path", "size", "sha256"}]`` of the given local files (``None`` entries skipped)."""
-    described = []
-    for path in paths:
-        if path is None:
-            continue
-        path = Path(path)
-        if path.is_file():
-            described.append({"path": str(path.resolve()), "size": path.stat().st_size, "sha256": file_sha256(path)})
-        else:
-            described.append({"path": str(path)})
-    return described
-
-
-def vocabulary_sha256(tokenizer: Any) -> str:
-    """A fingerprint of a tokenizer's vocabulary: the same tokens with the same ids."""
-    items = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
-    return hashlib.sha256(json.dumps(items, ensure_ascii=False).encode("utf-8")).hexdigest()
-
-
-def fingerprint_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """``key: saved → current`` for every field that differs (nested fields as ``group.key``)."""
-    saved, current = _flatten(saved), _flatten(current)
-    keys = sorted(set(saved) | set(current))
-    return [f"{key}: {saved.get(key)!r} → {current.get(key)!r}" for key in keys if saved.get(key) != current.get(key)]
-
-
-def _flatten(value: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, item in value.items():
-        if isinstance(item, dict):
-            flat.update(_flatten(item, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = item
-    return flat
-
-
 def prepare_output_dir(folder: Path, fingerprint: dict[str, Any], overwrite: bool) -> bool:
     """Apply the one-run-per-folder rule; returns whether the folder holds *this* run (to resume).
 
@@ -174,24 +136,121 @@ def prepare_output_dir(folder: Path, fingerprint: dict[str, Any], overwrite: boo
             raise CheckpointError(
                 f"--output_dir {folder} holds another run ({len(differences)} difference(s): "
                 + "; ".join(differences[:6])
-                + "). Give another --output_dir, or --overwrite_output_dir to delete it."
+                + "). Give another --output_dir, or --overwrite_output_dir to replace it."
             )
+        announce_version_changes(saved, fingerprint, folder)
         return True
     if contents and overwrite:
-        logger.warning("--overwrite_output_dir: deleting the %d entries of %s", len(contents), folder)
-        for path in contents:
-            shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+        removed = remove_previous_run(folder)
+        kept = len([path for path in folder.iterdir() if path.name != LOCK_FILE])
+        logger.warning("--overwrite_output_dir: removed the previous run's %d entries from %s (kept %d others)",
+                       len(removed), folder, kept)  # fmt: skip
     folder.mkdir(parents=True, exist_ok=True)
     write_json(fingerprint_file, fingerprint)
     return False
+
+
+def remove_previous_run(folder: Path) -> list[str]:
+    """Remove what a previous run left in ``folder``: its checkpoints (complete or partial), its
+    fingerprint and the files its manifest lists. Files the package did not write are kept."""
+    removed = []
+    for path in sorted(folder.iterdir()):
+        if checkpoint_step(path) is not None or path.name.startswith(".checkpoint-"):
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+            removed.append(path.name)
+    removed += remove_recorded_files(folder)
+    if (folder / FINGERPRINT_FILE).is_file():
+        (folder / FINGERPRINT_FILE).unlink()
+        removed.append(FINGERPRINT_FILE)
+    return removed
+
+
+# ------------------------------------------------------------------------------------------------
+# Manifests of final folders
+# ------------------------------------------------------------------------------------------------
+def file_states(folder: Path) -> dict[str, tuple[int, int]]:
+    """``{relative path: (size, mtime_ns)}`` of the files below ``folder``, without checkpoints, the lock
+    and the manifest: compared before and after a write, it tells which files the write produced."""
+    if not folder.is_dir():
+        return {}
+    states = {}
+    for path in folder.rglob("*"):
+        relative = path.relative_to(folder)
+        top = relative.parts[0]
+        if checkpoint_step(Path(top)) is not None or top.startswith(".checkpoint-") or not path.is_file():
+            continue
+        if relative.name in (LOCK_FILE, MANIFEST_FILE):
+            continue
+        stat = path.stat()
+        states[relative.as_posix()] = (stat.st_size, stat.st_mtime_ns)
+    return states
+
+
+def write_manifest(folder: Path, before: dict[str, tuple[int, int]], written_by: str) -> dict[str, Any]:
+    """Record the files of ``folder`` written since ``before`` (:func:`file_states`), with their sizes
+    and SHA-256, in :data:`MANIFEST_FILE`; files recorded by an earlier manifest of the same folder
+    that are still unchanged stay recorded (a resumed run rewrites only some)."""
+    previous = load_json(folder / MANIFEST_FILE)["files"] if (folder / MANIFEST_FILE).is_file() else {}
+    now = file_states(folder)
+    names = sorted(name for name, state in now.items() if before.get(name) != state or name in previous)
+    manifest = {"written_by": written_by, "files": record_files(folder, names)}
+    write_json(folder / MANIFEST_FILE, manifest)
+    return manifest
+
+
+def verify_manifest(folder: Path) -> dict[str, Any] | None:
+    """Check every file the folder's manifest lists (present, same size, same SHA-256); ``None`` for a
+    folder without a manifest (not written by this package, e.g. a Hub model)."""
+    path = Path(folder) / MANIFEST_FILE
+    if not path.is_file():
+        return None
+    manifest = load_json(path)
+    check_recorded_files(Path(folder), manifest.get("files", {}), path)
+    return manifest
+
+
+def record_files(folder: Path, names: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """``{name: {"size", "sha256"}}`` of files below ``folder`` (what a manifest or a marker lists)."""
+    return {name: {"size": (folder / name).stat().st_size, "sha256": file_sha256(folder / name)} for name in names}
+
+
+def check_recorded_files(folder: Path, files: dict[str, dict[str, Any]], listing: Path) -> None:
+    """Every file ``listing`` recorded (:func:`record_files`) is present, with its size and SHA-256;
+    otherwise a ``CheckpointError`` naming the file and what is wrong with it."""
+    for name, expected in files.items():
+        path = folder / name
+        if not path.is_file():
+            raise CheckpointError(f"{path} is missing (listed in {listing}).")
+        if path.stat().st_size != expected["size"]:
+            raise CheckpointError(
+                f"{path} has {path.stat().st_size} bytes, {expected['size']} were written: the file was truncated "
+                "or replaced."
+            )
+        if file_sha256(path) != expected["sha256"]:
+            raise CheckpointError(f"{path} does not match the SHA-256 recorded when it was written: it was altered.")
+
+
+def remove_recorded_files(folder: Path) -> list[str]:
+    """Remove the files the folder's manifest lists, and the manifest (before a new write into the folder)."""
+    path = folder / MANIFEST_FILE
+    if not path.is_file():
+        return []
+    names = [name for name in load_json(path).get("files", {}) if (folder / name).is_file()]
+    for name in names:
+        (folder / name).unlink()
+    path.unlink()
+    return [*names, MANIFEST_FILE]
 
 
 # ------------------------------------------------------------------------------------------------
 # Pretrained weights
 # ------------------------------------------------------------------------------------------------
 def load_pretrained(load: Callable[..., Any], source: str, **kwargs: Any) -> Any:
-    """``load(source, **kwargs)`` (a ``from_pretrained``) with a damaged weight file named: safetensors'
-    own message (e.g. "invalid header length") does not say which file it read."""
+    """``load(source, **kwargs)`` (a ``from_pretrained``) after checking a local folder's manifest
+    (:func:`verify_manifest`), with a damaged weight file named: safetensors' own message (e.g.
+    "invalid header length") does not say which file it read."""
+    if Path(source).is_dir():
+        verify_manifest(Path(source))
     try:
         return load(source, **kwargs)
     except SafetensorError as error:
@@ -207,31 +266,82 @@ def load_pretrained(load: Callable[..., Any], source: str, **kwargs: Any) -> Any
         raise CheckpointError(f"{source}: a weight file is not readable ({error}).") from None
 
 
-def check_backbone_loaded(model: Any, loading: dict[str, Any], source: str) -> None:
-    """Every backbone weight must come from the checkpoint: only the task head (and the pooler, which
-    MLM pretraining does not train) may be new. Missing, unexpected (a changed ``num_hidden_layers``)
-    or resized backbone weights are an error. ``loading`` is ``from_pretrained``'s loading info."""
-    pooler = f"{model.base_model_prefix}.pooler."
-    heads = ("classifier.", "score.", "qa_outputs.", "lm_head.", "cls.", "pooler.", pooler)
+#: Task heads a fine-tuning run may start fresh (the pooler too: MLM pretraining does not train it).
+TASK_HEADS = ("classifier.", "score.", "qa_outputs.", "pooler.")
+#: Heads a checkpoint may hold that the loaded model does not use (its pretraining or an old task).
+UNUSED_HEADS = (*TASK_HEADS, "lm_head.", "cls.")
 
-    def backbone(names: Any) -> list[str]:
+
+def check_backbone_loaded(model: Any, loading: dict[str, Any], source: str,
+                          new_heads: tuple[str, ...] = TASK_HEADS) -> None:  # fmt: skip
+    """Every weight must come from the checkpoint except the heads in ``new_heads`` (fine-tuning: the new
+    task head; pretraining: none — a bare-encoder folder or ``tie_word_embeddings=False`` would start a
+    fresh MLM head). Missing, unexpected (a changed ``num_hidden_layers``) or resized weights are an error.
+    ``loading`` is ``from_pretrained``'s loading info."""
+    prefix = f"{model.base_model_prefix}."
+    fresh = (*new_heads, *(prefix + head for head in new_heads))
+    unused = (*UNUSED_HEADS, *(prefix + head for head in UNUSED_HEADS))
+
+    def outside(names: Any, allowed: tuple[str, ...]) -> list[str]:
         names = [entry[0] if isinstance(entry, (tuple, list)) else entry for entry in names]
-        return sorted(name for name in names if not name.startswith(heads))
+        return sorted(name for name in names if not name.startswith(allowed))
 
     problems = {
-        "missing from the checkpoint": backbone(loading.get("missing_keys", [])),
-        "in the checkpoint but not in this model": backbone(loading.get("unexpected_keys", [])),
-        "of another shape in the checkpoint": backbone(loading.get("mismatched_keys", [])),
+        "missing from the checkpoint": outside(loading.get("missing_keys", []), fresh),
+        "in the checkpoint but not in this model": outside(loading.get("unexpected_keys", []), unused),
+        "of another shape in the checkpoint": outside(loading.get("mismatched_keys", []), fresh),
     }
     problems = {what: names for what, names in problems.items() if names}
     if problems:
         described = "; ".join(f"{len(names)} {what} (e.g. {', '.join(names[:3])})" for what, names in problems.items())
         raise ValueError(
-            f"{source} does not hold this model's backbone: {described}. Its weights would be freshly initialised "
-            "and training would start from random weights. Check --config_overrides (num_hidden_layers, "
-            "layer_norm_position, ...) and the checkpoint. To start from fresh weights on purpose: run_glue "
-            "--random_init, or run_mlm --model_type / --config_name."
+            f"{source} does not hold every weight of this model: {described}. Those weights would be freshly "
+            "initialised and training would start from random weights. Check --config_overrides (num_hidden_layers, "
+            "tie_word_embeddings, ...) and the checkpoint (pretraining continues from a masked-LM checkpoint, not a "
+            "bare encoder). To start from fresh weights on purpose: run_glue --random_init, or run_mlm --model_type / "
+            "--config_name."
         )
+
+
+#: Config fields of any model that change how it trains, what its forward returns or which task head
+#: it carries, not the function of the checkpoint's weights (any ``*dropout*`` field too). An
+#: hf-variants config adds its own and its ideas' (``EncoderConfig.training_only_fields``).
+TRAINING_ONLY_CONFIG_FIELDS = frozenset({
+    "output_attentions", "output_hidden_states", "use_cache", "return_dict", "dtype", "torch_dtype",
+    "num_labels", "id2label", "label2id", "problem_type", "finetuning_task", "architectures", "initializer_range",
+    "transformers_version", "_name_or_path", "tokenizer_vocabulary_sha256",
+})  # fmt: skip
+FUNCTION_CHANGE_FLAG = "--allow_function_changes"
+
+
+def function_changes(saved: Any, config: Any) -> list[str]:
+    """``field: saved → new`` for every config field whose change alters what a checkpoint's weights
+    compute (identity by exclusion: every field but the training-only ones)."""
+    allowed = TRAINING_ONLY_CONFIG_FIELDS | getattr(config, "training_only_fields", frozenset)()
+    before, after = saved.to_dict(), config.to_dict()
+    names = sorted(set(before) | set(after))
+    return [
+        f"{name}: {before.get(name)!r} → {after.get(name)!r}"
+        for name in names
+        if name not in allowed and "dropout" not in name and before.get(name) != after.get(name)
+    ]
+
+
+def check_function_kept(saved: Any, config: Any, source: str, allowed: bool) -> None:
+    """Refuse config changes that make a pretrained checkpoint compute another function (an MGK
+    checkpoint fine-tuned as MLK, ``hidden_act=relu`` on GELU weights) unless ``allowed``
+    (:data:`FUNCTION_CHANGE_FLAG`); then they are announced."""
+    changes = function_changes(saved, config)
+    if not changes:
+        return
+    described = "; ".join(changes[:6])
+    if not allowed:
+        raise ValueError(
+            f"--config_overrides/--config_name change what {source}'s weights compute ({described}): they were "
+            f"trained for the checkpoint's values. Pass {FUNCTION_CHANGE_FLAG} to train them under the new values "
+            "on purpose, or start from fresh weights (run_glue --random_init, run_mlm --model_type)."
+        )
+    logger.warning("%s: %s changes what the pretrained weights compute (%s).", source, FUNCTION_CHANGE_FLAG, described)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -268,9 +378,11 @@ def checkpoint_to_resume(asked: str | None, folder: Path, fingerprint: dict[str,
     if asked and asked != "latest":
         path = Path(asked)
         verify_checkpoint(path)
-        differences = fingerprint_differences(load_json(path / FINGERPRINT_FILE), fingerprint)
+        saved = load_json(path / FINGERPRINT_FILE)
+        differences = fingerprint_differences(saved, fingerprint)
         if differences:
             raise CheckpointError(f"{path} belongs to another run: " + "; ".join(differences[:6]))
+        announce_version_changes(saved, fingerprint, path)
         return path
     latest, _ = latest_checkpoint(folder)
     if latest is not None:
@@ -305,11 +417,8 @@ def write_checkpoint(final: Path, write_files: Callable[[Path], None], step: int
 def mark_complete(folder: Path) -> None:
     """Write the completeness marker of a fully written checkpoint folder (every file's size and
     SHA-256) and flush the folder to disk."""
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != COMPLETE_MARKER)
-    marker = {
-        "files": {str(p.relative_to(folder)): {"size": p.stat().st_size, "sha256": file_sha256(p)} for p in files}
-    }
-    write_json(folder / COMPLETE_MARKER, marker)
+    files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p.name != COMPLETE_MARKER)
+    write_json(folder / COMPLETE_MARKER, {"files": record_files(folder, files)})
     _fsync_tree(folder)
 
 
@@ -333,17 +442,7 @@ def verify_checkpoint(folder: Path) -> dict[str, Any]:
             f"{folder / unexpected[0]} was not written with this checkpoint (not in {COMPLETE_MARKER}); a checkpoint "
             "is loaded only as it was written."
         )
-    for name, expected in marker.get("files", {}).items():
-        path = folder / name
-        if not path.is_file():
-            raise CheckpointError(f"{path} is missing (listed in {marker_path}).")
-        if path.stat().st_size != expected["size"]:
-            raise CheckpointError(
-                f"{path} has {path.stat().st_size} bytes, {expected['size']} were written: the file was truncated "
-                "or replaced."
-            )
-        if file_sha256(path) != expected["sha256"]:
-            raise CheckpointError(f"{path} does not match the SHA-256 recorded when it was written: it was altered.")
+    check_recorded_files(folder, marker.get("files", {}), marker_path)
     return marker
 
 

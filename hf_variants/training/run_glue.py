@@ -27,13 +27,13 @@ Results: ``all_results.json`` (Trainer) and ``results.json`` (task, seed, parame
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -62,9 +62,8 @@ from hf_variants_cli.finetune import DataTrainingArguments, ModelArguments, RunA
 
 from ..core.registration import VARIANTS
 from ..glue import EVALUATE_MODULE, GlueTask, get_task, load_glue
-from ..glue.data import features as glue_features
-from ..glue.data import parse_label, read_text_file
-from . import checkpoints
+from ..glue.user_files import choose_text_columns, load_task_files
+from . import checkpoints, run_identity
 from .run_mlm import parse_overrides
 
 logger = logging.getLogger(__name__)
@@ -88,13 +87,21 @@ SUBMIT_LABEL_NAMES = ("mnli", "qnli", "rte", "ax")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
 
 
-#: TrainingArguments that change the fine-tuned model or its metrics (the rest: logging, saving, paths).
-FINGERPRINTED_TRAINING_ARGUMENTS = (
-    "do_train", "do_eval", "do_predict", "learning_rate", "weight_decay", "adam_beta1", "adam_beta2",
-    "adam_epsilon", "max_grad_norm", "num_train_epochs", "max_steps", "lr_scheduler_type", "warmup_steps",
-    "per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps", "seed",
-    "data_seed", "optim", "bf16", "fp16", "label_smoothing_factor", "use_cpu", "group_by_length",
-)  # fmt: skip
+#: Arguments that change neither the fine-tuned model nor its metrics: logging, saving, paths, workers,
+#: the Hub. Every other argument — including a field a later transformers adds — is part of the run's
+#: identity (run_identity.arguments_with_effect). Local inputs enter by content instead of by path.
+TRAINING_ARGUMENTS_WITHOUT_EFFECT = frozenset({
+    "output_dir", "overwrite_output_dir", "resume_from_checkpoint", "run_name", "project", "report_to", "disable_tqdm",
+    "log_level", "log_level_replica", "log_on_each_node", "logging_*", "skip_memory_metrics",
+    "include_num_input_tokens_seen", "save_*", "push_to_hub", "hub_*", "trackio_*", "dataloader_num_workers",
+    "dataloader_pin_memory", "dataloader_persistent_workers", "dataloader_prefetch_factor",
+    "dataloader_multiprocessing_context", "ddp_timeout", "local_rank", "torch_empty_cache_steps",
+    "eval_accumulation_steps", "print_logs",
+})  # fmt: skip
+MODEL_ARGUMENTS_WITHOUT_EFFECT = frozenset({
+    "cache_dir", "token", "trust_remote_code", "tokenizer_name", "allow_function_changes",
+})  # fmt: skip
+DATA_ARGUMENTS_WITHOUT_EFFECT = frozenset({"export_dir", "preprocessing_num_workers", "overwrite_cache"})
 LOSS_FILE = "train_loss_sum.json"
 
 
@@ -222,60 +229,27 @@ def try_load_ax(glue_dir: str | None):
 
 
 def load_files(data_args: DataTrainingArguments) -> DatasetDict:
-    """CSV/JSON files. With ``--task_name`` the labels are checked against (and encoded as) the task's."""
+    """Users' CSV/JSON files, read cell by cell (:mod:`hf_variants.glue.user_files`): with
+    ``--task_name`` the labels are checked against (and encoded as) the task's; without, the label set
+    is read from the training file. Every bad cell is named with its file and line."""
     files = {
-        split: path
+        split: Path(path)
         for split, path in (("train", data_args.train_file), ("validation", data_args.validation_file),
                             ("test", data_args.test_file))
         if path is not None
     }  # fmt: skip
     for split, path in files.items():
-        if not Path(path).is_file():
+        if not path.is_file():
             raise FileNotFoundError(f"The {split} file {path} does not exist.")
-        text = read_text_file(Path(path))  # not UTF-8 or binary: an error with file and line
-        if not text.strip():
-            raise ValueError(f"The {split} file {path} is empty.")
-        if Path(path).suffix.lower() == ".csv" and sum(1 for line in text.splitlines() if line.strip()) < 2:
-            raise ValueError(f"The {split} file {path} has no rows (a header only).")
-    suffix = Path(next(iter(files.values()))).suffix.lower()
-    raw = load_dataset("csv" if suffix == ".csv" else "json", data_files=files)
-    for split, dataset in raw.items():
-        if len(dataset) == 0:
-            raise ValueError(f"The {split} file {files[split]} has no rows.")
-    if data_args.task_name is None:
-        return raw
-    task = get_task(data_args.task_name)
-    for split, dataset in raw.items():
-        needed = [*task.keys, *(["label"] if split != "test" else [])]
-        missing = [name for name in needed if name not in dataset.column_names]
-        if missing:
-            raise ValueError(
-                f"{files[split]}: missing column(s) {missing} for task {task.name} (columns: {dataset.column_names})."
-            )
-        if "label" in dataset.column_names:
-            labels = [parse_label(task, str(value), f"{files[split]} row {row + 2}")
-                      for row, value in enumerate(dataset["label"])]  # fmt: skip
-            dataset = dataset.remove_columns("label").add_column("label", labels)
-            raw[split] = dataset.cast_column("label", glue_features(task)["label"])
-    return raw
+    task = get_task(data_args.task_name) if data_args.task_name is not None else None
+    return load_task_files(files, task, task.keys if task is not None else None, data_args.label_type)
 
 
 def text_keys(raw: DatasetDict, task: GlueTask | None) -> tuple[str, str | None]:
     """run_glue's choice of input columns: the task's keys, else sentence1/sentence2, else the first
     one or two non-label columns. Raises when a split lacks one of them."""
     reference = raw["train"] if "train" in raw else next(iter(raw.values()))
-    if task is not None:
-        keys = task.keys
-    else:
-        columns = [name for name in reference.column_names if name not in ("label", "idx")]
-        if "sentence1" in columns and "sentence2" in columns:
-            keys = ("sentence1", "sentence2")
-        elif len(columns) >= 2:
-            keys = tuple(columns[:2])
-        elif columns:
-            keys = (columns[0],)
-        else:
-            raise ValueError(f"No text column besides the label: columns {reference.column_names}.")
+    keys = task.keys if task is not None else choose_text_columns(reference.column_names)
     for split, dataset in raw.items():
         missing = [key for key in keys if key not in dataset.column_names]
         if missing:
@@ -342,38 +316,37 @@ def hold_out(raw: DatasetDict, fraction: float, seed: int) -> DatasetDict:
     return DatasetDict({"train": split["train"], "validation": split["test"], **kept})
 
 
-def run_fingerprint(model_args, data_args, training_args, tokenizer) -> dict[str, Any]:
-    """What makes two fine-tuning runs the same run: the model (and its weights' SHA-256 when local),
-    the data files (sizes and SHA-256), the tokenizer's vocabulary and the arguments that change the
-    result."""
-    fingerprint: dict[str, Any] = {
-        "model": {k: v for k, v in vars(model_args).items() if k not in ("cache_dir", "token")},
-        "data": {k: v for k, v in vars(data_args).items() if k not in ("export_dir", "preprocessing_num_workers")},
-        "training": {name: _plain(getattr(training_args, name, None)) for name in FINGERPRINTED_TRAINING_ARGUMENTS},
-        "vocabulary_sha256": checkpoints.vocabulary_sha256(tokenizer),
-    }
-    model_dir = Path(model_args.model_name_or_path)
-    files = [model_dir / name for name in ("config.json", "model.safetensors")] if model_dir.is_dir() else []
+def run_fingerprint(model_args, data_args, training_args, run_args, tokenizer) -> dict[str, Any]:
+    """What makes two fine-tuning runs the same run (:mod:`.run_identity`): every argument except those
+    without effect; the model, config and data by content where they are local files (their paths only
+    recorded), the tokenizer's whole definition; the library versions recorded."""
+    model_files = run_identity.local_model_files(model_args.model_name_or_path)
+    config_files = run_identity.local_model_files(model_args.config_name) if model_args.config_name else None
+    data_files = [data_args.train_file, data_args.validation_file, data_args.test_file]
     if data_args.glue_dir is not None and data_args.task_name is not None:
-        folder = Path(data_args.glue_dir) / get_task(data_args.task_name).folder
-        files += sorted(folder.glob("*.tsv"))
-    files += [data_args.train_file, data_args.validation_file, data_args.test_file]
-    fingerprint["files"] = checkpoints.describe_files(files)
-    return fingerprint
-
-
-def _plain(value: Any) -> Any:
-    """A JSON value for an argument (enums by their value, other objects by their text)."""
-    if isinstance(value, Enum):
-        return value.value
-    return value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
+        data_files += sorted((Path(data_args.glue_dir) / get_task(data_args.task_name).folder).glob("*.tsv"))
+    by_content = {"glue_dir", "train_file", "validation_file", "test_file"}
+    by_content |= {"model_name_or_path"} if model_files else set()
+    by_content |= {"config_name"} if config_files else set()
+    files, locations = run_identity.describe_files([*(model_files or []), *(config_files or []), *data_files])
+    return {
+        "model": run_identity.arguments_with_effect(vars(model_args), MODEL_ARGUMENTS_WITHOUT_EFFECT | by_content),
+        "data": run_identity.arguments_with_effect(vars(data_args), DATA_ARGUMENTS_WITHOUT_EFFECT | by_content),
+        "training": run_identity.arguments_with_effect(
+            {**training_args.to_dict(), **vars(run_args)}, TRAINING_ARGUMENTS_WITHOUT_EFFECT
+        ),
+        "tokenizer_sha256": run_identity.tokenizer_sha256(tokenizer),
+        "files": files,
+        "locations": locations,
+        "versions": run_identity.library_versions(),
+    }
 
 
 def check_tokenizer_matches(config: transformers.PretrainedConfig, tokenizer: Any, source: str) -> None:
     """A checkpoint pretrained by run_mlm records its vocabulary's SHA-256: another vocabulary (even of
     the same size) would feed other tokens to the same embedding rows."""
     expected = getattr(config, "tokenizer_vocabulary_sha256", None)
-    if expected is not None and checkpoints.vocabulary_sha256(tokenizer) != expected:
+    if expected is not None and run_identity.vocabulary_sha256(tokenizer) != expected:
         raise ValueError(
             f"The tokenizer {source} has another vocabulary than the one the model was pretrained with "
             f"(config.tokenizer_vocabulary_sha256={expected[:12]}…); use the checkpoint's own tokenizer."
@@ -478,12 +451,21 @@ def fine_tune(model_args, data_args, training_args, run_args, argv: Sequence[str
         model_args.config_name or model_args.model_name_or_path, cache_dir=model_args.cache_dir,
         revision=model_args.model_revision, token=model_args.token, trust_remote_code=model_args.trust_remote_code,
     )  # fmt: skip
+    pretrained_config = copy.deepcopy(config)
     for key, value in parse_overrides(model_args.config_overrides).items():
         if not hasattr(config, key):
             raise ValueError(f"--config_overrides: {type(config).__name__} has no field {key!r}.")
         setattr(config, key, value)
     if config.model_type in VARIANTS:
         config.validate()
+    if not model_args.random_init:
+        if model_args.config_name is not None:
+            pretrained_config = AutoConfig.from_pretrained(
+                model_args.model_name_or_path, cache_dir=model_args.cache_dir, revision=model_args.model_revision,
+                token=model_args.token, trust_remote_code=model_args.trust_remote_code,
+            )  # fmt: skip
+        checkpoints.check_function_kept(pretrained_config, config, model_args.model_name_or_path,
+                                        model_args.allow_function_changes)  # fmt: skip
     check_task_matches_model(config, labels, data_args.task_name, model_args.ignore_mismatched_sizes)
     config.num_labels = labels.num_labels
     config.problem_type = "regression" if labels.is_regression else "single_label_classification"
@@ -514,10 +496,11 @@ def fine_tune(model_args, data_args, training_args, run_args, argv: Sequence[str
             f"The tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {model.config.vocab_size}."
         )
 
-    fingerprint = run_fingerprint(model_args, data_args, training_args, tokenizer)
+    fingerprint = run_fingerprint(model_args, data_args, training_args, run_args, tokenizer)
     output_dir = Path(training_args.output_dir)
     if training_args.process_index == 0:
         checkpoints.prepare_output_dir(output_dir, fingerprint, run_args.overwrite_output_dir)
+    files_before = checkpoints.file_states(output_dir)  # the manifest records what this run writes
     resume_from = None
     if training_args.do_train:
         resume_from = checkpoints.checkpoint_to_resume(training_args.resume_from_checkpoint, output_dir, fingerprint)
@@ -640,6 +623,9 @@ def fine_tune(model_args, data_args, training_args, run_args, argv: Sequence[str
         export_if_asked(data_args, training_args, push_to_hub, model, tokenizer, results)
         if training_args.push_to_hub:  # a model without hf-variants card: the Trainer's own push
             trainer.push_to_hub(finetuned_from=model_args.model_name_or_path, tasks="text-classification")
+        from hf_variants import __version__
+
+        checkpoints.write_manifest(output_dir, files_before, f"hf-variants {__version__} finetune")
     return results
 
 

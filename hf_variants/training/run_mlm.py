@@ -57,7 +57,7 @@ from hf_variants_cli import pretrain as cli_arguments
 
 from ..core.registration import VARIANTS
 from ..tokenization import train_wordpiece_tokenizer
-from . import checkpoints, tracking
+from . import checkpoints, run_identity, tracking
 from .checkpoints import CheckpointError
 from .data import SeededMaskingCollator, global_batches, load_text_corpus, tokenize_corpus
 
@@ -72,9 +72,11 @@ NOT_FINGERPRINTED = frozenset({
     "max_train_steps", "num_train_epochs", "time_budget_seconds",
     # where the run executes: mixed precision is recorded in results.json and is not a resume-blocking change
     # the effective mixed precision (flag or launcher) enters run_fingerprint instead of the flag
-    "mixed_precision", "trust_remote_code",
-    # the tokenizer enters through its vocabulary's SHA-256 (the same vocabulary, trained or loaded, is the same run)
+    "mixed_precision", "trust_remote_code", "allow_function_changes",
+    # the tokenizer enters through its whole definition (the same tokenizer, trained or loaded, is the same run)
     "tokenizer_name", "train_tokenizer_vocab_size",
+    # local files enter by content (run_fingerprint), their paths are only recorded
+    "train_file", "validation_file",
 })  # fmt: skip
 
 
@@ -147,7 +149,9 @@ def build_model(args: argparse.Namespace, tokenizer: PreTrainedTokenizerBase) ->
             AutoModelForMaskedLM.from_pretrained, args.model_name_or_path, dtype=torch.float32,
             output_loading_info=True, trust_remote_code=args.trust_remote_code, **overrides,
         )  # fmt: skip
-        checkpoints.check_backbone_loaded(model, loading, args.model_name_or_path)
+        checkpoints.check_backbone_loaded(model, loading, args.model_name_or_path, new_heads=())
+        pretrained = AutoConfig.from_pretrained(args.model_name_or_path, trust_remote_code=args.trust_remote_code)
+        checkpoints.check_function_kept(pretrained, model.config, args.model_name_or_path, args.allow_function_changes)
     else:
         if args.config_name is not None:
             config = AutoConfig.from_pretrained(args.config_name, trust_remote_code=args.trust_remote_code, **overrides)
@@ -293,12 +297,13 @@ def train(args: argparse.Namespace, accelerator: Accelerator, argv: Sequence[str
     with accelerator.main_process_first():
         if accelerator.is_main_process:
             checkpoints.prepare_output_dir(args.output_dir, fingerprint, args.overwrite_output_dir)
+    files_before = checkpoints.file_states(args.output_dir)  # the manifest records what this run writes
     if args.resume_from_checkpoint not in (None, "latest"):  # the clearest message for the commonest mistake
         check_checkpoint_tokenizer(Path(args.resume_from_checkpoint), tokenizer)
     resume_from = checkpoints.checkpoint_to_resume(args.resume_from_checkpoint, args.output_dir, fingerprint)
     model = build_model(args, tokenizer)
     # fine-tuning scripts refuse a tokenizer with another vocabulary (same size, other tokens)
-    model.config.tokenizer_vocabulary_sha256 = fingerprint["vocabulary_sha256"]
+    model.config.tokenizer_vocabulary_sha256 = run_identity.vocabulary_sha256(tokenizer)
     collator = SeededMaskingCollator(tokenizer, args.mlm_probability, args.seed)
 
     no_decay = ("bias", "LayerNorm.weight", "layer_norm", "norm.weight")
@@ -448,9 +453,16 @@ def train(args: argparse.Namespace, accelerator: Accelerator, argv: Sequence[str
         (args.output_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
         (args.output_dir / "train_history.json").write_text(json.dumps(history) + "\n")
         export_if_asked(args, unwrapped, tokenizer, results)
+        checkpoints.write_manifest(args.output_dir, files_before, f"hf-variants {_version()} pretrain")
     accelerator.print(json.dumps({k: v for k, v in results.items() if k != "command"}, indent=2))
     accelerator.end_training()
     return results
+
+
+def _version() -> str:
+    from hf_variants import __version__
+
+    return __version__
 
 
 def run_fingerprint(
@@ -464,11 +476,17 @@ def run_fingerprint(
     in steps — so a finished run continues to a larger ``--max_train_steps`` exactly as one longer
     run would; for a decaying schedule or a warmup given as a fraction, :func:`train` adds the
     resolved ``schedule_steps``, and a run of another length is another run."""
-    fingerprint = {key: (str(value) if isinstance(value, Path) else value) for key, value in sorted(vars(args).items())
-                   if key not in NOT_FINGERPRINTED}  # fmt: skip
+    model_files = run_identity.local_model_files(args.model_name_or_path)
+    config_files = run_identity.local_model_files(args.config_name)
+    by_content = {name for name, files in (("model_name_or_path", model_files), ("config_name", config_files)) if files}
+    fingerprint = run_identity.arguments_with_effect(vars(args), NOT_FINGERPRINTED | by_content)
     fingerprint["mixed_precision"] = str(mixed_precision)
-    fingerprint["data_files"] = checkpoints.describe_files([args.train_file, args.validation_file])
-    fingerprint["vocabulary_sha256"] = checkpoints.vocabulary_sha256(tokenizer)
+    fingerprint["data_files"], data_locations = run_identity.describe_files([args.train_file, args.validation_file])
+    fingerprint["model_files"], model_locations = run_identity.describe_files([*(model_files or []),
+                                                                                *(config_files or [])])  # fmt: skip
+    fingerprint["tokenizer_sha256"] = run_identity.tokenizer_sha256(tokenizer)
+    fingerprint["locations"] = data_locations + model_locations
+    fingerprint["versions"] = run_identity.library_versions()
     return fingerprint
 
 
