@@ -147,12 +147,17 @@ def flattened_code_files(variant: Variant, config: transformers.PretrainedConfig
     to same-folder imports.
 
     The registries import an idea's module only when it is looked up, so the pair's two modules are
-    added here, and ``composition.py`` gets static imports of them: transformers' remote-code loader
-    copies exactly the files a module imports. Raises ``ValueError`` if two needed modules share a
-    file name, or a module imports a package ``__init__`` (which cannot be flattened).
+    added here — and those of the model type's default pair, which transformers builds
+    (``config_class()``) whenever it logs or saves a config, to diff it against the defaults — and
+    ``composition.py`` gets static imports of them: transformers' remote-code loader copies exactly the
+    files a module imports. Raises ``ValueError`` if two needed modules share a file name, or a module
+    imports a package ``__init__`` (which cannot be flattened).
     """
-    config = config if config is not None else variant.config_class()
-    pair = pair_modules(config.attention_type, config.layer_scheme)
+    default = variant.config_class()
+    config = config if config is not None else default
+    pairs = list(dict.fromkeys([(config.attention_type, config.layer_scheme),
+                                (default.attention_type, default.layer_scheme)]))  # fmt: skip
+    pair = [module for attention_type, layer_scheme in pairs for module in pair_modules(attention_type, layer_scheme)]
     roots = [variant.config_class.__module__, *(cls.__module__ for cls in variant.models.values()), *pair]
     files: dict[str, str] = {}
     seen: set[str] = set()
@@ -180,7 +185,8 @@ def flattened_code_files(variant: Variant, config: transformers.PretrainedConfig
         files[name] = flat_source
     pair_imports = "".join(
         f"from .{module.rsplit('.', 1)[-1]} import {class_name}  # noqa: E402, F401\n"
-        for module, class_name in _pair_classes(config)
+        for attention_type, layer_scheme in pairs
+        for module, class_name in _pair_classes(attention_type, layer_scheme)
     )
     files["composition.py"] += (
         "\n\n# The modules of this checkpoint's pair (written by hf_variants.hub): the registries above import "
@@ -198,11 +204,11 @@ def flattened_code_files(variant: Variant, config: transformers.PretrainedConfig
     return files
 
 
-def _pair_classes(config: transformers.PretrainedConfig) -> list[tuple[str, str]]:
-    """``(module, class name)`` of the config's token mixer and layer scheme."""
+def _pair_classes(attention_type: str, layer_scheme: str) -> list[tuple[str, str]]:
+    """``(module, class name)`` of a pair's token mixer and layer scheme."""
     return [
         (registry.module_name(name), registry[name].__name__)
-        for registry, name in ((ATTENTION_TYPES, config.attention_type), (LAYER_SCHEMES, config.layer_scheme))
+        for registry, name in ((ATTENTION_TYPES, attention_type), (LAYER_SCHEMES, layer_scheme))
     ]
 
 
@@ -365,8 +371,8 @@ def export_for_hub(
 
     Returns the folder. Any Auto class of the variant loads it with ``trust_remote_code=True``;
     weights the saved head does not have (e.g. a classifier when exporting an MLM) are initialised
-    as usual by the loading head. The folder holds the code of the model's own pair only, and the
-    card lists its requirements.
+    as usual by the loading head. The folder holds the code of the model's own pair and of its model
+    type's default pair only (:func:`flattened_code_files`), and the card lists its requirements.
     """
     model_type = getattr(model.config, "model_type", None)
     if model_type not in VARIANTS:

@@ -248,8 +248,11 @@ IDEA_FILES = {"mixture_of_keys.py", "ode_layer.py", "orthogonal_attention.py", "
         ("macaron_bert", {"attention_type": "mgk", "num_attention_heads": 2},
          {"strang_layer.py", "mixture_of_keys.py"}),
         ("transject", {}, {"orthogonal_attention.py", "injective_layer.py"}),
+        # another pair: its modules and the model type's default pair's (transformers builds the default config)
+        ("node_transformer", {"attention_type": "mgk", "layer_scheme": "lie_trotter", "num_attention_heads": 2},
+         {"mixture_of_keys.py", "ode_layer.py"}),
     ],
-)
+)  # fmt: skip
 def test_an_export_ships_the_code_of_its_own_pair_only(model_type, overrides, idea_files) -> None:
     config = VARIANTS[model_type].config_class(**overrides)
     files = flattened_code_files(VARIANTS[model_type], config)
@@ -280,6 +283,26 @@ def test_a_missing_requirement_is_named_when_the_export_loads(tmp_path: Path) ->
     assert result.returncode == 0, result.stderr[-3000:]
     message = json.loads(result.stdout.strip().splitlines()[-1])
     assert "requires the following packages" in message and "pip install torchdiffeq" in message
+
+
+def test_an_export_of_another_pair_saves_its_config_without_the_package(tmp_path: Path) -> None:
+    """Saving (or logging) a config makes transformers build the model type's default config to diff
+    against: an N-ODE model type exported with an MGK × Lie–Trotter pair must ship the default pair too."""
+    config = hf_variants.NodeTransformerConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1,
+                                               num_attention_heads=2, intermediate_size=16, attention_type="mgk",
+                                               layer_scheme="lie_trotter")  # fmt: skip
+    folder = export_for_hub(hf_variants.NodeTransformerForMaskedLM(config), tmp_path / "export")
+    script = WITHOUT_PACKAGE + textwrap.dedent(
+        """
+        import transformers
+        model = transformers.AutoModelForMaskedLM.from_pretrained(sys.argv[1], trust_remote_code=True)
+        model.save_pretrained(sys.argv[2])
+        print(json.dumps(transformers.AutoConfig.from_pretrained(sys.argv[2], trust_remote_code=True).attention_type))
+        """
+    )
+    result = run_python(script, str(folder), str(tmp_path / "saved"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == "mgk"
 
 
 def test_another_pair_on_an_exported_config_is_a_clear_error(tmp_path: Path) -> None:
