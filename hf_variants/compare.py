@@ -720,15 +720,9 @@ def compare_models(args: argparse.Namespace, argv: Sequence[str] | None) -> dict
     }
     (args.output_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     (args.output_dir / "report.md").write_text(report_markdown(results))
-    checkpoints.write_manifest(args.output_dir, files_before, f"hf-variants {_version()} compare")
+    checkpoints.write_manifest(args.output_dir, files_before, "compare")
     print(f"[hf-variants compare] Report: {args.output_dir / 'report.md'} ({results['wall_seconds']:.0f} s).")
     return results
-
-
-def _version() -> str:
-    from hf_variants import __version__
-
-    return __version__
 
 
 def _setting(value: Any) -> Any:

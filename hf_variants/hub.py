@@ -410,7 +410,7 @@ def export_for_hub(
     if tokenizer is not None:
         tokenizer.save_pretrained(output_dir)
     card.save(output_dir / "README.md")
-    write_manifest(output_dir, files_before, f"hf-variants {_distribution_version('hf-variants')} export")
+    write_manifest(output_dir, files_before, "export")
     return output_dir
 
 

@@ -38,7 +38,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from .run_identity import announce_version_changes, file_sha256, fingerprint_differences
+from .run_identity import announce_version_changes, file_sha256, fingerprint_differences, library_versions
 
 try:
     import fcntl
@@ -186,13 +186,14 @@ def file_states(folder: Path) -> dict[str, tuple[int, int]]:
     return states
 
 
-def write_manifest(folder: Path, before: dict[str, tuple[int, int]], written_by: str) -> dict[str, Any]:
-    """Record the files of ``folder`` written since ``before`` (:func:`file_states`), with their sizes
-    and SHA-256, in :data:`MANIFEST_FILE`; files recorded by an earlier manifest of the same folder
-    that are still unchanged stay recorded (a resumed run rewrites only some)."""
+def write_manifest(folder: Path, before: dict[str, tuple[int, int]], command: str) -> dict[str, Any]:
+    """Record the files of ``folder`` written since ``before`` (:func:`file_states`) by ``hf-variants
+    COMMAND``, with their sizes and SHA-256, in :data:`MANIFEST_FILE`; files recorded by an earlier
+    manifest of the same folder that are still unchanged stay recorded (a resumed run rewrites only some)."""
     previous = load_json(folder / MANIFEST_FILE)["files"] if (folder / MANIFEST_FILE).is_file() else {}
     now = file_states(folder)
     names = sorted(name for name, state in now.items() if before.get(name) != state or name in previous)
+    written_by = f"hf-variants {library_versions()['hf-variants']} {command}"
     manifest = {"written_by": written_by, "files": record_files(folder, names)}
     write_json(folder / MANIFEST_FILE, manifest)
     return manifest

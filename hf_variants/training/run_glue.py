@@ -623,9 +623,7 @@ def fine_tune(model_args, data_args, training_args, run_args, argv: Sequence[str
         export_if_asked(data_args, training_args, push_to_hub, model, tokenizer, results)
         if training_args.push_to_hub:  # a model without hf-variants card: the Trainer's own push
             trainer.push_to_hub(finetuned_from=model_args.model_name_or_path, tasks="text-classification")
-        from hf_variants import __version__
-
-        checkpoints.write_manifest(output_dir, files_before, f"hf-variants {__version__} finetune")
+        checkpoints.write_manifest(output_dir, files_before, "finetune")
     return results
 
 

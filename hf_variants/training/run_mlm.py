@@ -453,16 +453,10 @@ def train(args: argparse.Namespace, accelerator: Accelerator, argv: Sequence[str
         (args.output_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
         (args.output_dir / "train_history.json").write_text(json.dumps(history) + "\n")
         export_if_asked(args, unwrapped, tokenizer, results)
-        checkpoints.write_manifest(args.output_dir, files_before, f"hf-variants {_version()} pretrain")
+        checkpoints.write_manifest(args.output_dir, files_before, "pretrain")
     accelerator.print(json.dumps({k: v for k, v in results.items() if k != "command"}, indent=2))
     accelerator.end_training()
     return results
-
-
-def _version() -> str:
-    from hf_variants import __version__
-
-    return __version__
 
 
 def run_fingerprint(
