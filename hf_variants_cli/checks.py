@@ -19,53 +19,36 @@ def _number(kind: type, text: str) -> int | float:
     return value
 
 
-def at_least(minimum: int | float, kind: type = int) -> Callable[[str], int | float]:
-    """A number ≥ ``minimum``."""
+def _ranged(kind: type, accepts: Callable[[float], bool], problem: str, name: str) -> Callable[[str], int | float]:
+    """An argparse type: a number of ``kind`` that ``accepts`` (else ``"<text> <problem>"``), shown as ``name``."""
 
     def parse(text: str) -> int | float:
         value = _number(kind, text)
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{text} is below {minimum}; it must be at least {minimum}")
+        if not accepts(value):
+            raise argparse.ArgumentTypeError(f"{text} {problem}")
         return value
 
-    parse.__name__ = f"at least {minimum}"
+    parse.__name__ = name
     return parse
+
+
+def at_least(minimum: int | float, kind: type = int) -> Callable[[str], int | float]:
+    """A number ≥ ``minimum``."""
+    return _ranged(kind, lambda value: value >= minimum, f"is below {minimum}; it must be at least {minimum}",
+                   f"at least {minimum}")  # fmt: skip
 
 
 def above(minimum: float, kind: type = float) -> Callable[[str], int | float]:
     """A number > ``minimum``."""
-
-    def parse(text: str) -> int | float:
-        value = _number(kind, text)
-        if value <= minimum:
-            raise argparse.ArgumentTypeError(f"{text} must be greater than {minimum}")
-        return value
-
-    parse.__name__ = f"above {minimum}"
-    return parse
+    return _ranged(kind, lambda value: value > minimum, f"must be greater than {minimum}", f"above {minimum}")
 
 
 def open_interval(low: float, high: float) -> Callable[[str], float]:
     """A number strictly between ``low`` and ``high``."""
-
-    def parse(text: str) -> float:
-        value = _number(float, text)
-        if not low < value < high:
-            raise argparse.ArgumentTypeError(f"{text} must lie strictly between {low} and {high}")
-        return value
-
-    parse.__name__ = f"between {low} and {high}"
-    return parse
+    return _ranged(float, lambda value: low < value < high, f"must lie strictly between {low} and {high}",
+                   f"between {low} and {high}")  # fmt: skip
 
 
 def half_open_interval(low: float, high: float) -> Callable[[str], float]:
     """A number in ``[low, high)``."""
-
-    def parse(text: str) -> float:
-        value = _number(float, text)
-        if not low <= value < high:
-            raise argparse.ArgumentTypeError(f"{text} must lie in [{low}, {high})")
-        return value
-
-    parse.__name__ = f"in [{low}, {high})"
-    return parse
+    return _ranged(float, lambda value: low <= value < high, f"must lie in [{low}, {high})", f"in [{low}, {high})")
