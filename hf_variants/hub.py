@@ -128,6 +128,23 @@ class TaskResult:
     metric_name: str | None = None
 
 
+def glue_task_results(task_name: str | None, results: dict[str, Any]) -> list[TaskResult]:
+    """The dev metrics of a fine-tuning run's ``results.json`` as ``model-index`` entries of the card."""
+    from .glue import get_task
+
+    if task_name is None or "eval" not in results:
+        return []
+    task = get_task(task_name)
+    entries = []
+    for split, metrics in results["eval"].items():
+        for metric in task.metrics:
+            if metric in metrics:
+                entries.append(TaskResult("text-classification", "nyu-mll/glue", f"GLUE {task.folder}", metric,
+                                          float(metrics[metric]), dataset_config=task.hub_config,
+                                          dataset_split=split))  # fmt: skip
+    return entries
+
+
 # --------------------------------------------------------------------------------------------
 # Code flattening
 # --------------------------------------------------------------------------------------------
@@ -437,9 +454,7 @@ def export_checkpoint(
     results, datasets, summary, base_model = [], None, None, None
     recorded = recorded or {}
     if recorded.get("task"):
-        from .training.run_glue import task_results
-
-        results, datasets = task_results(recorded["task"], recorded), ["nyu-mll/glue"]
+        results, datasets = glue_task_results(recorded["task"], recorded), ["nyu-mll/glue"]
         summary = f"Fine-tuned on GLUE {recorded['task']}."
         source = recorded.get("model_name_or_path")
         base_model = source if isinstance(source, str) and _is_hub_id(source) else None

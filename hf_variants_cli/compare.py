@@ -1,4 +1,4 @@
-"""Arguments of ``hf-variants compare`` (the main job: ``hf_variants.compare``)."""
+"""Arguments of ``hf-variants compare`` (the main job: ``hf_variants.lab.compare``)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from pathlib import Path
 
 from .formatting import HelpFormatter
 
+#: The environment variable naming a local data folder (wikitext-2/ and glue/), read without --data_dir.
+DATA_ENV = "HF_VARIANTS_DATA"
 #: The BERT control from this package's core first (the baseline), then the four variants. ``bert``
 #: (``transformers``' own BertForMaskedLM) can be added as an external reference.
 DEFAULT_MODELS = ("bert_control", "macaron_bert", "mgk_bert", "transject", "node_transformer")

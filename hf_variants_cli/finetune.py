@@ -119,9 +119,10 @@ def parse_or_help(argv: list[str]) -> None:
     """``--help``: run_glue's own arguments (fast); ``--help_all``: with every ``TrainingArguments``
     field. Otherwise nothing: the engine parses ``argv`` itself."""
     if "--help_all" in argv:
-        from hf_variants.training.run_glue import parse_args
+        from transformers import HfArgumentParser, TrainingArguments
 
-        parse_args(["--help"])
+        every_field = (ModelArguments, DataTrainingArguments, TrainingArguments, RunArguments)
+        HfArgumentParser(every_field, prog="hf-variants finetune").parse_args(["--help"])
     if "-h" in argv or "--help" in argv:
         from transformers.hf_argparser import HfArgumentParser
 

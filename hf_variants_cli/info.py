@@ -18,7 +18,8 @@ def info() -> dict[str, Any]:
     import torch
 
     import hf_variants
-    from hf_variants.compare import DATA_ENV
+
+    from .compare import DATA_ENV
 
     versions = {"python": platform.python_version()}
     versions.update({name: metadata.version(name) for name in LIBRARIES})

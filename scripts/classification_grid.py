@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """From-scratch sequence classification (IMDb, AG News, ListOps — the MGK/LRA and TransJect papers'
 tasks): every variant against its matched control, learning rate chosen per model and task on a
-held-out slice of the training split, several seeds (``hf_variants.experiments.grid``).
+held-out slice of the training split, several seeds (``hf_variants.lab.grid``).
 
     python scripts/classification_grid.py --tasks ag_news listops imdb --data_dir ../shared/data \\
         --output_dir docs/experiments/classification --git_commit
@@ -19,9 +19,10 @@ import logging
 from pathlib import Path
 
 import torch
+from workspace import DATA_DIR, git_commit_cell
 
-from hf_variants.experiments.grid import Grid, GridSettings, git_commit_cell
-from hf_variants.experiments.tables import PAIRS
+from hf_variants.lab.grid import Grid, GridSettings
+from hf_variants.lab.tables import PAIRS
 
 #: One size for every model (the matched control has the same): 2 layers, hidden 64, 2 heads of 32.
 SIZES = {
@@ -44,7 +45,7 @@ TASK_BUDGETS = {
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", nargs="+", default=list(TASK_BUDGETS), choices=list(TASK_BUDGETS))
-    parser.add_argument("--data_dir", type=Path, default=Path("../shared/data"))
+    parser.add_argument("--data_dir", type=Path, default=DATA_DIR)
     parser.add_argument("--output_dir", type=Path, default=Path("outputs/classification_grid"))
     parser.add_argument("--pairs", nargs="+", default=list(PAIRS))
     parser.add_argument("--learning_rates", type=float, nargs="+", default=[3e-4, 1e-3, 3e-3])
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
     torch.set_num_threads(max(1, torch.get_num_threads()))
-    from hf_variants.training.run_mlm import parse_overrides
+    from hf_variants.core.overrides import parse_overrides
 
     sizes = {**SIZES, **parse_overrides(args.sizes)}
     for task in args.tasks:

@@ -2,7 +2,7 @@
 """GLUE after pretraining: each variant and its matched control pretrained with MLM on WikiText-2 at one
 budget (same tokenizer, data order, masks, schedule and seed), then fine-tuned on GLUE tasks with the rate
 chosen on a held-out slice of the training split and --seeds on dev; differences variant − control paired
-by seed (``hf_variants.experiments.glue_after_pretraining``).
+by seed (``hf_variants.lab.glue_after_pretraining``).
 
     python scripts/glue_after_pretraining.py --data_dir ../shared/data --steps 3000 \\
         --output_dir docs/experiments/glue_after_pretraining --work_dir runs/glue-after-pretraining --git_commit
@@ -17,21 +17,21 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from hf_variants.experiments.glue_after_pretraining import (
+from workspace import add_study_arguments, study_setup
+
+from hf_variants.lab.glue_after_pretraining import (
     PRETRAINING_SIZES,
     ModelToTune,
-    add_study_arguments,
     chance_scores,
     fine_tune,
     mlm_argv,
     pair_overrides,
     pair_table,
     pretrain,
-    study_setup,
     wikitext_tokenizer,
 )
-from hf_variants.experiments.grid import pair_folder
-from hf_variants.experiments.tables import PAIRS
+from hf_variants.lab.spec import spec_folder
+from hf_variants.lab.tables import PAIRS
 from hf_variants.training import checkpoints
 
 #: Every model at the budget study's size, with 2 heads of 64 and the grid's N-ODE solver tolerance.
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> None:
     for spec in args.pairs:  # pair by pair, so that an interrupted study leaves whole pairs
         models = {}
         for role in ("variant", "control"):
-            name = f"{pair_folder(spec)}/{role}"
+            name = f"{spec_folder(spec)}/{role}"
             model_type, overrides = pair_overrides(spec, SIZES, control=role == "control")
             command = mlm_argv(model_type, overrides, args.data_dir, tokenizer, args.steps, 500,
                                args.work_dir / "mlm" / name)  # fmt: skip

@@ -2,7 +2,7 @@
 """The pretraining budget at which pretraining helps: one BERT-control MLM run on WikiText-2 with a
 checkpoint every --checkpoint_every steps; each budget in --budgets and random initialisation fine-tuned on
 GLUE tasks (rate chosen on a held-out slice of the training split, then --seeds on dev), paired by seed
-(``hf_variants.experiments.glue_after_pretraining``).
+(``hf_variants.lab.glue_after_pretraining``).
 
     python scripts/pretraining_budget.py --data_dir ../shared/data \\
         --output_dir docs/experiments/pretraining_budget --work_dir runs/pretraining-budget --git_commit
@@ -18,10 +18,11 @@ import argparse
 import json
 from pathlib import Path
 
-from hf_variants.experiments.glue_after_pretraining import (
+from workspace import add_study_arguments, study_setup
+
+from hf_variants.lab.glue_after_pretraining import (
     PRETRAINING_SIZES,
     ModelToTune,
-    add_study_arguments,
     budget_table,
     chance_scores,
     checkpoint_record,
@@ -30,7 +31,6 @@ from hf_variants.experiments.glue_after_pretraining import (
     mlm_argv,
     pretrain,
     smallest_helpful_budget,
-    study_setup,
     wikitext_tokenizer,
 )
 from hf_variants.training import checkpoints

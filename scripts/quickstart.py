@@ -100,7 +100,7 @@ def main() -> None:
             f"by `scripts/quickstart.py` (final training loss {last:.2f})."
         ),
     )
-    print(f"[5/5] Hub folder: {folder} (load with trust_remote_code=True; push with scripts/push_to_hub.py)")
+    print(f"[5/5] Hub folder: {folder} (load with trust_remote_code=True; push with hf-variants push)")
 
 
 if __name__ == "__main__":

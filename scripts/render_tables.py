@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Render the comparison tables of the results page (docs/results.md) and docs/experiments/ from the
-committed result files (``hf_variants.experiments.tables``); nothing in them is typed by hand.
+committed result files (``hf_variants.lab.tables``); nothing in them is typed by hand.
 
     python scripts/render_tables.py            # rewrite docs/experiments/classification.md and the page's blocks
     python scripts/render_tables.py --check    # exit 1 if either is out of date with the result files
@@ -16,8 +16,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from hf_variants.experiments.glue_after_pretraining import budget_study_table, pair_study_table
-from hf_variants.experiments.tables import PAIRS, comparison_table, settings_text, sweep_table, transject_bounds_table
+from hf_variants.lab.glue_after_pretraining import budget_study_table, pair_study_table
+from hf_variants.lab.tables import PAIRS, comparison_table, settings_text, sweep_table, transject_bounds_table
 
 ROOT = Path(__file__).resolve().parent.parent
 GRID = ROOT / "docs" / "experiments" / "classification"

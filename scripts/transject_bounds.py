@@ -31,10 +31,10 @@ import numpy as np
 import torch
 from transformers import BertConfig, BertForSequenceClassification
 
-from hf_variants.analysis import layer_distance_ratios, summarise
 from hf_variants.core.composition import matched_control
 from hf_variants.core.injective_layer import InjectiveLayer
 from hf_variants.glue import load_glue_local
+from hf_variants.lab.analysis import layer_distance_ratios, summarise
 from hf_variants.tokenization import train_wordpiece_tokenizer
 from hf_variants.transject import TransJectConfig, TransJectForSequenceClassification
 

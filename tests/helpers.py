@@ -14,7 +14,10 @@ SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 
 
 def load_script(name: str) -> ModuleType:
-    """Import ``scripts/<name>.py`` as a module (scripts are not a package)."""
+    """Import ``scripts/<name>.py`` as a module (scripts are not a package; as when run, their folder is
+    on ``sys.path`` so that they can import ``workspace``)."""
+    if str(REPO_ROOT / "scripts") not in sys.path:
+        sys.path.append(str(REPO_ROOT / "scripts"))
     path = REPO_ROOT / "scripts" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"scripts_{name}", path)
     module = importlib.util.module_from_spec(spec)
@@ -34,3 +37,23 @@ def run_python(script: str, *args: str, cwd: Path, timeout: int = 300) -> subpro
         [sys.executable, str(path), *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout,
         stdin=subprocess.DEVNULL,
     )
+
+
+def poison_gradient(parameter, on_call: int):
+    """Make ``parameter``'s gradient infinite on its ``on_call``-th backward pass (1-based) and only
+    there — a fault in one named place, for the engines' non-finite checks. Returns the hook handle."""
+    import torch
+
+    calls = [0]
+
+    def hook(gradient):
+        calls[0] += 1
+        return torch.full_like(gradient, float("inf")) if calls[0] == on_call else gradient
+
+    return parameter.register_hook(hook)
+
+
+def middle_parameter(model) -> tuple[str, object]:
+    """The (name, parameter) in the middle of ``model.named_parameters()``."""
+    named = list(model.named_parameters())
+    return named[len(named) // 2]

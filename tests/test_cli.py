@@ -17,7 +17,7 @@ import yaml
 from safetensors.torch import load_file
 
 import hf_variants
-import hf_variants_cli
+import hf_variants_cli.main
 from hf_variants_cli import finetune as finetune_arguments
 from hf_variants_cli import pretrain as pretrain_arguments
 
@@ -43,7 +43,7 @@ def test_version_comes_from_the_package_metadata() -> None:
 def test_help_lists_every_subcommand_and_an_unknown_one_is_named() -> None:
     listed = run_cli("--help").stdout
     for name in ("pretrain", "finetune", "train-tokenizer", "export", "push", "compare", "info"):
-        assert name in listed and name in hf_variants_cli.COMMANDS
+        assert name in listed and name in hf_variants_cli.main.COMMANDS
     wrong = run_cli("pretrian")
     assert wrong.returncode == 2 and "invalid choice: 'pretrian'" in wrong.stderr
 
@@ -64,7 +64,7 @@ def test_help_imports_neither_torch_nor_the_training_stack(command: str, tmp_pat
     script = textwrap.dedent(
         f"""
         import json, sys
-        from hf_variants_cli import main
+        from hf_variants_cli.main import main
         try:
             main({command.split()!r})
         except SystemExit:

@@ -15,8 +15,9 @@ import torch
 import yaml
 from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
 
-from hf_variants import compare
 from hf_variants.cli import main as cli_main
+from hf_variants.lab import compare
+from hf_variants.lab.spec import ModelSpec
 from hf_variants.training import checkpoints
 from hf_variants_cli.compare import DEFAULT_MODELS
 
@@ -113,7 +114,7 @@ def test_report_numbers_match_the_saved_models(report: Path) -> None:
     sentences, labels = [s for s, _ in dev], np.asarray([int(label) for _, label in dev])
     tokenizer = AutoTokenizer.from_pretrained(report / "tokenizer")
     for name, entry in results["models"].items():
-        folder = report / "models" / compare.parse_model_spec(name).folder
+        folder = report / "models" / ModelSpec.parse(name).folder
         mlm = AutoModelForMaskedLM.from_pretrained(folder / "mlm")
         assert entry["parameters"] == sum(p.numel() for p in mlm.parameters())
         assert (
@@ -180,7 +181,7 @@ def test_learning_rate_is_chosen_on_held_out_training_data(report: Path) -> None
         scores = {float(rate): score for rate, score in tuned["heldout_scores_by_learning_rate"].items()}
         assert sorted(scores) == [3e-4, 1e-3, 3e-3]
         assert tuned["learning_rate"] == min(r for r, v in scores.items() if v == max(scores.values())), name
-        folder = report / "models" / compare.parse_model_spec(name).folder
+        folder = report / "models" / ModelSpec.parse(name).folder
         for rate, score in scores.items():
             sweep = json.loads((folder / f"agreement-sweep-lr{rate:g}" / "results.json").read_text())
             assert sweep["evaluated_on"].startswith("held-out 0.1 of the training split")
@@ -209,14 +210,14 @@ def test_export_writes_a_card_with_the_fine_tuning_result(report: Path, tmp_path
 
 
 def test_model_specs_parse_and_unknown_names_are_refused() -> None:
-    spec = compare.parse_model_spec("node_transformer:attention_type=mlk,rtol=1e-4")
+    spec = ModelSpec.parse("node_transformer:attention_type=mlk,rtol=1e-4")
     assert spec.name == "node_transformer:attention_type=mlk,rtol=1e-4" and spec.pair() == ("mlk", "ode")
     assert "/" not in spec.folder and ":" not in spec.folder
-    control = compare.parse_model_spec("control of mgk_bert")
+    control = ModelSpec.parse("control of mgk_bert")
     assert control.name == "control of mgk_bert" and control.pair() == ("softmax", "lie_trotter")
-    assert control.control_of == compare.ModelSpec("mgk_bert") and " " not in control.folder
+    assert control.control_of == ModelSpec("mgk_bert") and " " not in control.folder
     with pytest.raises(Exception, match="no matched control"):
-        compare.parse_model_spec("control of bert_control")
+        ModelSpec.parse("control of bert_control")
     for text, message in (
         ("bert_kontrol", "unknown model type 'bert_kontrol'"),
         ("macaron_bert:attention_type=performer", "attention_type must be one of"),
@@ -224,12 +225,12 @@ def test_model_specs_parse_and_unknown_names_are_refused() -> None:
         ("bert:attention_type=mgk", "use bert_control"),
     ):
         with pytest.raises(Exception, match=message):
-            compare.parse_model_spec(text)
+            ModelSpec.parse(text)
 
 
 def test_default_models_keep_their_sizes_and_specs_add_theirs() -> None:
     """The defaults give the sizes the recorded reports used; a switched axis brings its own size rule."""
-    sizes = {name: compare.size_overrides(compare.ModelSpec(name), 128, 2, 32, 1e-3) for name in DEFAULT_MODELS}
+    sizes = {name: compare.size_overrides(ModelSpec(name), 128, 2, 32, 1e-3) for name in DEFAULT_MODELS}
     assert sizes == {
         "bert_control": "hidden_size=128,num_hidden_layers=2,intermediate_size=512,num_attention_heads=4",
         "macaron_bert": "hidden_size=128,num_hidden_layers=2,intermediate_size=512,num_attention_heads=4",
@@ -238,7 +239,7 @@ def test_default_models_keep_their_sizes_and_specs_add_theirs() -> None:
         "node_transformer": "hidden_size=128,num_hidden_layers=2,intermediate_size=512,num_attention_heads=4,"
         "rtol=0.001,atol=0.001,max_num_steps=50",
     }
-    mixed = compare.size_overrides(compare.parse_model_spec("macaron_bert:attention_type=mgk"), 128, 2, 32, 1e-3)
+    mixed = compare.size_overrides(ModelSpec.parse("macaron_bert:attention_type=mgk"), 128, 2, 32, 1e-3)
     assert mixed == "hidden_size=128,num_hidden_layers=2,intermediate_size=512,num_attention_heads=2,head_dim=32," \
         "attention_type=mgk"
 
@@ -255,8 +256,8 @@ def test_overwrite_reaches_both_training_scripts(monkeypatch: pytest.MonkeyPatch
     for flag, expected_glue in (([], "false"), (["--overwrite_output_dir"], "true")):
         seen.clear()
         args = compare.parse_args(["--output_dir", str(tmp_path), *flag])
-        compare.pretrain(args, source, "tok", compare.ModelSpec("bert_control"))
-        compare.fine_tune(args, source, compare.ModelSpec("bert_control"), compare.SYNTHETIC_TASK, 1e-3, "run")
+        compare.pretrain(args, source, "tok", ModelSpec("bert_control"))
+        compare.fine_tune(args, source, ModelSpec("bert_control"), compare.SYNTHETIC_TASK, 1e-3, "run")
         assert ("--overwrite_output_dir" in seen["mlm"]) == bool(flag)
         glue = seen["glue"]
         assert glue[glue.index("--overwrite_output_dir") + 1] == expected_glue
@@ -372,7 +373,7 @@ def test_a_failing_learning_rate_is_recorded_and_not_chosen(monkeypatch: pytest.
 
     monkeypatch.setattr(compare, "fine_tune", fake_fine_tune)
     args = compare.parse_args(["--output_dir", str(tmp_path)])
-    spec = compare.ModelSpec("node_transformer")
+    spec = ModelSpec("node_transformer")
     failing = {3e-3}
     chosen, scores = compare.choose_learning_rate(args, None, spec, compare.SYNTHETIC_TASK, tmp_path, quiet=True)
     assert chosen == 1e-3 and scores == {3e-4: 0.6, 1e-3: 0.7, 3e-3: None}

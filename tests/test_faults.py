@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import signal
 import subprocess
 import sys
@@ -17,8 +18,9 @@ from safetensors.torch import load_file
 
 from hf_variants.training import checkpoints, run_mlm
 from hf_variants.training.checkpoints import CheckpointError
+from hf_variants.training.nonfinite import NonFiniteStepError
 
-from .helpers import REPO_ROOT
+from .helpers import REPO_ROOT, middle_parameter, poison_gradient
 from .mlm_helpers import deterministic_metrics, history, mlm_args
 
 STEPS, EVERY = 14, 3  # checkpoints at 3, 6, 9, 12
@@ -202,7 +204,8 @@ def test_a_non_finite_loss_stops_the_run_or_is_skipped_and_counted(
 
     monkeypatch.setattr(run_mlm, "masked_lm_loss_sum", nan_on_third_step)
     args = mlm_args(corpus, tokenizer_dir, tmp_path / "stop", "macaron_bert", "--max_train_steps", "5")
-    with pytest.raises(FloatingPointError, match=r"Step 3: non-finite training loss nan .* training examples \["):
+    stopped = r"Step 3: non-finite training loss nan; gradient in .* training examples \["
+    with pytest.raises(FloatingPointError, match=stopped):
         run_mlm.main(args)
     calls["n"] = 0
     skip = mlm_args(corpus, tokenizer_dir, tmp_path / "skip", "macaron_bert", "--max_train_steps", "5")
@@ -210,6 +213,29 @@ def test_a_non_finite_loss_stops_the_run_or_is_skipped_and_counted(
     assert results["skipped_nonfinite_steps"] == 1 and results["steps"] == 5
     weights = load_file(tmp_path / "skip" / "model.safetensors")
     assert all(torch.isfinite(tensor).all() for tensor in weights.values())
+
+
+def test_an_infinite_gradient_stops_pretraining_naming_the_step_and_the_parameter(
+    corpus: Path, tokenizer_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One parameter's gradient infinite on the third step with a finite loss: the loop checks before
+    clipping and names that step and exactly that parameter."""
+    original, poisoned = run_mlm.masked_lm_loss_sum, {}
+
+    def poison_once(model, batch, sparse):
+        if not poisoned:
+            name, parameter = middle_parameter(model)
+            poisoned[name] = poison_gradient(parameter, on_call=3)
+        return original(model, batch, sparse)
+
+    monkeypatch.setattr(run_mlm, "masked_lm_loss_sum", poison_once)
+    args = mlm_args(corpus, tokenizer_dir, tmp_path / "stop", "macaron_bert", "--max_train_steps", "5")
+    with pytest.raises(NonFiniteStepError) as stopped:
+        run_mlm.main(args)
+    (name,) = poisoned
+    assert stopped.value.step == 3 and stopped.value.parameters == [name]
+    assert re.match(rf"Step 3: non-finite gradient in {re.escape(name)} \(gradient norm inf\) on the batch of "
+                    r"training examples \[", str(stopped.value))  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------------ run_glue

@@ -3,6 +3,7 @@ the kinetic regulariser, adjoint gradients and clear solver errors."""
 
 from __future__ import annotations
 
+import json
 from typing import ClassVar
 
 import pytest
@@ -22,6 +23,7 @@ from hf_variants.node_transformer import (
 )
 
 from .common import CommonEncoderTests, make_inputs
+from .helpers import run_python
 
 # Tight tolerances: the adaptive solver shares its steps across a batch, so padding and batch
 # invariance hold to the solver's accuracy; at 1e-7 that is well inside the suite's 1e-5.
@@ -225,3 +227,44 @@ def test_a_solve_over_its_evaluation_budget_stops_with_a_clear_error() -> None:
     model.encoder.layer[0].dynamics.max_evaluations = 5  # fewer than one dopri5 step needs (6)
     with pytest.raises(ODESolverError, match="exceeded its budget of 5 function evaluations"):
         model(**make_inputs(model.config))
+
+
+def test_configs_are_built_validated_and_saved_without_importing_torchdiffeq(tmp_path) -> None:
+    """Every pair's config, its matched control and a save/load round trip import no solver; the first
+    solve does (the import stays visible to transformers' remote-code requirement check)."""
+    script = """
+import json, sys
+import hf_variants
+from hf_variants.core.composition import ATTENTION_TYPES, LAYER_SCHEMES, matched_control
+from transformers import AutoConfig
+seen = {"import": "torchdiffeq" in sys.modules}
+for mixer in ATTENTION_TYPES:
+    for scheme in LAYER_SCHEMES:
+        try:
+            config = AutoConfig.for_model("node_transformer", attention_type=mixer, layer_scheme=scheme)
+        except ValueError:
+            continue  # a pairing its validators refuse
+        matched_control(config).save_pretrained(sys.argv[1])
+        AutoConfig.from_pretrained(sys.argv[1])
+seen["configs"] = "torchdiffeq" in sys.modules
+import torch
+from transformers import AutoModel
+model = AutoModel.from_config(AutoConfig.for_model("node_transformer", hidden_size=8, num_attention_heads=2,
+                              intermediate_size=8, num_hidden_layers=1, vocab_size=11))
+seen["model"] = "torchdiffeq" in sys.modules
+model(torch.ones(1, 3, dtype=torch.long))
+seen["solve"] = "torchdiffeq" in sys.modules
+print(json.dumps(seen))
+"""
+    result = run_python(script, str(tmp_path / "config"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.splitlines()[-1]) == {"import": False, "configs": False, "model": False,
+                                                           "solve": True}  # fmt: skip
+
+
+def test_the_solver_import_is_found_by_transformers_remote_code_check() -> None:
+    from transformers.dynamic_module_utils import get_imports
+
+    from hf_variants.core import ode_layer
+
+    assert "torchdiffeq" in get_imports(ode_layer.__file__)

@@ -1,4 +1,4 @@
-"""GLUE after pretraining (``hf_variants.experiments.glue_after_pretraining``): checkpoint export,
+"""GLUE after pretraining (``hf_variants.lab.glue_after_pretraining``): checkpoint export,
 learning-rate choice on held-out runs, "did not learn" handling, the budget study's paired verdict and
 its table, and committing result files one by one."""
 
@@ -13,7 +13,8 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoConfig, AutoModelForMaskedLM
 
-from hf_variants.experiments.glue_after_pretraining import (
+from hf_variants.core.overrides import parse_overrides
+from hf_variants.lab.glue_after_pretraining import (
     Cell,
     FineTuning,
     ModelToTune,
@@ -29,13 +30,12 @@ from hf_variants.experiments.glue_after_pretraining import (
     recorded_cells,
     smallest_helpful_budget,
 )
-from hf_variants.experiments.grid import git_commit_files
-from hf_variants.experiments.tables import PAIRS
-from hf_variants.experiments.training import build_config
+from hf_variants.lab.spec import ModelSpec
+from hf_variants.lab.tables import PAIRS
 from hf_variants.training import run_mlm
 from hf_variants.training.checkpoints import CheckpointError
-from hf_variants.training.run_mlm import parse_overrides
 
+from .helpers import load_script
 from .mlm_helpers import mlm_args
 from .test_run_glue import checkpoints, glue_dir  # noqa: F401  (fixtures: tiny models, GLUE files)
 
@@ -176,6 +176,7 @@ def test_result_files_are_committed_one_by_one_leaving_other_changes_alone(tmp_p
     result = tmp_path / "runs" / "seed1.json"
     result.parent.mkdir()
     result.write_text("{}")
+    git_commit_files = load_script("workspace").git_commit_files
     git_commit_files(tmp_path, [result], "one result")
     assert git("log", "--format=%s").split("\n")[0] == "one result"
     assert git("show", "--name-only", "--format=").split() == ["runs/seed1.json"]
@@ -186,7 +187,8 @@ def test_result_files_are_committed_one_by_one_leaving_other_changes_alone(tmp_p
 
 @pytest.mark.parametrize("spec", PAIRS)
 def test_each_pair_pretrains_the_variant_and_exactly_its_matched_control(spec: str) -> None:
-    """The command line's config builds the same model as ``build_config`` (the from-scratch grid's):
+    """The command line's config (``--config_overrides`` text, read back) builds the same model as the
+    spec's config (the from-scratch grid's; a control's by ``matched_control`` of the built variant):
     same parameters, same initial values, same outputs (fields of unselected ideas may differ: inert)."""
     sizes = "hidden_size=32,num_hidden_layers=2,num_attention_heads=2,head_dim=16,intermediate_size=64,vocab_size=50"
     input_ids = torch.randint(1, 50, (2, 7), generator=torch.Generator().manual_seed(0))
@@ -194,7 +196,8 @@ def test_each_pair_pretrains_the_variant_and_exactly_its_matched_control(spec: s
         model_type, overrides = pair_overrides(spec, sizes, control=control)
         models = []
         for config in (AutoConfig.for_model(model_type, **parse_overrides(overrides)),
-                       build_config(spec, parse_overrides(sizes), control=control)):  # fmt: skip
+                       (ModelSpec.from_text(spec).control() if control else ModelSpec.from_text(spec)).config(
+                           parse_overrides(sizes))):  # fmt: skip
             torch.manual_seed(0)
             models.append(AutoModelForMaskedLM.from_config(config).eval())
         first, second = (model.state_dict() for model in models)

@@ -19,12 +19,14 @@ from safetensors.torch import load_file
 from scipy import stats
 from transformers import AutoConfig, AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
 
+from hf_variants.core.overrides import parse_overrides
 from hf_variants.synthetic import synthetic_acceptability, synthetic_sentences
 from hf_variants.tokenization import train_wordpiece_tokenizer
 from hf_variants.training import checkpoints as checkpoint_files
 from hf_variants.training import run_glue
-from hf_variants.training.run_mlm import parse_overrides
+from hf_variants.training.nonfinite import NonFiniteStepError
 
+from .helpers import middle_parameter, poison_gradient
 from .mlm_helpers import TINY
 
 PERSON_WORDS = ("teacher", "child", "doctor", "farmer", "writer")
@@ -460,6 +462,36 @@ def test_a_non_finite_training_loss_stops_fine_tuning(
         run_glue.main(glue_args(checkpoints["bert"], "sst2", glue_dir, tmp_path / "a", "--do_train",
                                 "--max_steps", "4"))  # fmt: skip
     results = run_glue.main(glue_args(checkpoints["bert"], "sst2", glue_dir, tmp_path / "b", "--do_train",
+                                      "--max_steps", "4", "--skip_nonfinite_steps", "true"))  # fmt: skip
+    assert results["train"]["skipped_nonfinite_steps"] == 1
+    weights = load_file(tmp_path / "b" / "model.safetensors")
+    assert all(torch.isfinite(tensor).all() for tensor in weights.values())
+
+
+def test_an_infinite_gradient_stops_fine_tuning_naming_the_step_and_the_parameter(
+    checkpoints: dict[str, Path], glue_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One parameter's gradient made infinite on the second step, with a finite loss: the Trainer's
+    callback stops before the optimizer step naming that step and exactly that parameter (clipping
+    would have spread it as NaN into every weight); with --skip_nonfinite_steps the step is skipped."""
+    original, poisoned = run_glue.Trainer.training_step, {}
+
+    def poison_once(self, model, inputs, num_items_in_batch=None):
+        if not poisoned:
+            name, parameter = middle_parameter(self.model)
+            poisoned[name] = poison_gradient(parameter, on_call=2)
+        return original(self, model, inputs, num_items_in_batch)
+
+    monkeypatch.setattr(run_glue.Trainer, "training_step", poison_once)
+    with pytest.raises(NonFiniteStepError) as stopped:
+        run_glue.main(glue_args(checkpoints["macaron_bert"], "sst2", glue_dir, tmp_path / "a", "--do_train",
+                                "--max_steps", "4"))  # fmt: skip
+    (name,) = poisoned
+    assert stopped.value.step == 2 and stopped.value.parameters == [name]
+    assert str(stopped.value).startswith(f"Step 2: non-finite gradient in {name}. Nothing was updated")
+    assert not (tmp_path / "a" / "model.safetensors").exists()
+    poisoned.clear()
+    results = run_glue.main(glue_args(checkpoints["macaron_bert"], "sst2", glue_dir, tmp_path / "b", "--do_train",
                                       "--max_steps", "4", "--skip_nonfinite_steps", "true"))  # fmt: skip
     assert results["train"]["skipped_nonfinite_steps"] == 1
     weights = load_file(tmp_path / "b" / "model.safetensors")

@@ -34,7 +34,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import initialization as init
-from transformers.integrations.flex_attention import flex_attention_forward
 
 from .encoder_layers import MultiHeadSelfAttention
 from .inputs import flex_block_mask
@@ -120,7 +119,10 @@ def fused_gaussian_mixture_attention(
     padded_value = F.pad(value, (0, 2)).repeat(1, 1, components, 1)
     if module is not None:
         block_mask = flex_block_mask(padding_mask, seq_len, key_copies=components)
-        output = flex_attention_forward(
+        # imported here: building or validating a config must not import flex attention
+        from transformers.integrations import flex_attention
+
+        output = flex_attention.flex_attention_forward(
             module, augmented_query, augmented_keys, padded_value, block_mask, scaling=1.0, dropout=dropout
         )[0]
         return output.transpose(1, 2)[..., :head_dim]

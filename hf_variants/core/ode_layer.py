@@ -23,10 +23,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import nn
-
-# Unguarded on purpose: a Hub export of an ODE pair ships this file, and transformers' remote-code
-# loader then names torchdiffeq as a missing requirement (with its pip command) when the repository loads.
-from torchdiffeq import odeint, odeint_adjoint
 from transformers import initialization as init
 
 from .encoder_layers import FeedForward, LayerScheme, MultiHeadSelfAttention
@@ -314,6 +310,11 @@ class NodeTransformerBlock(LayerScheme):
             "method": config.ode_method,
             "options": self.solver_options(),
         }
+        # Imported on the first solve, so that building or validating a config never imports torchdiffeq.
+        # Unguarded on purpose: transformers' remote-code loader reads every import of a file it loads
+        # (functions' too) and names torchdiffeq, with its pip command, when a Hub export lacks it.
+        from torchdiffeq import odeint, odeint_adjoint
+
         try:
             if config.adjoint:
                 trajectory = odeint_adjoint(

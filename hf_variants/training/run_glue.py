@@ -60,11 +60,12 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
 from hf_variants_cli.finetune import DataTrainingArguments, ModelArguments, RunArguments
 
+from ..core.overrides import parse_overrides
 from ..core.registration import VARIANTS
 from ..glue import EVALUATE_MODULE, GlueTask, get_task, load_glue
 from ..glue.user_files import choose_text_columns, load_task_files
 from . import checkpoints, run_identity
-from .run_mlm import parse_overrides
+from .nonfinite import StopOnNonFiniteGradients
 
 logger = logging.getLogger(__name__)
 
@@ -107,46 +108,27 @@ LOSS_FILE = "train_loss_sum.json"
 
 class GlueTrainer(Trainer):
     """The Trainer with two guarantees: a non-finite training loss or gradient stops the run before
-    the optimizer step (the Trainer would log the running mean instead and train on NaN weights) —
-    or, with ``skip_nonfinite_steps``, skips that optimizer step and counts it — and each checkpoint
-    stores the summed training loss so that a resumed run reports the uninterrupted run's
-    ``train_loss``."""
+    the optimizer step (:class:`~hf_variants.training.nonfinite.StopOnNonFiniteGradients`; the Trainer
+    would log a substitute loss and train on NaN weights) — or, with ``skip_nonfinite_steps``, skips
+    that optimizer step and counts it — and each checkpoint stores the summed training loss so that a
+    resumed run reports the uninterrupted run's ``train_loss``."""
 
     def __init__(self, *args: Any, skip_nonfinite_steps: bool = False, **kwargs: Any) -> None:
+        self.nonfinite_guard = StopOnNonFiniteGradients(
+            skip=skip_nonfinite_steps,
+            hint="lower --learning_rate, check the data, or pass --skip_nonfinite_steps true.",
+        )
+        kwargs["callbacks"] = [*(kwargs.get("callbacks") or []), self.nonfinite_guard]
         super().__init__(*args, **kwargs)
-        self.skip_nonfinite_steps = skip_nonfinite_steps
-        self.skipped_steps = 0
-        self._nonfinite: str | None = None  # what was non-finite in the current optimizer step
+
+    @property
+    def skipped_steps(self) -> int:
+        return self.nonfinite_guard.skipped_steps
 
     def training_step(self, model, inputs, num_items_in_batch=None):
         loss = super().training_step(model, inputs, num_items_in_batch)
-        if self._nonfinite is None and not torch.isfinite(loss).all():
-            self._nonfinite = f"training loss {float(loss)} (batch of {len(inputs['input_ids'])} examples)"
+        self.nonfinite_guard.record_loss(loss, len(inputs["input_ids"]))
         return loss
-
-    def create_optimizer(self, *args: Any, **kwargs: Any):
-        optimizer = super().create_optimizer(*args, **kwargs)
-        step = optimizer.step
-
-        def guarded_step(*step_args: Any, **step_kwargs: Any):
-            gradients = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
-            # one host sync per step, not one per parameter
-            if self._nonfinite is None and gradients and not torch.stack([g.isfinite().all() for g in gradients]).all():
-                self._nonfinite = "gradient"
-            if self._nonfinite is None:
-                return step(*step_args, **step_kwargs)
-            what, self._nonfinite = self._nonfinite, None
-            if not self.skip_nonfinite_steps:
-                raise FloatingPointError(
-                    f"Step {self.state.global_step + 1}: non-finite {what}. Nothing was updated; lower "
-                    "--learning_rate, check the data, or pass --skip_nonfinite_steps true."
-                )
-            self.skipped_steps += 1
-            logger.warning("Step %d: non-finite %s; optimizer step skipped.", self.state.global_step + 1, what)
-            return None
-
-        optimizer.step = guarded_step
-        return optimizer
 
     def _save_checkpoint(self, model, trial):
         super()._save_checkpoint(model, trial)
@@ -627,23 +609,6 @@ def fine_tune(model_args, data_args, training_args, run_args, argv: Sequence[str
     return results
 
 
-def task_results(task_name: str | None, results: dict[str, Any]) -> list:
-    """The dev metrics as ``model-index`` entries of the card."""
-    from ..hub import TaskResult
-
-    if task_name is None or "eval" not in results:
-        return []
-    task = get_task(task_name)
-    entries = []
-    for split, metrics in results["eval"].items():
-        for metric in task.metrics:
-            if metric in metrics:
-                entries.append(TaskResult("text-classification", "nyu-mll/glue", f"GLUE {task.folder}", metric,
-                                          float(metrics[metric]), dataset_config=task.hub_config,
-                                          dataset_split=split))  # fmt: skip
-    return entries
-
-
 def export_if_asked(data_args, training_args, push_to_hub: bool, model, tokenizer, results: dict) -> None:
     if data_args.export_dir is None and not push_to_hub:
         return
@@ -651,7 +616,7 @@ def export_if_asked(data_args, training_args, push_to_hub: bool, model, tokenize
         if data_args.export_dir is not None:
             raise ValueError("--export_dir writes hf-variants model cards; use --push_to_hub for other models.")
         return
-    from ..hub import export_for_hub, push_folder_to_hub
+    from ..hub import export_for_hub, glue_task_results, push_folder_to_hub
 
     folder = Path(data_args.export_dir or Path(training_args.output_dir) / "hub_export")
     steps = results.get("train", {}).get("train_samples")
@@ -659,7 +624,7 @@ def export_if_asked(data_args, training_args, push_to_hub: bool, model, tokenize
         f" ({steps:,} examples)." if steps else "."
     )
     export_for_hub(model, folder, tokenizer, repo_id=training_args.hub_model_id, datasets=["nyu-mll/glue"],
-                   results=task_results(data_args.task_name, results), training_summary=summary)  # fmt: skip
+                   results=glue_task_results(data_args.task_name, results), training_summary=summary)  # fmt: skip
     if push_to_hub:
         if not training_args.hub_model_id:
             raise ValueError("--push_to_hub needs --hub_model_id.")

@@ -34,7 +34,6 @@ skips such steps instead and counts them).
 from __future__ import annotations
 
 import argparse
-import ast
 import contextlib
 import json
 import math
@@ -55,11 +54,13 @@ from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer, PreTra
 
 from hf_variants_cli import pretrain as cli_arguments
 
+from ..core.overrides import parse_overrides
 from ..core.registration import VARIANTS
 from ..tokenization import train_wordpiece_tokenizer
 from . import checkpoints, run_identity, tracking
 from .checkpoints import CheckpointError
 from .data import SeededMaskingCollator, global_batches, load_text_corpus, tokenize_corpus
+from .nonfinite import NonFiniteStepError, nonfinite_gradients
 
 BASELINE_MODEL_TYPES = ("bert",)
 STATE_FILE = "training_state.json"
@@ -96,38 +97,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             f"unknown --model_type {args.model_type!r}; choose from {', '.join(model_types())}"
         )
     return args
-
-
-def parse_overrides(text: str | None) -> dict[str, Any]:
-    """``"a=1,b=gelu,c=[1,3]"`` → ``{"a": 1, "b": "gelu", "c": [1, 3]}`` (Python literals where possible)."""
-    if not text:
-        return {}
-    overrides: dict[str, Any] = {}
-    for item in filter(None, (part.strip() for part in _split_top_level(text))):
-        if "=" not in item:
-            raise ValueError(f"config override {item!r} is not key=value")
-        key, value = (part.strip() for part in item.split("=", 1))
-        try:
-            overrides[key] = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            overrides[key] = value
-    return overrides
-
-
-def _split_top_level(text: str) -> list[str]:
-    """Split on commas outside brackets: ``"a=1,b=[1,3]"`` → ``["a=1", "b=[1,3]"]``."""
-    parts, depth, current = [], 0, []
-    for char in text:
-        if char in "[(":
-            depth += 1
-        elif char in "])":
-            depth -= 1
-        if char == "," and depth == 0:
-            parts.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    return [*parts, "".join(current)]
 
 
 def build_tokenizer(args: argparse.Namespace, corpus) -> PreTrainedTokenizerBase:
@@ -371,21 +340,27 @@ def train(args: argparse.Namespace, accelerator: Accelerator, argv: Sequence[str
                         loss = loss + auxiliary / accumulation
                     accelerator.backward(loss)
                 local_loss += loss_sum.detach().double()
+            # checked before clipping, which would spread an infinite norm as NaN (nonfinite.py); under a
+            # grad scaler (fp16) overflow steps are the scaler's to skip
+            nonfinite = [] if accelerator.scaler is not None else nonfinite_gradients(
+                accelerator.unwrap_model(model).named_parameters())  # fmt: skip
             # the norm before clipping (0 = no clipping, as in transformers: the norm is still measured)
             grad_norm = accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm or math.inf)
             step_loss = float(accelerator.reduce(local_loss, reduction="sum")) / max(masked_total, 1)
-            if math.isfinite(step_loss) and math.isfinite(float(grad_norm)):
+            if math.isfinite(step_loss) and not nonfinite and math.isfinite(float(grad_norm)):
                 optimizer.step()
-            elif args.skip_nonfinite_steps:
-                state["skipped_steps"] += 1
-                accelerator.print(f"Step {step + 1}: loss {step_loss}, gradient norm {float(grad_norm)}: skipped.")
             else:
                 examples = [int(i) for indices in micro_batches for i in indices]
-                raise FloatingPointError(
-                    f"Step {step + 1}: non-finite training loss {step_loss} (gradient norm {float(grad_norm)}) on the "
-                    f"batch of training examples {examples[:16]}{' ...' if len(examples) > 16 else ''}. Nothing was "
-                    "updated; lower --learning_rate, check the data, or pass --skip_nonfinite_steps."
-                )
+                error = NonFiniteStepError(
+                    step + 1, nonfinite, None if math.isfinite(step_loss) else str(step_loss),
+                    hint="lower --learning_rate, check the data, or pass --skip_nonfinite_steps.",
+                    detail=f" (gradient norm {float(grad_norm)}) on the batch of training examples {examples[:16]}"
+                    f"{' ...' if len(examples) > 16 else ''}",
+                )  # fmt: skip
+                if not args.skip_nonfinite_steps:
+                    raise error
+                state["skipped_steps"] += 1
+                accelerator.print(f"{error.summary}: skipped.")
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             tokens = sum(

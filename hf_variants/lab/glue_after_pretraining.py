@@ -20,10 +20,8 @@ out of means and pairs.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import math
-import os
 import shutil
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -124,34 +122,6 @@ class FineTuning:
         if heldout:
             argv += ["--heldout_fraction", f"{self.heldout_fraction:g}", "--heldout_seed", str(self.heldout_seed)]
         return argv + (["--random_init"] if random_init else [])
-
-
-def add_study_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options both studies share: data, fine-tuning protocol, workers, committing."""
-    parser.add_argument("--data_dir", type=Path, default=Path("../shared/data"))
-    parser.add_argument("--tasks", nargs="+", default=list(FineTuning.tasks))
-    parser.add_argument("--seeds", type=int, nargs="+", default=list(FineTuning.seeds))
-    parser.add_argument("--learning_rates", type=float, nargs="+", default=list(FineTuning.learning_rates))
-    parser.add_argument("--max_train_samples", type=int, default=FineTuning.max_train_samples)
-    parser.add_argument("--workers", type=int, default=1, help="fine-tuning runs at a time, one CPU thread each")
-    parser.add_argument("--git_commit", action="store_true", help="commit each finished run's result file")
-
-
-def study_setup(args: argparse.Namespace, title: str) -> tuple[FineTuning, Callable[[list[Path], str], None]]:
-    """The fine-tuning protocol of the parsed options, and a ``commit(paths, what)`` that commits result
-    files with ``--git_commit`` (and does nothing without it). Sets the offline environment."""
-    from .grid import git_commit_files
-
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    protocol = FineTuning(tuple(args.tasks), tuple(args.seeds), tuple(args.learning_rates),
-                          max_train_samples=args.max_train_samples)  # fmt: skip
-
-    def commit(paths: list[Path], what: str) -> None:
-        if args.git_commit:
-            git_commit_files(Path.cwd(), paths, f"{title}: {what}")
-
-    return protocol, commit
 
 
 def export_checkpoint_model(checkpoint: Path, final_model: Path, destination: Path) -> Path:
@@ -331,7 +301,7 @@ def chance_scores(tasks: Sequence[str], glue_dir: Path) -> dict[str, float]:
     """What a model that did not learn scores on dev (×100): the majority share for a classification task
     scored by accuracy, 0 for a correlation."""
     from ..glue.data import load_glue
-    from .training import majority_share
+    from .statistics import majority_share
 
     return {task: 100 * majority_share(list(load_glue(task, glue_dir)["validation"]["label"]))
             if get_task(task).headline_metric == "accuracy" else NO_SKILL[get_task(task).headline_metric]
@@ -402,15 +372,12 @@ def budget_table(
 def pair_overrides(spec: str, sizes: str, control: bool) -> tuple[str, str]:
     """``(model_type, --config_overrides)`` of a pair's variant (``spec`` = ``model_type[:key=value,...]``)
     or of its matched control, at ``sizes``."""
-    from ..core.composition import matched_control_overrides
-    from ..training.run_mlm import parse_overrides
-    from .training import build_config
+    from ..core.overrides import format_overrides, parse_overrides
+    from .spec import ModelSpec
 
-    model_type, _, overrides = spec.partition(":")
-    fields = {**parse_overrides(sizes), **parse_overrides(overrides)}
-    if control:
-        fields.update(matched_control_overrides(build_config(spec, parse_overrides(sizes), control=False)))
-    return model_type, ",".join(f"{key}={value}" for key, value in fields.items())
+    variant = ModelSpec.from_text(spec)
+    model = variant.control() if control else variant
+    return variant.model_type, format_overrides(model.fields(parse_overrides(sizes)))
 
 
 def pair_table(
@@ -423,14 +390,14 @@ def pair_table(
     """Per task and pair: variant and control dev scores (mean ± 95% interval, chosen rate), the paired
     difference [95% interval] (bold: excludes 0) and both models' MLM validation perplexity.
     ``cells`` and ``perplexity`` are keyed ``<pair folder>/variant`` and ``<pair folder>/control``."""
-    from .grid import pair_folder
+    from .spec import spec_folder
     from .tables import PAIR_LABELS
 
     lines = ["| task (metric) | comparison | variant dev | control dev | variant − control (paired, 95% CI) "
              "| MLM perplexity (variant / control) |", "|---|---|---|---|---:|---|"]  # fmt: skip
     for task in tasks:
         for spec in pairs:
-            folder = pair_folder(spec)
+            folder = spec_folder(spec)
             variant, control = cells.get((f"{folder}/variant", task)), cells.get((f"{folder}/control", task))
             gain = difference(variant, control) if variant and control else None
             ppl = " / ".join(f"{perplexity[f'{folder}/{role}']:.0f}" if f"{folder}/{role}" in perplexity else "—"
@@ -472,7 +439,7 @@ def budget_study_table(folder: Path) -> str:
 
 def pair_study_table(folder: Path, pairs: Sequence[str]) -> str:
     """The variant comparison's table, from ``folder``'s committed result files."""
-    from .grid import pair_folder
+    from .spec import spec_folder
 
     cells = recorded_cells(folder) if folder.is_dir() else {}
     if not cells:
@@ -480,8 +447,8 @@ def pair_study_table(folder: Path, pairs: Sequence[str]) -> str:
     perplexity = {}
     for spec in pairs:
         for role in ("variant", "control"):
-            record = folder / pair_folder(spec) / role / "pretraining.json"
+            record = folder / spec_folder(spec) / role / "pretraining.json"
             if record.is_file():
-                perplexity[f"{pair_folder(spec)}/{role}"] = checkpoints.load_json(record)["perplexity"]
+                perplexity[f"{spec_folder(spec)}/{role}"] = checkpoints.load_json(record)["perplexity"]
     chance = recorded_chance(folder)
     return pair_table(cells, pairs, task_order(cells), perplexity, chance)

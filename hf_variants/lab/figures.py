@@ -8,12 +8,15 @@ from typing import Any
 
 import numpy as np
 
+from . import require_lab_extra
+
 DPI = 80
 LINESTYLES = ("-", "--", ":", "-.")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 
 
 def _pyplot():
+    require_lab_extra()
     import matplotlib
 
     matplotlib.use("Agg")

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -28,8 +27,10 @@ from typing import Any
 
 from ..tokenization import train_wordpiece_tokenizer
 from ..training.checkpoints import CheckpointError, OutputDirLock, load_json, prepare_output_dir
+from .grid_training import EncodedSplit, train_and_evaluate
+from .spec import ModelSpec, spec_folder
+from .statistics import majority_share
 from .text_classification import TextClassificationData, load_task
-from .training import EncodedSplit, build_config, majority_share, train_and_evaluate
 
 logger = logging.getLogger(__name__)
 ROLES = ("variant", "control")
@@ -57,12 +58,6 @@ class GridSettings:
 
     def fingerprint(self) -> dict[str, Any]:
         return json.loads(json.dumps(asdict(self)))
-
-
-def pair_folder(spec: str) -> str:
-    """A file-system name for a model spec (``macaron_bert:layer_norm_position=post`` →
-    ``macaron_bert__layer_norm_position-post``)."""
-    return spec.replace(":", "__").replace(",", "_").replace("=", "-")
 
 
 def write_result(path: Path, record: dict[str, Any]) -> None:
@@ -123,10 +118,9 @@ class Grid:
         }
 
     def config(self, spec: str, role: str):
-        return build_config(
-            spec,
+        variant = ModelSpec.from_text(spec)
+        return (variant.control() if role == "control" else variant).config(
             self.settings.sizes,
-            control=role == "control",
             vocab_size=self.vocab_size,
             num_labels=self.data.num_labels,
             max_position_embeddings=self.settings.max_length,
@@ -136,7 +130,13 @@ class Grid:
     # ---------------------------------------------------------------- runs
     def run_one(self, path: Path, spec: str, role: str, phase: str, learning_rate: float, seed: int) -> dict:
         if path.is_file():
-            return load_json(path)
+            record = load_json(path)
+            if record.get("learning_rate") != learning_rate:  # a re-run sweep chose another rate
+                raise CheckpointError(
+                    f"{path} was trained at learning rate {record.get('learning_rate')}, but the sweep now "
+                    f"chooses {learning_rate:g}; remove that cell's seed files to run them at the chosen rate."
+                )
+            return record
         s = self.settings
         train, evaluation = (self.encoded["fit"], self.encoded["held_out"]) if phase == "sweep" else (
             self.encoded["train"], self.encoded["test"])  # fmt: skip
@@ -170,7 +170,7 @@ class Grid:
             write_result(self.folder / "data.json", self.data_summary)
             for spec in s.pairs:
                 for role in ROLES:
-                    cell = self.folder / pair_folder(spec) / role
+                    cell = self.folder / spec_folder(spec) / role
                     sweep = {
                         lr: self.run_one(cell / f"sweep-lr{lr:g}.json", spec, role, "sweep", lr, s.sweep_seed)
                         for lr in s.learning_rates
@@ -189,25 +189,6 @@ class Grid:
             lock.release()
 
 
-def git_commit_files(repository: Path, paths: list[Path], message: str) -> None:
-    """``git commit -- <paths>`` (when they changed), leaving anything else in the working tree alone."""
-    names = [str(path) for path in paths]
-    subprocess.run(["git", "add", "--", *names], cwd=repository, check=True)
-    if subprocess.run(["git", "diff", "--cached", "--quiet", "--", *names], cwd=repository).returncode:
-        subprocess.run(["git", "commit", "-q", "-m", message, "--", *names], cwd=repository, check=True)
-
-
-def git_commit_cell(repository: Path) -> Callable[[Path], None]:
-    """A callback that commits one finished cell's files (and the task's fingerprint and data summary)."""
-
-    def commit(cell: Path) -> None:
-        task_folder = cell.parent.parent
-        paths = [cell, task_folder / "run_fingerprint.json", task_folder / "data.json"]
-        git_commit_files(repository, paths, f"Grid result: {task_folder.name} / {cell.parent.name} / {cell.name}")
-
-    return commit
-
-
 def load_grid(folder: Path) -> dict[str, Any]:
     """The results of one task folder: ``{"settings", "data", "cells": {pair: {role: {"sweep", "chosen",
     "seeds"}}}}`` (only what is on disk)."""
@@ -218,7 +199,7 @@ def load_grid(folder: Path) -> dict[str, Any]:
     cells: dict[str, dict[str, Any]] = {}
     for spec in settings["pairs"]:
         for role in ROLES:
-            cell = folder / pair_folder(spec) / role
+            cell = folder / spec_folder(spec) / role
             sweep = {float(p.stem.removeprefix("sweep-lr")): load_json(p) for p in sorted(cell.glob("sweep-lr*.json"))}
             seeds = {int(p.stem.removeprefix("seed")): load_json(p) for p in sorted(cell.glob("seed*.json"))}
             choice = load_json(cell / "choice.json") if (cell / "choice.json").is_file() else {}

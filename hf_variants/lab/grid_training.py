@@ -3,26 +3,25 @@ decay for a fixed number of steps, then accuracy on an evaluation set.
 
 A plain loop (no ``Trainer``) because a grid runs hundreds of short runs in one process: the data are
 tokenized once per task and shared, and each run is a few hundred steps. Same data order and masks for
-every model at a given seed; a non-finite loss stops the run and is recorded as ``diverged`` (never
-trained on), an ODE solver failure as ``solver_failed`` with its message.
+every model at a given seed; a non-finite loss, or a non-finite gradient found before clipping
+(:mod:`hf_variants.training.nonfinite`), stops the run and is recorded as ``diverged`` with the step
+and the parameters (never trained on), an ODE solver failure as ``solver_failed`` with its message.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedTokenizerFast
+from transformers import AutoModelForSequenceClassification, PreTrainedTokenizerFast
 
 import hf_variants  # noqa: F401  (registers the variants)
 
-from ..core.composition import matched_control
 from ..core.ode_layer import ODESolverError
-from ..training.run_mlm import parse_overrides
+from ..training.nonfinite import describe_parameters, nonfinite_gradients
 from .statistics import predicts_one_class
 
 
@@ -47,14 +46,6 @@ class EncodedSplit:
             input_ids[i, : len(row)] = torch.tensor(row)
             attention_mask[i, : len(row)] = 1
         return {"input_ids": input_ids, "attention_mask": attention_mask}
-
-
-def build_config(spec: str, sizes: dict[str, Any], control: bool, **fields: Any):
-    """The config of ``model_type[:key=value,...]`` with the common ``sizes`` and task ``fields``;
-    with ``control=True`` its matched control (only the spec's idea turned off)."""
-    model_type, _, overrides = spec.partition(":")
-    config = AutoConfig.for_model(model_type, **{**sizes, **parse_overrides(overrides), **fields})
-    return matched_control(config) if control else config
 
 
 def train_and_evaluate(
@@ -103,10 +94,12 @@ def train_and_evaluate(
             return {"status": "diverged", "diverged_at_step": step, "loss": float(loss)}
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        gradient_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
-        if not torch.isfinite(gradient_norm):  # clipping would multiply inf by 0: NaN weights after the step
+        nonfinite = nonfinite_gradients(model.named_parameters())  # before clipping: it spreads inf as NaN
+        if nonfinite:
             return {"status": "diverged", "diverged_at_step": step, "loss": loss.item(),
-                    "cause": f"non-finite gradient norm {float(gradient_norm)} with a finite loss"}  # fmt: skip
+                    "cause": f"non-finite gradient in {describe_parameters(nonfinite)} with a finite loss",
+                    "nonfinite_gradients": nonfinite}  # fmt: skip
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
         optimizer.step()
         scheduler.step()
         losses.append(loss.item())
@@ -141,8 +134,3 @@ def predict(model: torch.nn.Module, split: EncodedSplit, pad_token_id: int, batc
             raise FloatingPointError("non-finite logits at evaluation")
         predictions += logits.argmax(-1).tolist()
     return predictions
-
-
-def majority_share(labels: Sequence[int]) -> float:
-    """Accuracy of always predicting the most frequent label (the chance score of a one-class model)."""
-    return max(labels.count(c) for c in set(labels)) / len(labels) if labels else math.nan

@@ -4,7 +4,7 @@ write a report folder (``report.md``, ``results.json``, PNG figures).
 
 It runs the library's own pipeline: :mod:`hf_variants.training.train_tokenizer`,
 :mod:`~hf_variants.training.run_mlm` and :mod:`~hf_variants.training.run_glue`, then
-:mod:`hf_variants.analysis` on the reloaded models and :mod:`hf_variants.figures`.
+:mod:`hf_variants.lab.analysis` on the reloaded models and :mod:`hf_variants.lab.figures`.
 
 Data, in this order (the first that is available is used, and the report says which):
 
@@ -41,120 +41,14 @@ import torch
 
 from hf_variants_cli import compare as cli_arguments
 
-from .training import checkpoints, run_identity
+from ..core.overrides import parse_overrides
+from ..training import checkpoints, run_identity
+from .spec import EXTERNAL_REFERENCE, ModelSpec, with_matched_controls
 
-DATA_ENV = "HF_VARIANTS_DATA"
-#: The BERT control from this package's core first (the baseline), then the four variants. ``bert``
-#: (``transformers``' own BertForMaskedLM) can be added as an external reference.
-EXTERNAL_REFERENCE = "bert"
+DATA_ENV = cli_arguments.DATA_ENV
 SYNTHETIC_TASK = "agreement"
-CONTROL_PREFIX = "control of "
 #: Solver steps per N-ODE block and forward in the comparison (healthy runs take a handful at rtol 1e-3).
 NODE_MAX_STEPS = 50
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """A model of the comparison: ``model_type`` or ``model_type:key=value,...`` (config fields,
-    e.g. ``macaron_bert:attention_type=mgk`` or ``node_transformer:attention_type=mlk,rtol=1e-4``)."""
-
-    model_type: str
-    overrides: str = ""
-    #: For a matched control: the spec whose idea it turns off (it takes that spec's sizes).
-    control_of: ModelSpec | None = None
-
-    @property
-    def name(self) -> str:
-        """The spec as written: the model's label in tables and ``results.json``."""
-        if self.control_of is not None:
-            return f"{CONTROL_PREFIX}{self.control_of.name}"
-        return f"{self.model_type}:{self.overrides}" if self.overrides else self.model_type
-
-    @property
-    def folder(self) -> str:
-        """A file-system name for the spec's run folders."""
-        name = self.name.replace(" ", "_").replace(":", "__").replace(",", "_").replace("=", "-")
-        return name.replace("[", "").replace("]", "")
-
-    def config(self):
-        """The spec's config at the default sizes (``transformers`` BERT has none here)."""
-        from transformers import AutoConfig
-
-        from .core.composition import matched_control
-        from .training.run_mlm import parse_overrides
-
-        if self.control_of is not None:
-            return matched_control(self.control_of.config())
-        return AutoConfig.for_model(self.model_type, **parse_overrides(self.overrides))
-
-    def pair(self) -> tuple[str, str]:
-        """``(attention_type, layer_scheme)`` of the spec (``transformers`` BERT: softmax × Lie–Trotter)."""
-        if self.model_type == EXTERNAL_REFERENCE:
-            return "softmax", "lie_trotter"
-        config = self.config()
-        return config.attention_type, config.layer_scheme
-
-    def matched_control(self) -> ModelSpec | None:
-        """The spec of this model with only its idea turned off (``None`` when it has no idea of its own:
-        the BERT control, ``transformers`` BERT, or a control)."""
-        from .core.composition import matched_control_overrides
-
-        if self.model_type == EXTERNAL_REFERENCE or self.control_of is not None:
-            return None
-        config = self.config()
-        changes = {k: v for k, v in matched_control_overrides(config).items() if getattr(config, k, None) != v}
-        return ModelSpec(self.model_type, self.overrides, control_of=self) if changes else None
-
-
-def with_matched_controls(specs: Sequence[ModelSpec]) -> list[ModelSpec]:
-    """``specs`` with each variant's matched control right after it."""
-    expanded: list[ModelSpec] = []
-    for spec in specs:
-        expanded.append(spec)
-        control = spec.matched_control()
-        if control is not None:
-            expanded.append(control)
-    return expanded
-
-
-def parse_model_spec(text: str) -> ModelSpec:
-    """``"macaron_bert:attention_type=mgk"`` → a :class:`ModelSpec`, checked by building its config
-    (an unknown model type, field or value is an error naming it)."""
-    import hf_variants  # noqa: F401  (registers the variants)
-
-    from .core.registration import VARIANTS
-    from .training.run_mlm import parse_overrides
-
-    if text.startswith(CONTROL_PREFIX):  # a name from results.json: "control of <spec>"
-        control = parse_model_spec(text.removeprefix(CONTROL_PREFIX)).matched_control()
-        if control is None:
-            raise argparse.ArgumentTypeError(f"{text!r}: that model has no idea to turn off, so no matched control")
-        return control
-    model_type, _, overrides = text.partition(":")
-    known = [*VARIANTS, EXTERNAL_REFERENCE]
-    if model_type not in known:
-        raise argparse.ArgumentTypeError(f"unknown model type {model_type!r} in {text!r}; choose from {known}")
-    if overrides and model_type == EXTERNAL_REFERENCE:
-        raise argparse.ArgumentTypeError(f"{text!r}: transformers' BERT takes no overrides here; use bert_control")
-    spec = ModelSpec(model_type, overrides)
-    try:
-        parsed = parse_overrides(overrides)
-        spec.pair()
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(f"{text!r}: {error}") from error
-    unknown = sorted(set(parsed) - set(_known_fields(model_type, parsed)))
-    if unknown:
-        raise argparse.ArgumentTypeError(f"{text!r}: {', '.join(unknown)} is not a field of {model_type}'s config")
-    return spec
-
-
-def _known_fields(model_type: str, overrides: dict[str, Any]) -> set[str]:
-    """The fields of ``model_type``'s config with the pair the overrides select (a config takes any
-    keyword, so a misspelt field would otherwise pass silently)."""
-    from transformers import AutoConfig
-
-    pair = {key: overrides[key] for key in ("attention_type", "layer_scheme") if key in overrides}
-    return set(AutoConfig.for_model(model_type, **pair).to_dict())
 
 
 @dataclass
@@ -173,7 +67,7 @@ class DataSource:
         arguments = self.corpus_args if task is None else self.task_args[task]
         files = [Path(value) for flag, value in itertools.pairwise(arguments) if flag.endswith("_file")]
         if task is not None and self.glue_dir is not None:
-            from .glue import get_task
+            from ..glue import get_task
 
             files += sorted((self.glue_dir / get_task(task).folder).glob("*.tsv"))
         return files
@@ -182,7 +76,7 @@ class DataSource:
         """The dev set of ``task``: first texts, second texts (pairs) or None, labels."""
         from datasets import load_dataset
 
-        from .glue import get_task, load_glue
+        from ..glue import get_task, load_glue
 
         if self.kind == "synthetic":
             files = {"validation": str(self.synthetic_dir / f"{task}_dev.csv")}
@@ -199,7 +93,7 @@ class DataSource:
 # --------------------------------------------------------------------------------------------
 def local_source(kind: str, folder: Path, tasks: Sequence[str]) -> DataSource:
     """A data folder; raises naming what is missing (corpus file or task folder)."""
-    from .glue import get_task
+    from ..glue import get_task
 
     corpus = folder / "wikitext-2"
     for name in ("train.txt", "valid.txt"):
@@ -240,7 +134,7 @@ def hub_reachable(timeout: float = 10.0) -> bool:
 def synthetic_source(folder: Path, seed: int) -> DataSource:
     """Write the embedded default data into ``folder``: the synthetic language (MLM) and the
     subject–verb agreement task (CSV with ``sentence``/``label``)."""
-    from .synthetic import synthetic_acceptability, synthetic_sentences
+    from ..synthetic import synthetic_acceptability, synthetic_sentences
 
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "train.txt").write_text("\n".join(synthetic_sentences(6000, seed=seed)) + "\n")
@@ -294,7 +188,7 @@ def size_overrides(spec: ModelSpec, hidden: int, layers: int, head_size: int, no
     The spec's own overrides come last and win; a matched control takes its variant's sizes and then
     the changes that turn the variant's idea off."""
     if spec.control_of is not None:
-        from .core.composition import matched_control_overrides
+        from ..core.composition import matched_control_overrides
 
         changes = matched_control_overrides(spec.control_of.config())
         own = size_overrides(spec.control_of, hidden, layers, head_size, node_tolerance)
@@ -319,7 +213,7 @@ def size_overrides(spec: ModelSpec, hidden: int, layers: int, head_size: int, no
 
 def headline(task: str, metrics: dict[str, float]) -> tuple[str, float]:
     """The task's headline metric and its value (accuracy for the synthetic task)."""
-    from .glue import get_task
+    from ..glue import get_task
 
     name = "accuracy" if task == SYNTHETIC_TASK else get_task(task).headline_metric
     return name, metrics[name]
@@ -334,14 +228,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = cli_arguments.build_parser()
     args = parser.parse_args(argv)
     try:
-        args.models = [parse_model_spec(text) for text in args.models]
-    except argparse.ArgumentTypeError as error:
+        args.models = [ModelSpec.parse(text) for text in args.models]
+    except ValueError as error:
         parser.error(f"argument --models: {error}")
     return args
 
 
 def train_or_take_tokenizer(args: argparse.Namespace, source: DataSource) -> str:
-    from .training import train_tokenizer
+    from ..training import train_tokenizer
 
     if args.tokenizer:
         return args.tokenizer
@@ -353,7 +247,7 @@ def train_or_take_tokenizer(args: argparse.Namespace, source: DataSource) -> str
 
 
 def pretrain(args: argparse.Namespace, source: DataSource, tokenizer: str, spec: ModelSpec) -> dict[str, Any]:
-    from .training import run_mlm
+    from ..training import run_mlm
 
     argv = [
         "--model_type", spec.model_type,
@@ -382,7 +276,7 @@ def fine_tune(
 ) -> dict[str, Any]:
     """One run_glue fine-tuning into ``models/<spec>/<output_name>``; with ``heldout`` it trains on the
     training split without a held-out slice and is scored on that slice, never on dev."""
-    from .training import run_glue
+    from ..training import run_glue
 
     argv = [
         "--model_name_or_path", str(args.output_dir / "models" / spec.folder / "mlm"), *source.task_args[task],
@@ -436,7 +330,7 @@ def choose_learning_rate(
     if len(rates) == 1:
         return rates[0], {}
     # A rate whose training fails (N-ODE solver gave up, non-finite loss) scores None and is not chosen.
-    from .core.ode_layer import ODESolverError
+    from ..core.ode_layer import ODESolverError
 
     scores: dict[float, float | None] = {}
     failures = {}
@@ -461,7 +355,7 @@ def recomputed_metric(
 ) -> tuple[dict[str, float], np.ndarray, np.ndarray]:
     """The dev metrics of a reloaded classifier, computed here (batch by batch, no Trainer), with its
     predictions and the dev labels."""
-    from .glue import compute_glue_metrics
+    from ..glue import compute_glue_metrics
 
     first, second, labels = source.dev_split(task)
     predictions = []
@@ -481,8 +375,7 @@ def recomputed_metric(
 def learning_verdict(model, predicted: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
     """Whether a classifier "did not learn" (≥ 99% of its dev predictions one class, or one constant
     regression score) and the chance score it then has (the dev majority share)."""
-    from .experiments.statistics import predicts_one_class
-    from .experiments.training import majority_share
+    from .statistics import majority_share, predicts_one_class
 
     if model.config.num_labels == 1:
         return {"did_not_learn": bool(np.ptp(predicted) == 0), "chance": None}
@@ -493,9 +386,9 @@ def learning_verdict(model, predicted: np.ndarray, labels: np.ndarray) -> dict[s
 
 def at_chance(tuned: dict[str, Any]) -> bool:
     """Whether a classifier that predicts several classes still scores no better than chance: its dev
-    accuracy is below :func:`~hf_variants.experiments.statistics.guessing_bound` of the dev majority
+    accuracy is below :func:`~hf_variants.lab.statistics.guessing_bound` of the dev majority
     share. Only for accuracy; a model that "did not learn" is flagged as such instead."""
-    from .experiments.statistics import guessing_bound
+    from .statistics import guessing_bound
 
     chance, examples = tuned.get("chance"), tuned.get("dev_examples")
     if tuned.get("did_not_learn") or tuned.get("metric") != "accuracy" or chance is None or not examples:
@@ -505,14 +398,14 @@ def at_chance(tuned: dict[str, Any]) -> bool:
 
 def control_changes(spec: ModelSpec) -> dict[str, Any] | None:
     """For a matched control, the config changes that turned its variant's idea off."""
-    from .core.composition import matched_control_overrides
+    from ..core.composition import matched_control_overrides
 
     return None if spec.control_of is None else matched_control_overrides(spec.control_of.config())
 
 
 def analysis_has_attention(spec: ModelSpec) -> bool:
     """Whether the spec's model returns attention probabilities (TransJect's does not)."""
-    from .core.composition import has_attention_probabilities
+    from ..core.composition import has_attention_probabilities
 
     return spec.model_type == EXTERNAL_REFERENCE or has_attention_probabilities(spec.config())
 
@@ -603,7 +496,6 @@ def compare_models(args: argparse.Namespace, argv: Sequence[str] | None) -> dict
     import hf_variants  # noqa: F401  (registers the variants)
 
     from . import figures
-    from .training.run_mlm import parse_overrides
 
     started = time.perf_counter()
     checkpoints.prepare_output_dir(args.output_dir, comparison_fingerprint(args), args.overwrite_output_dir)

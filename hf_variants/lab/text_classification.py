@@ -1,6 +1,6 @@
 """The from-scratch sequence-classification tasks of the MGK (LRA) and TransJect papers, from local files.
 
-Layout under ``data_dir`` (``../shared/data`` in this project, see its ``PROVENANCE.md``):
+Layout under ``data_dir`` (the scripts' ``--data_dir``; this project's data folder has it):
 
 * ``imdb/{train,test}.csv`` — columns ``id,label,rating,text``, labels 0/1, 25,000 rows each;
 * ``ag_news/test.csv`` — columns ``label,title,description``, labels 1–4; only the official *test* file
@@ -50,7 +50,7 @@ class TextClassificationData:
 def _read_rows(path: Path, delimiter: str, header: list[str] | None) -> list[tuple[int, list[str]]]:
     """``(line number, fields)`` of a CSV/TSV file, checking the header and the field count."""
     if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist (expected the layout of ../shared/data, see PROVENANCE.md).")
+        raise FileNotFoundError(f"{path} does not exist (expected the layout in hf_variants.lab.text_classification).")
     csv.field_size_limit(1 << 27)
     rows = []
     with path.open(encoding="utf-8", newline="") as handle:

@@ -83,3 +83,8 @@ def predicts_one_class(prediction_counts: Sequence[int]) -> bool:
     """Whether one class takes at least :data:`ONE_CLASS_SHARE` of the predictions."""
     total = sum(prediction_counts)
     return total > 0 and max(prediction_counts) >= ONE_CLASS_SHARE * total
+
+
+def majority_share(labels: Sequence[int]) -> float:
+    """Accuracy of always predicting the most frequent label (the chance score of a one-class model)."""
+    return max(labels.count(c) for c in set(labels)) / len(labels) if labels else math.nan

@@ -1,0 +1,50 @@
+"""Config fields written as text, ``key=value,...`` — the one parser and printer (``--config_overrides``
+of pretraining and fine-tuning, and the model specs of the lab, e.g. ``macaron_bert:attention_type=mgk``).
+
+Values are Python literals where they parse as one (``1``, ``1e-3``, ``None``, ``[1, 3]``) and strings
+otherwise (``gelu``); commas inside brackets do not split."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping
+from typing import Any
+
+
+def parse_overrides(text: str | None) -> dict[str, Any]:
+    """``"a=1,b=gelu,c=[1,3]"`` → ``{"a": 1, "b": "gelu", "c": [1, 3]}``; ``ValueError`` for an item
+    that is not ``key=value``."""
+    if not text:
+        return {}
+    overrides: dict[str, Any] = {}
+    for item in filter(None, (part.strip() for part in _split_top_level(text))):
+        if "=" not in item:
+            raise ValueError(f"config override {item!r} is not key=value")
+        key, value = (part.strip() for part in item.split("=", 1))
+        try:
+            overrides[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            overrides[key] = value
+    return overrides
+
+
+def format_overrides(fields: Mapping[str, Any]) -> str:
+    """The text :func:`parse_overrides` reads back as ``fields`` (for values that print as their literal
+    or, for strings, as themselves)."""
+    return ",".join(f"{key}={value}" for key, value in fields.items())
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split on commas outside brackets: ``"a=1,b=[1,3]"`` → ``["a=1", "b=[1,3]"]``."""
+    parts, depth, current = [], 0, []
+    for char in text:
+        if char in "[(":
+            depth += 1
+        elif char in "])":
+            depth -= 1
+        if char == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    return [*parts, "".join(current)]

@@ -1,0 +1,150 @@
+"""A model of an experiment, written ``model_type[:key=value,...]`` — parsed, printed, named on disk and
+built (with its matched control) in this one place, for ``hf-variants compare``, the classification grid
+and the GLUE studies.
+
+    ModelSpec.parse("macaron_bert:layer_norm_position=post")   # checked against the registry
+    spec.config(sizes, num_labels=4)                              # the variant at the common sizes
+    spec.control().config(sizes, num_labels=4)                    # its matched control, same sizes
+    spec.fields(sizes)                                            # the config fields for --config_overrides
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.overrides import parse_overrides
+
+#: transformers' own BertForMaskedLM: an external reference, not a model of this package.
+EXTERNAL_REFERENCE = "bert"
+#: How a matched control is named (``control of mgk_bert``).
+CONTROL_PREFIX = "control of "
+
+
+def spec_folder(name: str) -> str:
+    """A file-system name for a spec's name (``macaron_bert:layer_norm_position=post`` →
+    ``macaron_bert__layer_norm_position-post``)."""
+    folder = name.replace(" ", "_").replace(":", "__").replace(",", "_").replace("=", "-")
+    return folder.replace("[", "").replace("]", "")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """``model_type`` or ``model_type:key=value,...`` (config fields, e.g. ``macaron_bert:attention_type=mgk``
+    or ``node_transformer:attention_type=mlk,rtol=1e-4``); a matched control names the spec whose idea it
+    turns off (``control_of``) and takes that spec's sizes."""
+
+    model_type: str
+    overrides: str = ""
+    control_of: ModelSpec | None = None
+
+    @classmethod
+    def from_text(cls, text: str) -> ModelSpec:
+        """Split ``model_type:overrides`` without checking it (see :meth:`parse`)."""
+        model_type, _, overrides = text.partition(":")
+        return cls(model_type, overrides)
+
+    @classmethod
+    def parse(cls, text: str) -> ModelSpec:
+        """A checked spec: an unknown model type, field or value is a ``ValueError`` naming it. Also
+        reads back a control's name (``control of <spec>``)."""
+        import hf_variants  # noqa: F401  (registers the variants)
+
+        from ..core.registration import VARIANTS
+
+        if text.startswith(CONTROL_PREFIX):
+            control = cls.parse(text.removeprefix(CONTROL_PREFIX)).matched_control()
+            if control is None:
+                raise ValueError(f"{text!r}: that model has no idea to turn off, so no matched control")
+            return control
+        spec = cls.from_text(text)
+        known = [*VARIANTS, EXTERNAL_REFERENCE]
+        if spec.model_type not in known:
+            raise ValueError(f"unknown model type {spec.model_type!r} in {text!r}; choose from {known}")
+        if spec.overrides and spec.model_type == EXTERNAL_REFERENCE:
+            raise ValueError(f"{text!r}: transformers' BERT takes no overrides here; use bert_control")
+        try:
+            parsed = parse_overrides(spec.overrides)
+            spec.pair()
+        except ValueError as error:
+            raise ValueError(f"{text!r}: {error}") from error
+        unknown = sorted(set(parsed) - _known_fields(spec.model_type, parsed))
+        if unknown:
+            raise ValueError(f"{text!r}: {', '.join(unknown)} is not a field of {spec.model_type}'s config")
+        return spec
+
+    @property
+    def name(self) -> str:
+        """The spec as written: the model's label in tables and result files."""
+        if self.control_of is not None:
+            return f"{CONTROL_PREFIX}{self.control_of.name}"
+        return f"{self.model_type}:{self.overrides}" if self.overrides else self.model_type
+
+    @property
+    def folder(self) -> str:
+        """A file-system name for the spec's run folders."""
+        return spec_folder(self.name)
+
+    def config(self, sizes: Mapping[str, Any] | None = None, **fields: Any):
+        """The config at ``sizes`` (the spec's own overrides win over them) with ``fields`` (e.g. the
+        task's ``num_labels``); a control's is its variant's :func:`matched_control`."""
+        from transformers import AutoConfig
+
+        from ..core.composition import matched_control
+
+        if self.control_of is not None:
+            return matched_control(self.control_of.config(sizes, **fields))
+        return AutoConfig.for_model(self.model_type, **{**(sizes or {}), **parse_overrides(self.overrides), **fields})
+
+    def fields(self, sizes: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The config fields that, given to ``model_type``, build :meth:`config` at ``sizes`` (what a
+        ``--config_overrides`` of pretraining or fine-tuning carries)."""
+        from ..core.composition import matched_control_overrides
+
+        if self.control_of is not None:
+            variant = self.control_of
+            return {**variant.fields(sizes), **matched_control_overrides(variant.config(sizes))}
+        return {**(sizes or {}), **parse_overrides(self.overrides)}
+
+    def pair(self) -> tuple[str, str]:
+        """``(attention_type, layer_scheme)`` of the spec (``transformers`` BERT: softmax × Lie–Trotter)."""
+        if self.model_type == EXTERNAL_REFERENCE:
+            return "softmax", "lie_trotter"
+        config = self.config()
+        return config.attention_type, config.layer_scheme
+
+    def control(self) -> ModelSpec:
+        """This spec's matched control (the same model when it has no idea of its own)."""
+        return ModelSpec(self.model_type, self.overrides, control_of=self)
+
+    def matched_control(self) -> ModelSpec | None:
+        """The matched control, or ``None`` when the model has no idea of its own (the BERT control,
+        ``transformers`` BERT, or a control)."""
+        from ..core.composition import matched_control_overrides
+
+        if self.model_type == EXTERNAL_REFERENCE or self.control_of is not None:
+            return None
+        config = self.config()
+        changes = {k: v for k, v in matched_control_overrides(config).items() if getattr(config, k, None) != v}
+        return self.control() if changes else None
+
+
+def with_matched_controls(specs: Sequence[ModelSpec]) -> list[ModelSpec]:
+    """``specs`` with each variant's matched control right after it."""
+    expanded: list[ModelSpec] = []
+    for spec in specs:
+        expanded.append(spec)
+        control = spec.matched_control()
+        if control is not None:
+            expanded.append(control)
+    return expanded
+
+
+def _known_fields(model_type: str, overrides: dict[str, Any]) -> set[str]:
+    """The fields of ``model_type``'s config with the pair the overrides select (a config takes any
+    keyword, so a misspelt field would otherwise pass silently)."""
+    from transformers import AutoConfig
+
+    pair = {key: overrides[key] for key in ("attention_type", "layer_scheme") if key in overrides}
+    return set(AutoConfig.for_model(model_type, **pair).to_dict())

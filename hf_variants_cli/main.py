@@ -1,0 +1,134 @@
+"""The ``hf-variants`` command: the subcommands and the dispatcher (the console script's entry point)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+
+DISTRIBUTION = "hf-variants"
+
+
+@dataclass(frozen=True)
+class Command:
+    """A subcommand: its one-line summary and the function that parses its arguments and runs it."""
+
+    summary: str
+    run: Callable[[list[str]], object]
+
+
+def _pretrain(argv: list[str]) -> object:
+    from .pretrain import parse_args
+
+    parse_args(argv)  # --help and argument errors before the engine is imported
+    from hf_variants.training.run_mlm import main
+
+    return main(argv)
+
+
+def _finetune(argv: list[str]) -> object:
+    from .finetune import parse_or_help
+
+    parse_or_help(argv)
+    from hf_variants.training.run_glue import main
+
+    return main(argv)
+
+
+def _train_tokenizer(argv: list[str]) -> object:
+    from .tokenizer import parse_args
+
+    args = parse_args(argv)
+    from hf_variants.training.train_tokenizer import train_tokenizer
+
+    return train_tokenizer(args)
+
+
+def _export(argv: list[str]) -> object:
+    from .hub import export
+
+    return export(argv)
+
+
+def _push(argv: list[str]) -> object:
+    from .hub import push
+
+    return push(argv)
+
+
+def _compare(argv: list[str]) -> object:
+    from .compare import build_parser
+
+    build_parser().parse_args(argv)  # --help and argument errors before the lab is imported
+    from hf_variants.lab import require_lab_extra
+
+    try:
+        require_lab_extra()  # before the first model is trained, not when the report draws its figures
+    except ImportError as error:
+        raise SystemExit(f"hf-variants compare: {error}") from None
+    from hf_variants.lab.compare import main
+
+    return main(argv)
+
+
+def _verify(argv: list[str]) -> object:
+    from .hub import verify
+
+    return verify(argv)
+
+
+def _info(argv: list[str]) -> object:
+    from .info import run
+
+    return run(argv)
+
+
+COMMANDS: dict[str, Command] = {
+    "pretrain": Command("Masked-language-model pretraining on accelerate (run_mlm).", _pretrain),
+    "finetune": Command("GLUE-style fine-tuning on the transformers Trainer (run_glue).", _finetune),
+    "train-tokenizer": Command("Train a WordPiece tokenizer on a corpus.", _train_tokenizer),
+    "export": Command("Write a checkpoint as a Hub folder (remote code and model card).", _export),
+    "push": Command("Upload a Hub folder to the Hub (or to a local folder laid out like it).", _push),
+    "compare": Command("The main job: every variant against its matched control, with a report.", _compare),
+    "verify": Command("Check a folder hf-variants wrote against its manifest (sizes and SHA-256).", _verify),
+    "info": Command("Registered model types, library versions and the compute device.", _info),
+}
+
+
+def version() -> str:
+    """The installed distribution's version (pyproject.toml is its one source)."""
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
+        return "0+unknown"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hf-variants",
+        description="Research Transformer encoders as HuggingFace models: pretrain, fine-tune, export, compare.",
+        epilog="Run 'hf-variants COMMAND --help' for a command's arguments and their defaults. Multi-process: "
+        "'accelerate launch -m hf_variants_cli pretrain ...'.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, command in COMMANDS.items():
+        # Each command parses its own arguments (and its own --help), so its parser here takes them all.
+        commands.add_parser(name, help=command.summary, add_help=False, prefix_chars="\0")
+    return parser
+
+
+def run(argv: Sequence[str]) -> object:
+    """Run ``hf-variants ARGV`` and return what the command's function returns (e.g. run_mlm's results)."""
+    argv = list(argv)
+    if argv and argv[0] in COMMANDS:
+        return COMMANDS[argv[0]].run(argv[1:])
+    build_parser().parse_args(argv)  # --help, --version, or an error naming the unknown command
+    return None  # pragma: no cover - parse_args exits for every argv that is not a command
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """The console entry point (its return value would become the exit status, so it returns nothing)."""
+    run(sys.argv[1:] if argv is None else argv)

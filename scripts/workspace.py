@@ -1,0 +1,62 @@
+"""What the study scripts share that is about this workspace, not about the experiments: the data folder
+(``../shared/data``, see its ``PROVENANCE.md``), the study options, and committing each finished result
+file to git as it is written (so that a study spans sessions). The experiments themselves are in
+:mod:`hf_variants.lab`; the scripts import this module from their own folder."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from hf_variants.lab.glue_after_pretraining import FineTuning
+
+#: The project's data folder, relative to the checkout (README "The main job and the results").
+DATA_DIR = Path("../shared/data")
+
+
+def add_study_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options both studies share: data, fine-tuning protocol, workers, committing."""
+    parser.add_argument("--data_dir", type=Path, default=DATA_DIR)
+    parser.add_argument("--tasks", nargs="+", default=list(FineTuning.tasks))
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(FineTuning.seeds))
+    parser.add_argument("--learning_rates", type=float, nargs="+", default=list(FineTuning.learning_rates))
+    parser.add_argument("--max_train_samples", type=int, default=FineTuning.max_train_samples)
+    parser.add_argument("--workers", type=int, default=1, help="fine-tuning runs at a time, one CPU thread each")
+    parser.add_argument("--git_commit", action="store_true", help="commit each finished run's result file")
+
+
+def study_setup(args: argparse.Namespace, title: str) -> tuple[FineTuning, Callable[[list[Path], str], None]]:
+    """The fine-tuning protocol of the parsed options, and a ``commit(paths, what)`` that commits result
+    files with ``--git_commit`` (and does nothing without it). Sets the offline environment."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    protocol = FineTuning(tuple(args.tasks), tuple(args.seeds), tuple(args.learning_rates),
+                          max_train_samples=args.max_train_samples)  # fmt: skip
+
+    def commit(paths: list[Path], what: str) -> None:
+        if args.git_commit:
+            git_commit_files(Path.cwd(), paths, f"{title}: {what}")
+
+    return protocol, commit
+
+
+def git_commit_files(repository: Path, paths: list[Path], message: str) -> None:
+    """``git commit -- <paths>`` (when they changed), leaving anything else in the working tree alone."""
+    names = [str(path) for path in paths]
+    subprocess.run(["git", "add", "--", *names], cwd=repository, check=True)
+    if subprocess.run(["git", "diff", "--cached", "--quiet", "--", *names], cwd=repository).returncode:
+        subprocess.run(["git", "commit", "-q", "-m", message, "--", *names], cwd=repository, check=True)
+
+
+def git_commit_cell(repository: Path) -> Callable[[Path], None]:
+    """A callback that commits one finished cell's files (and the task's fingerprint and data summary)."""
+
+    def commit(cell: Path) -> None:
+        task_folder = cell.parent.parent
+        paths = [cell, task_folder / "run_fingerprint.json", task_folder / "data.json"]
+        git_commit_files(repository, paths, f"Grid result: {task_folder.name} / {cell.parent.name} / {cell.name}")
+
+    return commit

@@ -1,0 +1,124 @@
+"""The package's layout as a static import graph (every import, functions' included, but type-checking
+ones): no module imports itself back through others, and the library never imports the lab."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+from .helpers import REPO_ROOT
+
+PACKAGES = ("hf_variants", "hf_variants_cli")
+
+
+def module_files() -> dict[str, Path]:
+    files = {}
+    for package in PACKAGES:
+        for path in (REPO_ROOT / package).rglob("*.py"):
+            if "evaluate_glue" in path.parts:  # transformers' evaluate module, run by `evaluate`, not imported
+                continue
+            parts = list(path.relative_to(REPO_ROOT).with_suffix("").parts)
+            files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return files
+
+
+def imported_names(module: str, path: Path) -> set[str]:
+    """Absolute names of everything ``module`` imports (relative imports resolved), except under
+    ``if TYPE_CHECKING:``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    type_only = {id(node) for branch in ast.walk(tree) if isinstance(branch, ast.If)
+                 and "TYPE_CHECKING" in ast.dump(branch.test) for statement in branch.body
+                 for node in ast.walk(statement)}  # fmt: skip
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    names = set()
+    for node in ast.walk(tree):
+        if id(node) in type_only:
+            continue
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, *([node.module] if node.module else [])])
+            names |= {f"{base}.{alias.name}" for alias in node.names} | {base}
+    return names
+
+
+def import_graph() -> dict[str, set[str]]:
+    files = module_files()
+    graph = {}
+    for module, path in files.items():
+        targets = set()
+        for name in imported_names(module, path):
+            while name and name not in files:  # `from pkg import function` → pkg
+                name = name.rpartition(".")[0]
+            if name and name != module and not module.startswith(f"{name}."):  # a parent package runs first anyway
+                targets.add(name)
+        graph[module] = targets
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in graph[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * len(graph)))
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_graph_finds_what_it_should() -> None:
+    graph = import_graph()
+    assert "hf_variants.core.composition" in graph["hf_variants.core.configuration_encoder"]
+    assert "hf_variants.training.nonfinite" in graph["hf_variants.training.run_mlm"]
+    assert "hf_variants.lab.statistics" in graph["hf_variants.lab.compare"]  # a function-level import
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_module_imports_itself_back() -> None:
+    assert cycles(import_graph()) == []
+
+
+def test_the_library_never_imports_the_lab() -> None:
+    graph = import_graph()
+    library = [m for m in graph if m.split(".")[0] == "hf_variants" and not m.startswith("hf_variants.lab")]
+    assert not {(m, t) for m in library for t in graph[m] if t.startswith("hf_variants.lab")}
+
+
+def test_compare_without_the_lab_extra_names_it_before_any_work(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from hf_variants_cli.main import main
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
+    with pytest.raises(SystemExit, match=r"hf-variants compare: .*matplotlib.*pip install 'hf-variants\[lab\]'"):
+        main(["compare", "--output_dir", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
