@@ -4,12 +4,14 @@ tasks): every variant against its matched control, learning rate chosen per mode
 held-out slice of the training split, several seeds (``hf_variants.lab.grid``).
 
     python scripts/classification_grid.py --tasks ag_news listops imdb --data_dir ../shared/data \\
-        --output_dir docs/experiments/classification --git_commit
+        --output_dir outputs/classification_grid --git_commit
 
 Resumable: the same command skips every finished run (a grid with other settings in the same folder is
-refused). ``--git_commit`` commits each finished cell's result files as it goes, so a grid can span
-sessions. ``python scripts/render_tables.py`` turns the results into the tables of docs/results.md and
-docs/experiments/.
+refused). Each run trains on the fine-tuning engine (the Trainer); the grid committed in
+docs/experiments/classification was made with the grid's own loop at commit ed7beb1, so it is a record
+that this command does not resume (run it with another --output_dir). ``--git_commit`` commits each
+finished cell's result files as it goes, so a grid can span sessions. ``python scripts/render_tables.py``
+turns the results into the tables of docs/results.md and docs/experiments/.
 """
 
 from __future__ import annotations

@@ -13,11 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from hf_variants.experiments.grid import Grid, GridSettings, chosen_learning_rate, load_grid, pair_folder
-from hf_variants.experiments.statistics import mean_interval, paired_difference, predicts_one_class
-from hf_variants.experiments.tables import comparison_table, rate_text, summarize_role
-from hf_variants.experiments.text_classification import load_task
+from hf_variants.lab.grid import Grid, GridSettings, chosen_learning_rate, load_grid
+from hf_variants.lab.spec import ModelSpec, spec_folder
+from hf_variants.lab.statistics import mean_interval, paired_difference, predicts_one_class
+from hf_variants.lab.tables import comparison_table, rate_text, summarize_role
+from hf_variants.lab.text_classification import load_task
 from hf_variants.training.checkpoints import CheckpointError
+
+from .helpers import middle_parameter, poison_gradient
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Two-sided 95% Student-t critical values from a printed table (df = 1, 2, 4).
@@ -143,7 +146,7 @@ def test_grid_runs_sweeps_on_the_held_out_slice_then_seeds_and_resumes(tmp_path:
     data = json.loads((folder / "data.json").read_text())
     for spec in settings.pairs:
         for role in ("variant", "control"):
-            cell = folder / pair_folder(spec) / role
+            cell = folder / spec_folder(spec) / role
             sweep = {lr: json.loads((cell / f"sweep-lr{lr:g}.json").read_text()) for lr in settings.learning_rates}
             for record in sweep.values():  # scored on the held-out slice, never the test split
                 assert sum(record["prediction_counts"]) == data["held_out_examples"]
@@ -177,6 +180,17 @@ def test_grid_runs_sweeps_on_the_held_out_slice_then_seeds_and_resumes(tmp_path:
     # Another grid in the same folder is refused, naming the difference.
     with pytest.raises(CheckpointError, match="steps: 3 → 4"):
         Grid(tiny_settings(steps=4), tmp_path / "data", tmp_path / "out").run()
+    # So is resuming it with another engine (a grid committed before its runs moved to the Trainer).
+    fingerprint = folder / "run_fingerprint.json"
+    fingerprint.write_text(json.dumps({k: v for k, v in json.loads(fingerprint.read_text()).items() if k != "engine"}))
+    with pytest.raises(CheckpointError, match="engine"):
+        Grid(settings, tmp_path / "data", tmp_path / "out").run()
+    # A finished seed at a rate the sweep no longer chooses is refused, not silently kept.
+    fingerprint.write_text(json.dumps(settings.fingerprint()))
+    seed = folder / "mgk_bert" / "variant" / "seed2.json"
+    seed.write_text(json.dumps({**redone, "learning_rate": 0.5}))
+    with pytest.raises(CheckpointError, match=r"seed2.json was trained at learning rate 0.5, but the sweep now"):
+        Grid(settings, tmp_path / "data", tmp_path / "out").run()
 
 
 def test_chosen_rate_is_marked_at_either_edge_of_the_sweep() -> None:
@@ -255,12 +269,13 @@ def test_a_solver_failure_is_recorded_as_the_runs_outcome(tmp_path: Path) -> Non
 
 
 def test_a_non_finite_gradient_stops_the_run_before_any_weight_changes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A finite loss with an infinite gradient norm (the AG News N-ODE event): clipping would turn it into
-    NaN gradients and AdamW into NaN weights, read later as a solver failure. The run stops at that step,
-    recorded as diverged with the cause, and the optimizer never steps on it."""
+    """A finite loss with one parameter's gradient infinite (the AG News N-ODE event): clipping would
+    turn it into NaN gradients and AdamW into NaN weights, read later as a solver failure. The grid's
+    run (on the fine-tuning engine) stops at that step, recorded as diverged naming that parameter, and
+    the optimizer never steps on it."""
     import torch
 
-    from hf_variants.experiments import training
+    from hf_variants.lab import grid_training as training
     from hf_variants.synthetic import synthetic_sentences
     from hf_variants.tokenization import train_wordpiece_tokenizer
 
@@ -268,18 +283,69 @@ def test_a_non_finite_gradient_stops_the_run_before_any_weight_changes(monkeypat
     tokenizer = train_wordpiece_tokenizer(sentences, vocab_size=80, min_frequency=1)
     split = training.EncodedSplit.encode(tokenizer, sentences, [i % 2 for i in range(40)], max_length=16)
     sizes = {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32}
-    config = training.build_config("macaron_bert", sizes, control=False, vocab_size=len(tokenizer), num_labels=2,
-                                   pad_token_id=tokenizer.pad_token_id)  # fmt: skip
-    original, steps_taken = torch.nn.utils.clip_grad_norm_, []
+    config = ModelSpec("macaron_bert").config(sizes, vocab_size=len(tokenizer), num_labels=2,
+                                              pad_token_id=tokenizer.pad_token_id)  # fmt: skip
+    build, poisoned, steps_taken = training.AutoModelForSequenceClassification.from_config, [], []
 
-    def infinite_on_the_third_step(parameters, max_norm, *args, **kwargs):
-        norm = original(parameters, max_norm, *args, **kwargs)
-        return torch.tensor(float("inf")) if len(steps_taken) == 2 else norm
+    def build_poisoned(*args, **kwargs):
+        model = build(*args, **kwargs)
+        name, parameter = middle_parameter(model)
+        poisoned.append((name, poison_gradient(parameter, on_call=3)))
+        return model
 
-    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", infinite_on_the_third_step)
+    monkeypatch.setattr(training.AutoModelForSequenceClassification, "from_config", build_poisoned)
     monkeypatch.setattr(torch.optim.AdamW, "step", lambda self, *a, **k: steps_taken.append(1))
-    record = training.train_and_evaluate(config, split, split, learning_rate=1e-3, warmup_ratio=0.0, steps=6,
-                                         batch_size=8, seed=0)  # fmt: skip
+    settings = training.RunSettings(learning_rate=1e-3, warmup_ratio=0.0, steps=6, batch_size=8, seed=0)
+    record = training.train_and_evaluate(config, split, split, settings)
+    ((name, _),) = poisoned
     assert record["status"] == "diverged" and record["diverged_at_step"] == 2
-    assert "non-finite gradient norm inf with a finite loss" in record["cause"] and math.isfinite(record["loss"])
+    assert record["nonfinite_gradients"] == [name] and record["cause"] == f"Step 3: non-finite gradient in {name}"
     assert len(steps_taken) == 2
+
+
+def test_a_grid_run_is_the_fine_tuning_engine_with_typed_settings() -> None:
+    """The grid's run and ``hf-variants finetune`` are one engine: the same model, data and settings give
+    the same weights through ``grid_training.train_and_evaluate`` as through ``GlueTrainer`` built here
+    from the same ``TrainingArguments`` (and the record's accuracy is what those weights predict)."""
+    import tempfile
+
+    import torch
+
+    from hf_variants.lab import grid_training as training
+    from hf_variants.synthetic import synthetic_sentences
+    from hf_variants.tokenization import train_wordpiece_tokenizer
+    from hf_variants.training.run_glue import GlueTrainer
+
+    sentences = synthetic_sentences(48, seed=1)
+    tokenizer = train_wordpiece_tokenizer(sentences, vocab_size=80, min_frequency=1)
+    labels = [int("the" in s.split()[:2]) for s in sentences]
+    split = training.EncodedSplit.encode(tokenizer, sentences, labels, max_length=16)
+    config = ModelSpec("bert_control").config(
+        {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32},
+        vocab_size=len(tokenizer), num_labels=2, pad_token_id=tokenizer.pad_token_id,
+    )  # fmt: skip
+    settings = training.RunSettings(learning_rate=3e-3, warmup_ratio=0.25, steps=8, batch_size=8, seed=4)
+    trained = {}
+    original = training.AutoModelForSequenceClassification.from_config
+
+    def keep(*args, **kwargs):
+        trained["grid"] = original(*args, **kwargs)
+        return trained["grid"]
+
+    training.AutoModelForSequenceClassification.from_config = keep
+    try:
+        record = training.train_and_evaluate(config, split, split, settings)
+    finally:
+        training.AutoModelForSequenceClassification.from_config = original
+    torch.manual_seed(settings.seed)
+    model = original(config)
+    with tempfile.TemporaryDirectory() as folder:
+        GlueTrainer(model=model, args=settings.training_arguments(folder), train_dataset=split,
+                    data_collator=training.PaddingCollator(config.pad_token_id)).train()  # fmt: skip
+    grid_weights, engine_weights = trained["grid"].state_dict(), model.state_dict()
+    assert all(torch.equal(grid_weights[k], engine_weights[k]) for k in engine_weights)
+    assert record["status"] == "finished" and sum(record["prediction_counts"]) == len(labels)
+    with torch.no_grad():
+        batch = training.PaddingCollator(config.pad_token_id)([split[i] for i in range(len(split))])
+        predicted = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.argmax(-1)
+    assert record["accuracy"] == (predicted == batch["labels"]).float().mean().item()

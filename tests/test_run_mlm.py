@@ -18,8 +18,25 @@ from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoTokeni
 from hf_variants.tokenization import train_wordpiece_tokenizer
 from hf_variants.training import run_mlm
 from hf_variants.training.checkpoints import MANIFEST_FILE
+from hf_variants.training.data import SeededMaskingCollator
 
 from .mlm_helpers import TINY, deterministic_metrics, history, mlm_args
+
+
+def test_masks_depend_only_on_seed_and_key(tokenizer_dir: Path) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    examples = [{"input_ids": tokenizer("the cat sat on the mat " * 8)["input_ids"]} for _ in range(4)]
+    fresh = SeededMaskingCollator(tokenizer, seed=3)(examples, key=5)
+    used = SeededMaskingCollator(tokenizer, seed=3)
+    used(examples, key=1)  # a process that resumes calls key 5 first; one that did not, after others
+    torch.manual_seed(123)
+    caller_state = torch.get_rng_state()
+    again = used(examples, key=5)
+    assert torch.equal(torch.get_rng_state(), caller_state)  # dropout's stream is not consumed
+    assert torch.equal(fresh["labels"], again["labels"]) and torch.equal(fresh["input_ids"], again["input_ids"])
+    assert (fresh["labels"] != -100).any()
+    other = SeededMaskingCollator(tokenizer, seed=4)(examples, key=5)
+    assert not torch.equal(fresh["labels"], other["labels"])
 
 
 @pytest.mark.parametrize("model_type", sorted(TINY))

@@ -11,7 +11,9 @@ Layout of ``output_dir/<task>/`` (small JSON files, meant to be committed as the
 
 The chosen rate is the sweep's best held-out accuracy (ties: the smaller rate); the test split is never
 seen before the choice. A run's file is written only when it ends (atomically), so a killed grid
-restarts its unfinished run from scratch and skips every finished one.
+restarts its unfinished run from scratch and skips every finished one; a finished seed whose rate is
+not the sweep's choice is refused. Each run is trained by the fine-tuning engine
+(:mod:`.grid_training`), which the fingerprint names: a folder made by another engine is another grid.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 
 from ..tokenization import train_wordpiece_tokenizer
 from ..training.checkpoints import CheckpointError, OutputDirLock, load_json, prepare_output_dir
-from .grid_training import EncodedSplit, train_and_evaluate
+from .grid_training import ENGINE, EncodedSplit, RunSettings, train_and_evaluate
 from .spec import ModelSpec, spec_folder
 from .statistics import majority_share
 from .text_classification import TextClassificationData, load_task
@@ -55,6 +57,8 @@ class GridSettings:
     max_test: int | None = None
     vocab_size: int = 8000
     extra: dict[str, Any] = field(default_factory=dict)
+    #: What trains each run: a grid folder made by another engine is another grid (its results stay records).
+    engine: str = ENGINE
 
     def fingerprint(self) -> dict[str, Any]:
         return json.loads(json.dumps(asdict(self)))
@@ -142,10 +146,9 @@ class Grid:
             self.encoded["train"], self.encoded["test"])  # fmt: skip
         config = self.config(spec, role)
         started = time.time()
-        result = train_and_evaluate(
-            config, train, evaluation, learning_rate=learning_rate, warmup_ratio=s.warmup_ratio,
-            steps=s.steps, batch_size=s.batch_size, seed=seed,
-        )  # fmt: skip
+        result = train_and_evaluate(config, train, evaluation, RunSettings(
+            learning_rate=learning_rate, warmup_ratio=s.warmup_ratio, steps=s.steps, batch_size=s.batch_size, seed=seed,
+        ))  # fmt: skip
         record = {
             "task": s.task, "pair": spec, "role": role, "phase": phase, "learning_rate": learning_rate,
             "warmup_ratio": s.warmup_ratio, "seed": seed, "steps": s.steps, "batch_size": s.batch_size,

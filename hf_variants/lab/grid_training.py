@@ -1,33 +1,41 @@
-"""One from-scratch classification run: a model built from a config, AdamW with linear warmup and
-decay for a fixed number of steps, then accuracy on an evaluation set.
+"""One from-scratch classification run on the fine-tuning engine: a model built from a config, trained
+by :class:`~hf_variants.training.run_glue.GlueTrainer` (the Trainer of ``hf-variants finetune``: AdamW,
+linear warmup and decay, gradient clipping, the non-finite check) for a fixed number of steps, then
+accuracy on an evaluation set.
 
-A plain loop (no ``Trainer``) because a grid runs hundreds of short runs in one process: the data are
-tokenized once per task and shared, and each run is a few hundred steps. Same data order and masks for
-every model at a given seed; a non-finite loss, or a non-finite gradient found before clipping
-(:mod:`hf_variants.training.nonfinite`), stops the run and is recorded as ``diverged`` with the step
-and the parameters (never trained on), an ODE solver failure as ``solver_failed`` with its message.
+A grid runs hundreds of short runs in one process, so the data are tokenized once per task and shared
+(:class:`EncodedSplit`); each run gets the Trainer with typed settings (:class:`RunSettings`), no argv.
+At a given seed every model sees the same data order. A non-finite loss or gradient (checked before
+clipping) stops the run and is recorded as ``diverged`` with the step and the parameters — never
+trained on; an ODE solver failure as ``solver_failed`` with its message.
 """
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-from transformers import AutoModelForSequenceClassification, PreTrainedTokenizerFast
+from transformers import AutoModelForSequenceClassification, PreTrainedTokenizerFast, TrainingArguments
+from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
 import hf_variants  # noqa: F401  (registers the variants)
 
 from ..core.ode_layer import ODESolverError
-from ..training.nonfinite import describe_parameters, nonfinite_gradients
+from ..training.nonfinite import NonFiniteStepError
+from ..training.run_glue import GlueTrainer
 from .statistics import predicts_one_class
+
+#: The Trainer that trains every grid run (recorded in the grid's fingerprint).
+ENGINE = "transformers.Trainer (hf_variants.training.run_glue.GlueTrainer)"
 
 
 @dataclass(frozen=True)
-class EncodedSplit:
-    """Token ids (unpadded, truncated) and labels of one split."""
+class EncodedSplit(torch.utils.data.Dataset):
+    """Token ids (unpadded, truncated) and labels of one split; a dataset of ``{"input_ids", "labels"}``."""
 
     input_ids: list[list[int]]
     labels: list[int]
@@ -37,80 +45,89 @@ class EncodedSplit:
         ids = tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]
         return cls(ids, list(labels))
 
-    def batch(self, indices: Sequence[int], pad_token_id: int) -> dict[str, torch.Tensor]:
-        rows = [self.input_ids[i] for i in indices]
-        width = max(len(r) for r in rows)
-        input_ids = torch.full((len(rows), width), pad_token_id, dtype=torch.long)
-        attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for i, row in enumerate(rows):
-            input_ids[i, : len(row)] = torch.tensor(row)
-            attention_mask[i, : len(row)] = 1
-        return {"input_ids": input_ids, "attention_mask": attention_mask}
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        return {"input_ids": self.input_ids[index], "labels": self.labels[index]}
 
 
-def train_and_evaluate(
-    config: Any,
-    train: EncodedSplit,
-    evaluation: EncodedSplit,
-    *,
-    learning_rate: float,
-    warmup_ratio: float,
-    steps: int,
-    batch_size: int,
-    seed: int,
-    weight_decay: float = 0.01,
-    max_grad_norm: float = 1.0,
-) -> dict[str, Any]:
-    """Train a fresh model of ``config`` for ``steps`` steps and evaluate it; returns the result record
-    (accuracy, prediction counts, whether it predicts one class, losses, timing, parameter count)."""
-    torch.manual_seed(seed)
+class PaddingCollator:
+    """Pads a batch to its longest sequence (``attention_mask`` 0 on padding) and counts the real
+    tokens it has seen (the run's throughput)."""
+
+    def __init__(self, pad_token_id: int) -> None:
+        self.pad_token_id = pad_token_id
+        self.tokens = 0
+
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        width = max(len(f["input_ids"]) for f in features)
+        input_ids = torch.full((len(features), width), self.pad_token_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(features), width), dtype=torch.long)
+        for i, feature in enumerate(features):
+            input_ids[i, : len(feature["input_ids"])] = torch.tensor(feature["input_ids"])
+            attention_mask[i, : len(feature["input_ids"])] = 1
+        self.tokens += int(attention_mask.sum())
+        labels = torch.tensor([f["labels"] for f in features])
+        return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """The training settings of one run (the rest are the Trainer's defaults)."""
+
+    learning_rate: float
+    warmup_ratio: float
+    steps: int
+    batch_size: int
+    seed: int
+    weight_decay: float = 0.01
+    max_grad_norm: float = 1.0
+    eval_batch_size: int = 128
+
+    def training_arguments(self, output_dir: str) -> TrainingArguments:
+        return TrainingArguments(
+            output_dir=output_dir, max_steps=self.steps, per_device_train_batch_size=self.batch_size,
+            per_device_eval_batch_size=self.eval_batch_size, learning_rate=self.learning_rate,
+            warmup_steps=round(self.warmup_ratio * self.steps), lr_scheduler_type="linear",
+            weight_decay=self.weight_decay, max_grad_norm=self.max_grad_norm, seed=self.seed,
+            logging_strategy="steps", logging_steps=1, save_strategy="no", report_to="none",
+            disable_tqdm=True, log_level="error", dataloader_pin_memory=False, use_cpu=not torch.cuda.is_available(),
+        )  # fmt: skip
+
+
+def train_and_evaluate(config: Any, train: EncodedSplit, evaluation: EncodedSplit, settings: RunSettings) -> dict:
+    """Train a fresh model of ``config`` on ``train`` and evaluate it on ``evaluation``; returns the result
+    record (accuracy, prediction counts, whether it predicts one class, losses, timing, parameter count)."""
+    torch.manual_seed(settings.seed)
     model = AutoModelForSequenceClassification.from_config(config)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=weight_decay)
-    warmup = round(warmup_ratio * steps)
-
-    def schedule(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        return max(0.0, (steps - step) / max(1, steps - warmup))
-
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
-    generator = torch.Generator().manual_seed(seed)
-    order: list[int] = []
-    losses: list[float] = []
-    model.train()
-    started = time.perf_counter()
-    tokens = 0
-    for step in range(steps):
-        if len(order) < batch_size:
-            order += torch.randperm(len(train.labels), generator=generator).tolist()
-        indices, order = order[:batch_size], order[batch_size:]
-        batch = train.batch(indices, config.pad_token_id)
-        tokens += int(batch["attention_mask"].sum())
+    collator = PaddingCollator(config.pad_token_id)
+    with tempfile.TemporaryDirectory(prefix="grid-run-") as scratch:
+        trainer = GlueTrainer(model=model, args=settings.training_arguments(scratch), train_dataset=train,
+                              data_collator=collator)  # fmt: skip
+        for printer in (PrinterCallback, ProgressCallback):
+            trainer.remove_callback(printer)
+        started = time.perf_counter()
         try:
-            loss = model(**batch, labels=torch.tensor([train.labels[i] for i in indices])).loss
-        except ODESolverError as error:  # an outcome of this learning rate, recorded, not trained through
-            return {"status": "solver_failed", "failed_at_step": step, "error": str(error)}
-        if not torch.isfinite(loss):
-            return {"status": "diverged", "diverged_at_step": step, "loss": float(loss)}
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        nonfinite = nonfinite_gradients(model.named_parameters())  # before clipping: it spreads inf as NaN
-        if nonfinite:
-            return {"status": "diverged", "diverged_at_step": step, "loss": loss.item(),
-                    "cause": f"non-finite gradient in {describe_parameters(nonfinite)} with a finite loss",
-                    "nonfinite_gradients": nonfinite}  # fmt: skip
-        torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
-        optimizer.step()
-        scheduler.step()
-        losses.append(loss.item())
-    train_seconds = time.perf_counter() - started
-    try:
-        predictions = predict(model, evaluation, config.pad_token_id)
-    except (ODESolverError, FloatingPointError) as error:
-        return {"status": "solver_failed" if isinstance(error, ODESolverError) else "diverged", "error": str(error)}
+            trainer.train()
+        except NonFiniteStepError as error:  # an outcome of this learning rate, recorded, not trained through
+            record = {"status": "diverged", "diverged_at_step": error.step - 1, "cause": error.summary}
+            return {**record, "nonfinite_gradients": error.parameters} if error.parameters else record
+        except ODESolverError as error:
+            return {"status": "solver_failed", "failed_at_step": trainer.state.global_step, "error": str(error)}
+        train_seconds = time.perf_counter() - started
+        train_tokens = collator.tokens
+        try:
+            logits = trainer.predict(evaluation).predictions
+        except ODESolverError as error:
+            return {"status": "solver_failed", "error": str(error)}
+    if not torch.isfinite(torch.as_tensor(logits)).all():
+        return {"status": "diverged", "error": "non-finite logits at evaluation"}
+    predictions = logits.argmax(-1).tolist()
     counts = [predictions.count(c) for c in range(config.num_labels)]
     correct = sum(p == y for p, y in zip(predictions, evaluation.labels, strict=True))
-    tail = losses[-max(1, steps // 10) :]
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    tail = losses[-max(1, settings.steps // 10) :]
     return {
         "status": "finished",
         "accuracy": correct / len(predictions),
@@ -118,19 +135,6 @@ def train_and_evaluate(
         "predicts_one_class": predicts_one_class(counts),
         "final_train_loss": sum(tail) / len(tail),
         "train_seconds": round(train_seconds, 2),
-        "train_tokens_per_second": round(tokens / train_seconds, 1),
+        "train_tokens_per_second": round(train_tokens / train_seconds, 1),
         "parameters": sum(p.numel() for p in model.parameters()),
     }
-
-
-@torch.no_grad()
-def predict(model: torch.nn.Module, split: EncodedSplit, pad_token_id: int, batch_size: int = 128) -> list[int]:
-    model.eval()
-    predictions: list[int] = []
-    for start in range(0, len(split.labels), batch_size):
-        batch = split.batch(range(start, min(start + batch_size, len(split.labels))), pad_token_id)
-        logits = model(**batch).logits
-        if not torch.isfinite(logits).all():
-            raise FloatingPointError("non-finite logits at evaluation")
-        predictions += logits.argmax(-1).tolist()
-    return predictions

@@ -128,7 +128,12 @@ def tokenize_corpus(
 
 class SeededMaskingCollator:
     """BERT's masking (``mlm_probability`` of the tokens; 80% ``[MASK]``, 10% random, 10% kept) with
-    masks that depend only on ``(seed, key)``: ``collate(examples, key)``."""
+    masks that depend only on ``(seed, key)``: ``collate(examples, key)``.
+
+    transformers' collator draws from the global RNG when it has no seed of its own (documented), so
+    each call seeds the CPU generator inside :func:`torch.random.fork_rng` and leaves the caller's
+    state (dropout's) untouched. Its own ``seed`` is not used: how it keeps that generator changed
+    between releases (5.24 re-creates it on a process's first call), which broke exact resumption."""
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase, mlm_probability: float = 0.15, seed: int = 0) -> None:
         if tokenizer.mask_token is None:
@@ -137,12 +142,13 @@ class SeededMaskingCollator:
             raise ValueError(f"mlm_probability must be in (0, 1), got {mlm_probability}.")
         self.seed = seed
         self.collator = DataCollatorForLanguageModeling(
-            tokenizer, mlm=True, mlm_probability=mlm_probability, return_tensors="pt", seed=seed + 1
+            tokenizer, mlm=True, mlm_probability=mlm_probability, return_tensors="pt"
         )
 
     def __call__(self, examples: Sequence[dict[str, Any]], key: int) -> dict[str, torch.Tensor]:
-        self.collator.generator = torch.Generator().manual_seed(self.seed * 1_000_003 + key)
-        return dict(self.collator([dict(example) for example in examples]))
+        with torch.random.fork_rng(devices=[]):
+            torch.default_generator.manual_seed(self.seed * 1_000_003 + key)
+            return dict(self.collator([dict(example) for example in examples]))
 
 
 def epoch_order(num_examples: int, epoch: int, seed: int) -> torch.Tensor:
