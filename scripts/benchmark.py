@@ -48,7 +48,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from transformers import AutoConfig, AutoModelForMaskedLM, BertConfig, PretrainedConfig
 
 import hf_variants  # noqa: F401  (registers the variants)
-from hf_variants.core.composition import matched_control
+from hf_variants.core.composition import matched_control, matched_size_fields
+from hf_variants.core.encoder_layers import MatchedSize
 from hf_variants.lab.spec import CONTROL_PREFIX
 
 MODELS = ("bert", "macaron_bert", "mgk_bert", "mlk_bert", "transject", "node_transformer")
@@ -56,30 +57,28 @@ MODELS = ("bert", "macaron_bert", "mgk_bert", "mlk_bert", "transject", "node_tra
 COMPILE_MODELS = ("bert", "bert_control", *MODELS[1:])
 
 
+#: Benchmark names that are a model type with a switch.
+SWITCHED = {
+    "mlk_bert": ("mgk_bert", {"attention_type": "mlk"}),
+    "node_transformer_vanilla": ("node_transformer", {"block_type": "vanilla"}),
+}
+
+
 def model_config(name: str, hidden: int, layers: int, vocab: int, max_len: int) -> PretrainedConfig:
     """The config of model ``name`` at this size: ``"bert"`` (``transformers``), a variant of
-    :data:`MODELS`, or ``"control of <variant>"``, the variant's matched control."""
+    :data:`MODELS`, or ``"control of <variant>"``, the variant's matched control. Every model takes the
+    size its ideas derive from one matched size (heads of 64, FFN 4 × hidden, rtol = atol = 1e-3)."""
     if name.startswith(CONTROL_PREFIX):
         return matched_control(model_config(name.removeprefix(CONTROL_PREFIX), hidden, layers, vocab, max_len))
-    heads = hidden // 64
-    common = dict(
-        hidden_size=hidden, num_hidden_layers=layers, intermediate_size=4 * hidden, vocab_size=vocab,
-        max_position_embeddings=max_len, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-    )  # fmt: skip
+    size = MatchedSize(hidden, layers, head_size=64, solver_tolerance=1e-3)
+    common = dict(vocab_size=vocab, max_position_embeddings=max_len, hidden_dropout_prob=0.0,
+                  attention_probs_dropout_prob=0.0)  # fmt: skip
     if name == "bert":
-        return BertConfig(num_attention_heads=heads, **common)
-    if name in ("mgk_bert", "mlk_bert"):
-        kind = "mlk" if name == "mlk_bert" else "mgk"
-        return AutoConfig.for_model("mgk_bert", num_attention_heads=max(heads // 2, 1), head_dim=64,
-                                    attention_type=kind, **common)  # fmt: skip
-    if name == "transject":
-        common.pop("intermediate_size")
-        return AutoConfig.for_model("transject", num_experts=4, **common)
-    if name.startswith("node_transformer"):
-        block = "vanilla" if name.endswith("vanilla") else "ode"
-        return AutoConfig.for_model("node_transformer", num_attention_heads=heads, block_type=block,
-                                    rtol=1e-3, atol=1e-3, **common)  # fmt: skip
-    return AutoConfig.for_model(name, num_attention_heads=heads, **common)
+        return BertConfig(**matched_size_fields("softmax", "lie_trotter", size), **common)
+    model_type, switches = SWITCHED.get(name, (name, {}))
+    pair = AutoConfig.for_model(model_type, **switches)
+    fields = matched_size_fields(pair.attention_type, pair.layer_scheme, size)
+    return AutoConfig.for_model(model_type, **switches, **fields, **common)
 
 
 def build(name: str, hidden: int, layers: int, vocab: int, max_len: int, attention: str) -> torch.nn.Module:

@@ -15,7 +15,7 @@ from transformers import AutoConfig, AutoModel, BertConfig, BertForMaskedLM, Ber
 from hf_variants import bert_control, macaron_bert, mgk_bert, node_transformer, transject
 from hf_variants.bert_control import BertControlConfig, BertControlForMaskedLM, BertControlModel, state_dict_from_bert
 from hf_variants.core import composition
-from hf_variants.core.encoder_layers import TokenMixer, TransformerLayer
+from hf_variants.core.encoder_layers import FeedForward, MatchedSize, TokenMixer, TransformerLayer
 from hf_variants.core.injective_layer import InjectiveLayer
 from hf_variants.core.mixture_of_keys import MixtureOfKeysAttention
 from hf_variants.core.ode_layer import NodeTransformerBlock
@@ -243,6 +243,42 @@ def test_every_pairs_control_is_softmax_with_a_bert_or_vanilla_layer(scheme: str
     assert control.layer_scheme in ("lie_trotter", "ode")
     assert control.layer_scheme == "lie_trotter" or control.block_type == "vanilla"
     assert composition.matched_control_overrides(control).items() <= control.to_dict().items()
+
+
+#: What each idea takes at a matched size of width 32, 2 layers, heads of 8 (written out independently).
+MATCHED_AT_32 = {
+    "softmax": {"num_attention_heads": 4},
+    "mgk": {"num_attention_heads": 2, "head_dim": 8},  # the paper's M/2 heads of two keys each
+    "mlk": {"num_attention_heads": 2, "head_dim": 8},
+    "orthogonal": {"num_attention_heads": 1},  # one full-width map, no heads
+    "lie_trotter": {"intermediate_size": 128},
+    "strang": {"intermediate_size": 128},  # the matched BERT's; each of the two FFNs gets half
+    "ode": {"intermediate_size": 128, "rtol": 1e-4, "atol": 1e-4, "max_num_steps": 20},
+    "injective": {"num_experts": 4},  # the orthogonal FFN has no intermediate width
+}
+
+
+@pytest.mark.parametrize("scheme", list(composition.LAYER_SCHEMES))
+@pytest.mark.parametrize("attention", list(composition.ATTENTION_TYPES))
+def test_every_pair_derives_its_matched_size_from_its_ideas(scheme: str, attention: str) -> None:
+    size = MatchedSize(32, 2, head_size=8, solver_tolerance=1e-4, max_solver_steps=20)
+    fields = composition.matched_size_fields(attention, scheme, size)
+    assert fields == {"hidden_size": 32, "num_hidden_layers": 2, **MATCHED_AT_32[attention], **MATCHED_AT_32[scheme]}
+    config = BertControlConfig(vocab_size=40, attention_type=attention, layer_scheme=scheme, **fields)
+    model = BertControlModel(config)
+    widths = {m.fc_in.out_features for m in model.modules() if isinstance(m, FeedForward)}
+    assert widths <= {128, 64}  # 4 × hidden, halved in each of Macaron's two FFNs
+
+
+def test_ideas_that_size_one_field_differently_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    class WideMixer(TokenMixer):
+        @classmethod
+        def matched_size_fields(cls, size: MatchedSize) -> dict[str, Any]:
+            return {"intermediate_size": 2 * size.hidden_size}
+
+    monkeypatch.setitem(composition.ATTENTION_TYPES, "wide", WideMixer)
+    with pytest.raises(TypeError, match=r"TransformerLayer sizes intermediate_size=128, the other idea 64"):
+        composition.matched_size_fields("wide", "lie_trotter", MatchedSize(32, 2, head_size=8))
 
 
 def test_a_mixer_has_the_same_parameters_in_every_scheme_and_variant() -> None:

@@ -4,14 +4,16 @@ numerics and the parameter counts of the paper's appendix B."""
 from __future__ import annotations
 
 import itertools
+import json
 import math
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
 import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
-from transformers import BertConfig
+from transformers import AutoConfig, BertConfig
 from transformers.models.bert.modeling_bert import BertAttention
 
 from hf_variants import mgk_bert
@@ -275,7 +277,7 @@ def test_low_precision_matches_float32(dtype: torch.dtype, implementation: str) 
 @pytest.mark.parametrize("implementation", ["eager", "sdpa"])
 def test_no_nan_when_every_key_is_far_from_a_query(implementation: str) -> None:
     """Distances of ~1e6 make every exp underflow; log-sum-exp + softmax keep a valid distribution."""
-    reference, fused = attention_pair()
+    reference, fused = attention_pair(key_bias=True)
     module = (reference if implementation == "eager" else fused).eval()
     with torch.no_grad():
         module.key.bias.fill_(3e3)  # pushes every key far from every query
@@ -293,7 +295,8 @@ def test_no_nan_when_every_key_is_far_from_a_query(implementation: str) -> None:
 def count(module: torch.nn.Module, kind: str) -> int:
     """Entries of the projection (``nn.Linear``) weights or biases, or of a named parameter."""
     if kind in ("weight", "bias"):
-        return sum(getattr(m, kind).numel() for m in module.modules() if isinstance(m, torch.nn.Linear))
+        linears = [m for m in module.modules() if isinstance(m, torch.nn.Linear)]
+        return sum(getattr(m, kind).numel() for m in linears if getattr(m, kind) is not None)
     return sum(p.numel() for name, p in module.named_parameters() if name.split(".")[-1] == kind)
 
 
@@ -302,7 +305,8 @@ def test_parameter_counts_match_appendix_b(heads: int, head_dim: int) -> None:
     """Appendix B.2 with D_x = H·D: softmax H heads has 3HDD_x + (HD)² weights; MGK (option A, M = 2)
     with H/2 heads has 2HDD_x + 0.5(HD)² + H. Counted: the projection weight matrices, plus π as
     H/2 heads × M = H learned logits (shared over positions, as the paper counts). Biases are
-    not in the paper's formulas and are counted separately."""
+    not in the paper's formulas and are counted separately: the paper's keys have none (the default),
+    ``key_bias=True`` (the authors' code, hf-variants ≤ 0.2) adds one per key."""
     H, D = heads, head_dim
     hidden = H * D
     bert = BertAttention(BertConfig(hidden_size=hidden, num_attention_heads=H))
@@ -310,7 +314,11 @@ def test_parameter_counts_match_appendix_b(heads: int, head_dim: int) -> None:
     config = MgkBertConfig(hidden_size=hidden, num_attention_heads=H // 2, head_dim=D)
     mgk = MixtureOfKeysAttention(config)
     assert count(mgk, "weight") + count(mgk, "mixture_logits") == 2 * H * D * hidden + (H * D) ** 2 // 2 + H
-    assert count(mgk, "bias") == (H // 2) * D * 2 + H * D + hidden  # query, value; two keys; output
+    assert count(mgk, "bias") == (H // 2) * D * 2 + hidden  # query, value; output
+    biased = MixtureOfKeysAttention(MgkBertConfig(hidden_size=hidden, num_attention_heads=H // 2, head_dim=D,
+                                                  key_bias=True))  # fmt: skip
+    assert count(biased, "weight") == count(mgk, "weight")
+    assert count(biased, "bias") == count(mgk, "bias") + H * D  # two keys of H/2 heads
     assert mgk.output.in_features == (H // 2) * D and mgk.output.out_features == hidden
 
     shifted = MixtureOfKeysAttention(
@@ -319,6 +327,25 @@ def test_parameter_counts_match_appendix_b(heads: int, head_dim: int) -> None:
     # Option B: one key projection plus M shifts of width D per head.
     assert count(shifted, "weight") == 1.5 * H * D * hidden + (H * D) ** 2 // 2
     assert count(shifted, "key_shift") == 2 * (H // 2) * D
+    assert shifted.key.bias is None  # the shifts b_r are the keys' only offsets
+
+
+def test_configs_saved_before_key_bias_keep_their_key_biases(tmp_path: Path) -> None:
+    """A config saved by hf-variants ≤ 0.2 has no ``key_bias`` field and biased keys: it loads with
+    ``key_bias=True``, a keyword still wins, and a config saved today keeps the paper's ``False``."""
+    current = MgkBertConfig(hidden_size=16, num_attention_heads=2, num_hidden_layers=1, intermediate_size=32)
+    assert current.key_bias is False
+    current.save_pretrained(tmp_path)
+    assert MgkBertConfig.from_pretrained(tmp_path).key_bias is False
+    saved = current.to_dict()
+    del saved["key_bias"]
+    assert MgkBertConfig.from_dict(saved).key_bias is True
+    assert MgkBertConfig.from_dict(saved, key_bias=False).key_bias is False
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "config.json").write_text(json.dumps(saved))
+    loaded = AutoConfig.from_pretrained(old)  # the path of every from_pretrained (weights: test_old_checkpoints)
+    assert loaded.key_bias is True and MixtureOfKeysAttention(loaded).key.bias is not None
 
 
 def test_mgk_config_errors() -> None:

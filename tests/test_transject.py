@@ -330,6 +330,54 @@ def test_orthogonal_weights_are_computed_once_per_forward(monkeypatch) -> None:
     assert len(calls) == expected == len(orthogonal_matrices(model))
 
 
+class TestSigmoidStandardNormalTransJectCommon(CommonEncoderTests):
+    """eq. 3's α_l ∈ (0, 1) read as stated, and the authors' N(0, 1) token embeddings."""
+
+    variant = transject.VARIANT
+    config_kwargs: ClassVar[dict] = {**SMALL, "residual_weight": "sigmoid", "embedding_init": "standard_normal"}
+    softmax_attention = False
+    trainer_learning_rate = 3e-2
+
+
+def test_layers_learn_from_the_first_step_only_when_alpha_starts_inside_0_1() -> None:
+    """At ReZero's α_l = tanh(0) = 0 the layers are the identity and the gradients of their attention
+    and FFN weights are exactly 0 (∝ α_l); ``"sigmoid"`` starts at α_l = 0.5 and they learn at once."""
+    gradients = {}
+    for residual_weight in ("tanh", "sigmoid"):
+        torch.manual_seed(0)
+        model = TransJectForMaskedLM(small_config(residual_weight=residual_weight, num_hidden_layers=2))
+        assert [layer.residual_weight().item() for layer in model.transject.encoder.layer] == (
+            [0.0, 0.0] if residual_weight == "tanh" else [0.5, 0.5]
+        )
+        inputs = make_inputs(model.config)
+        model(**inputs, labels=inputs["input_ids"]).loss.backward()
+        encoder = model.transject.encoder.named_parameters()
+        layer_weights = [p.grad for name, p in encoder if "alpha" not in name and p.grad is not None]
+        gradients[residual_weight] = max(float(grad.abs().max()) for grad in layer_weights)
+    assert gradients["tanh"] == 0.0 and gradients["sigmoid"] > 1e-4
+    layer = TransJectModel(small_config(residual_weight="sigmoid")).encoder.layer[0]
+    with torch.no_grad():
+        for a in (-50.0, 50.0):
+            layer.alpha.fill_(a)
+            assert 0.0 <= layer.residual_weight().item() <= 1.0  # eq. 3's range, so Theorem 2 holds
+
+
+def test_standard_normal_embedding_init_is_the_authors_and_training_only(tmp_path) -> None:
+    torch.manual_seed(0)
+    default = TransJectModel(small_config(vocab_size=4000)).embeddings.word_embeddings.weight
+    model = TransJectForMaskedLM(small_config(vocab_size=4000, embedding_init="standard_normal"))
+    weight = model.transject.embeddings.word_embeddings.weight
+    pad = model.config.pad_token_id
+    assert abs(float(weight[1:].std()) - 1.0) < 0.05 and abs(float(default[1:].std()) - 0.02) < 0.002
+    assert not weight[pad].any()
+    model.save_pretrained(tmp_path)
+    loaded = TransJectForMaskedLM.from_pretrained(tmp_path, embedding_init="initializer_range")
+    assert torch.equal(loaded.transject.embeddings.word_embeddings.weight, weight)  # loaded weights stay
+    assert "embedding_init" in model.config.training_only_fields()
+    with pytest.raises(ValueError, match="embedding_init must be one of"):
+        small_config(embedding_init="xavier")
+
+
 def test_transject_config_errors() -> None:
     with pytest.raises(ValueError, match="must be even"):
         small_config(hidden_size=15)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
-from .encoder_layers import ConfigurableIdea, LayerScheme
+from .encoder_layers import ConfigurableIdea, LayerScheme, MatchedSize
 
 if TYPE_CHECKING:
     from .configuration_encoder import EncoderConfig
@@ -177,6 +177,21 @@ def matched_control_overrides(config: EncoderConfig) -> dict[str, Any]:
     for idea in selected_ideas(config.attention_type, config.layer_scheme):
         overrides.update(idea.control_overrides)
     return overrides
+
+
+def matched_size_fields(attention_type: str, layer_scheme: str, size: MatchedSize) -> dict[str, Any]:
+    """The config values of a pair at a comparison's matched ``size``: the width and depth every model
+    shares, then what each idea of the pair derives from it (:meth:`ConfigurableIdea.matched_size_fields`).
+
+    Example: at ``MatchedSize(128, 2, head_size=32)`` softmax attention takes 4 heads, MGK 2 heads of
+    width 32; BERT's and Macaron's layers an FFN 512 wide, the injective scheme 4 experts and no FFN."""
+    fields: dict[str, Any] = {"hidden_size": size.hidden_size, "num_hidden_layers": size.num_hidden_layers}
+    for idea in selected_ideas(attention_type, layer_scheme):
+        for name, value in idea.matched_size_fields(size).items():
+            if name in fields and fields[name] != value:
+                raise TypeError(f"{idea.__name__} sizes {name}={value!r}, the other idea {fields[name]!r}.")
+            fields[name] = value
+    return fields
 
 
 def matched_control(config: EncoderConfig) -> EncoderConfig:

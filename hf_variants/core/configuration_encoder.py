@@ -153,6 +153,23 @@ class EncoderConfig(PretrainedConfig):
         schemes without LayerNorms, such as the injective one)."""
         return self.layer_norm_position == "pre" and LAYER_SCHEMES[self.layer_scheme].has_layer_norm
 
+    @classmethod
+    def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any) -> Any:
+        """transformers' ``from_dict`` (the path of every ``from_pretrained``), after which a field the
+        selected ideas added after a release, given neither by ``config_dict`` nor by a keyword, takes
+        the value configs saved before it had (:attr:`ConfigurableIdea.legacy_values`), not today's
+        default: an old checkpoint keeps computing the function its weights were trained for."""
+        loaded = super().from_dict(config_dict, **kwargs)
+        config = loaded[0] if isinstance(loaded, tuple) else loaded
+        given = config_dict.keys() | kwargs.keys()
+        ideas = selected_ideas(config.attention_type, config.layer_scheme)
+        legacy = {name: value for idea in ideas for name, value in idea.legacy_values.items() if name not in given}
+        for name, value in legacy.items():
+            setattr(config, name, copy.deepcopy(value))
+        if legacy:
+            config.validate()
+        return loaded
+
     # ----------------------------------------------------------------------------------------
     def training_only_fields(self) -> frozenset[str]:
         """The fields a pretrained checkpoint may take other values of without computing another

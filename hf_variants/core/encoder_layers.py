@@ -9,6 +9,7 @@ Naming follows BERT where it helps a reader (``word_embeddings``, ``LayerNorm``,
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
@@ -29,6 +30,31 @@ if TYPE_CHECKING:
 LayerInputs = tuple[tuple[torch.Tensor, ...], torch.Tensor | None, dict[str, torch.Tensor]]
 
 
+@dataclass(frozen=True)
+class MatchedSize:
+    """The size every model of a controlled comparison shares; each idea derives its own fields from it
+    (:meth:`ConfigurableIdea.matched_size_fields`, combined by
+    :func:`~hf_variants.core.composition.matched_size_fields`).
+
+    ``head_size`` is the width of one softmax head (``hidden_size // head_size`` heads); a feed-forward
+    network is ``4 × hidden_size`` wide (BERT's ratio); an adaptive solver runs at ``solver_tolerance``
+    (rtol = atol) with at most ``max_solver_steps`` steps (``None``: the config's default)."""
+
+    hidden_size: int
+    num_hidden_layers: int
+    head_size: int
+    solver_tolerance: float = 1e-3
+    max_solver_steps: int | None = None
+
+    @property
+    def num_attention_heads(self) -> int:
+        return max(self.hidden_size // self.head_size, 1)
+
+    @property
+    def intermediate_size(self) -> int:
+        return 4 * self.hidden_size
+
+
 class ConfigurableIdea:
     """What the composition registries need from a token mixer or a layer scheme: the config fields
     it owns (with defaults, set on every config that selects it) and their validation, which runs
@@ -46,6 +72,10 @@ class ConfigurableIdea:
     #: Fields of this idea that change how a model trains or how precisely it is computed, not the
     #: function its weights define: a pretrained checkpoint may take other values without a word.
     training_only_fields: ClassVar[frozenset[str]] = frozenset()
+    #: Fields added after a release, with the value every config saved before had (its weights were
+    #: trained with it). A saved config that lacks such a field loads with this value, not the default
+    #: (:meth:`~hf_variants.core.configuration_encoder.EncoderConfig.from_dict`).
+    legacy_values: ClassVar[dict[str, Any]] = {}
 
     @classmethod
     def validate_config(cls, config: EncoderConfig) -> None:
@@ -56,6 +86,12 @@ class ConfigurableIdea:
     def gradient_checkpointing_error(cls, config: EncoderConfig) -> str | None:
         """Why gradient checkpointing would change this idea's results, or ``None`` when it is fine."""
         return None
+
+    @classmethod
+    def matched_size_fields(cls, size: MatchedSize) -> dict[str, Any]:
+        """This idea's config values at a comparison's matched ``size``, beside the width and depth every
+        model shares (e.g. MGK's half the heads, an FFN's width). Empty: the idea has no size of its own."""
+        return {}
 
 
 class TokenMixer(ConfigurableIdea):
@@ -153,6 +189,10 @@ class MultiHeadSelfAttention(TokenMixer, nn.Module):
     projection_class: type[nn.Linear] = nn.Linear
 
     lora_target_modules = ("query", "key", "value", "output")
+
+    @classmethod
+    def matched_size_fields(cls, size: MatchedSize) -> dict[str, Any]:
+        return {"num_attention_heads": size.num_attention_heads}
 
     def __init__(self, config: EncoderConfig, layer_idx: int | None = None) -> None:
         super().__init__()
@@ -289,6 +329,10 @@ class TransformerLayer(LayerScheme):
     """
 
     lora_target_modules = ("fc_in", "fc_out")
+
+    @classmethod
+    def matched_size_fields(cls, size: MatchedSize) -> dict[str, Any]:
+        return {"intermediate_size": size.intermediate_size}
 
     def __init__(self, config: EncoderConfig, layer_idx: int | None, make_attention: Callable[[], nn.Module]) -> None:
         super().__init__()

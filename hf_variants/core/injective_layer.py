@@ -26,14 +26,14 @@ from torch import nn
 from transformers import initialization as init
 from transformers.pytorch_utils import apply_chunking_to_forward
 
-from .encoder_layers import LayerScheme
+from .encoder_layers import LayerScheme, MatchedSize
 from .orthogonal_attention import HoldsOrthogonalLinears, orthogonal_linear, validate_orthogonal_map
 from .validation import require_bool, require_choice, require_positive_int
 
 if TYPE_CHECKING:
     from .configuration_encoder import EncoderConfig
 
-RESIDUAL_WEIGHTS = ("linear", "tanh")
+RESIDUAL_WEIGHTS = ("linear", "tanh", "sigmoid")
 EXPERT_WEIGHTS = ("constant", "input_dependent")
 ENTROPIC_EVAL = ("expectation", "sample")
 
@@ -48,8 +48,12 @@ class InjectiveLayer(HoldsOrthogonalLinears, LayerScheme):
             a_l initialised at 0, ReZero) bounds the residual weight α_l = tanh(a_l) inside (−1, 1), so
             ``|α_l / L| < 1/L`` holds throughout training as Lemma 3 and Theorem 2 need (eq. 3 states
             α_l ∈ (0, 1); the proofs use only |α_l| < 1, and ReZero's α_l = 0 start is that interval's
-            edge). ``"linear"`` (eq. 3 read literally, and v0.1.0's default: step ``α_l / L`` with α_l
-            unbounded) lets training leave the range in which the theorem holds.
+            edge). ``"sigmoid"`` (eq. 3's α_l ∈ (0, 1) as stated: ``α_l = sigmoid(a_l)``, a_l at 0, so
+            every layer starts at α_l = 0.5, the start of the authors' commented-out
+            ``relu(sigmoid(resweight))/N``) gives the layers a step from the first update: at ReZero's
+            α_l = 0 the gradients of U, V, W are proportional to α_l, which then random-walks near 0
+            (issue 29). ``"linear"`` (eq. 3 read literally, and v0.1.0's default: step ``α_l / L`` with
+            α_l unbounded) lets training leave the range in which the theorem holds.
         expert_weights: ``"constant"`` (paper eq. 5: learned convex weights ``softmax(w)``) or
             ``"input_dependent"`` (authors' code: ``softmax_e(g · max_tokens X^(l,e))``, which breaks
             the Lipschitz argument).
@@ -82,6 +86,11 @@ class InjectiveLayer(HoldsOrthogonalLinears, LayerScheme):
         require_choice(config, "entropic_eval", ENTROPIC_EVAL)
         validate_orthogonal_map(config)
 
+    @classmethod
+    def matched_size_fields(cls, size: MatchedSize) -> dict[str, Any]:
+        """Four experts; no ``intermediate_size``: the orthogonal FFN is ``hidden_size`` wide."""
+        return {"num_experts": 4}
+
     def __init__(self, config: EncoderConfig, layer_idx: int | None, make_attention: Callable[[], nn.Module]) -> None:
         super().__init__()
         self.config = config
@@ -98,17 +107,19 @@ class InjectiveLayer(HoldsOrthogonalLinears, LayerScheme):
         self.chunk_size = config.chunk_size_feed_forward
 
     def init_extra_parameters(self, config: EncoderConfig) -> None:
-        init.zeros_(self.alpha)  # ReZero: every layer starts as the identity
+        init.zeros_(self.alpha)  # tanh/linear: ReZero, every layer starts as the identity; sigmoid: α_l = 0.5
         if self.expert_logits is not None:
             init.zeros_(self.expert_logits)
 
     def step_size(self) -> torch.Tensor:
-        """``s = α_l / L`` with ``α_l = tanh(a_l)`` (default) or ``α_l = a_l`` (``"linear"``)."""
+        """``s = α_l / L`` with ``α_l = tanh(a_l)`` (default), ``sigmoid(a_l)`` or ``a_l`` (``"linear"``)."""
         return self.residual_weight() / self.config.num_hidden_layers
 
     def residual_weight(self) -> torch.Tensor:
-        """α_l of eq. (3): ``tanh(a_l)`` (bounded in (−1, 1)) or the raw parameter (``"linear"``)."""
-        return torch.tanh(self.alpha) if self.config.residual_weight == "tanh" else self.alpha
+        """α_l of eq. (3): ``tanh(a_l)`` (in (−1, 1)), ``sigmoid(a_l)`` (in (0, 1)) or the raw parameter
+        (``"linear"``)."""
+        squash = {"tanh": torch.tanh, "sigmoid": torch.sigmoid, "linear": None}[self.config.residual_weight]
+        return self.alpha if squash is None else squash(self.alpha)
 
     def expert_weights(
         self, hidden_states: torch.Tensor, updates: torch.Tensor, padding_mask: torch.Tensor | None

@@ -35,9 +35,9 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import initialization as init
 
-from .encoder_layers import MultiHeadSelfAttention
+from .encoder_layers import MatchedSize, MultiHeadSelfAttention
 from .inputs import flex_block_mask
-from .validation import require_choice, require_number, require_positive_int
+from .validation import require_bool, require_choice, require_number, require_positive_int
 
 if TYPE_CHECKING:
     from .configuration_encoder import EncoderConfig
@@ -178,6 +178,10 @@ class MixtureOfKeysAttention(MultiHeadSelfAttention):
         num_key_components: M, keys per position (paper: 2).
         key_mode: ``"separate"`` — one key projection per component, ``k_jr = x_j W_Kr`` (option A,
             "MGK"); ``"shifted"`` — ``k_jr = x_j W_K + b_r`` (option B, "sMGK").
+        key_bias: Whether the key projections carry a bias. ``False`` (default): the paper's keys
+            ``x_j W_Krᵀ`` (eq. 5-7; appendix B's parameter counts have no biases); ``True``: an
+            ``nn.Linear`` bias per key, as the authors' code and hf-variants ≤ 0.2 (a config saved
+            without this field loads with ``True``). With ``"shifted"`` keys a bias only duplicates b_r.
         key_shift_init_std: Standard deviation of the initial shifts ``b_r`` (paper: N(0, 1); the
             authors' code starts them smaller).
         variance_factors: Per-component factors c_r with ``σ_r² = c_r · √D``; one factor per component,
@@ -197,16 +201,19 @@ class MixtureOfKeysAttention(MultiHeadSelfAttention):
     config_defaults: ClassVar[dict[str, Any]] = {
         "num_key_components": 2,
         "key_mode": "separate",
+        "key_bias": False,
         "key_shift_init_std": 1.0,
         "variance_factors": [1.0, 1.0],
         "mixture_weights": "learned",
     }
     training_only_fields = frozenset({"key_shift_init_std"})  # the initialisation of new shifts only
+    legacy_values: ClassVar[dict[str, Any]] = {"key_bias": True}  # hf-variants ≤ 0.2 keys had biases
 
     @classmethod
     def validate_config(cls, config: EncoderConfig) -> None:
         require_positive_int(config, "num_key_components")
         require_choice(config, "key_mode", KEY_MODES)
+        require_bool(config, "key_bias")
         require_choice(config, "mixture_weights", MIXTURE_WEIGHT_MODES)
         factors = config.variance_factors
         if not isinstance(factors, (list, tuple)) or len(factors) != config.num_key_components:
@@ -235,14 +242,23 @@ class MixtureOfKeysAttention(MultiHeadSelfAttention):
             )
         return None
 
+    @classmethod
+    def matched_size_fields(cls, size: MatchedSize) -> dict[str, Any]:
+        """Half the softmax heads at the same head width (the paper's comparison: MGK with M/2 heads of
+        two keys each against softmax with M heads)."""
+        return {"num_attention_heads": max(size.num_attention_heads // 2, 1), "head_dim": size.head_size}
+
     def __init__(self, config: EncoderConfig, layer_idx: int | None = None) -> None:
         super().__init__(config, layer_idx=layer_idx)
         self.linear = config.attention_type == "mlk"  # MLK (linear attention) instead of MGK
         self.num_components = config.num_key_components
         self.key_shift = None
         if config.key_mode == "separate":
-            self.key = nn.Linear(config.hidden_size, self.num_components * config.attention_width)
+            width = self.num_components * config.attention_width
+            self.key = nn.Linear(config.hidden_size, width, bias=config.key_bias)
         else:
+            if not config.key_bias:
+                self.key = nn.Linear(config.hidden_size, config.attention_width, bias=False)
             self.key_shift = nn.Parameter(torch.empty(self.num_components, self.num_heads, self.head_dim))
         prior_shape = (self.num_heads, self.num_components)
         learned, soft = config.mixture_weights == "learned", config.mixture_weights == "soft_em"

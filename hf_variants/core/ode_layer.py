@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from transformers import initialization as init
 
-from .encoder_layers import FeedForward, LayerScheme, MultiHeadSelfAttention
+from .encoder_layers import FeedForward, LayerScheme, MatchedSize, MultiHeadSelfAttention
 from .inputs import value_checks_enabled
 from .validation import require_bool, require_choice, require_number, require_positive_int
 
@@ -208,6 +208,16 @@ class NodeTransformerBlock(LayerScheme):
                 f"time_dependent_attention=True needs attention_type='softmax' (got {config.attention_type!r}): "
                 "the time-dependent maps Ax + b + ct (eq. 5) replace the four projections of softmax attention."
             )
+
+    @classmethod
+    def matched_size_fields(cls, size: MatchedSize) -> dict[str, Any]:
+        """The FFN of the dynamics at the shared width, the solver at the comparison's tolerance and step
+        cap (a run whose dynamics grow stiff fails fast, and is recorded as such)."""
+        fields: dict[str, Any] = {"intermediate_size": size.intermediate_size}
+        fields.update(rtol=size.solver_tolerance, atol=size.solver_tolerance)
+        if size.max_solver_steps is not None:
+            fields["max_num_steps"] = size.max_solver_steps
+        return fields
 
     @classmethod
     def build(

@@ -23,7 +23,7 @@ from torch.nn.utils import parametrize
 from torch.nn.utils.parametrizations import orthogonal
 from transformers import initialization as init
 
-from .encoder_layers import LayerInputs, TokenMixer
+from .encoder_layers import LayerInputs, MatchedSize, TokenMixer
 from .validation import require_choice, require_number
 
 if TYPE_CHECKING:
@@ -195,6 +195,11 @@ class OrthogonalAttention(TokenMixer, HoldsOrthogonalLinears):
         require_choice(config, "eigenvalue_mode", EIGENVALUE_MODES)
         validate_orthogonal_map(config)
         require_number(config, "reconstruction_loss_weight", strict=False)
+
+    @classmethod
+    def matched_size_fields(cls, size: MatchedSize) -> dict[str, Any]:
+        """One full-width map (U Σ Vᵀ has no heads), whatever the comparison's head width."""
+        return {"num_attention_heads": 1}
 
     def __init__(self, config: EncoderConfig, layer_idx: int | None = None) -> None:
         super().__init__()

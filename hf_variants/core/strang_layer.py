@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from transformers.activations import ACT2FN
 
-from .encoder_layers import AttentionCall, FeedForward, LayerScheme, SublayerConnection
+from .encoder_layers import AttentionCall, FeedForward, LayerScheme, MatchedSize, SublayerConnection
 from .validation import require_choice
 
 if TYPE_CHECKING:
@@ -54,6 +54,10 @@ class StrangLayer(LayerScheme):
             )
         if config.first_ffn_activation is not None:
             require_choice(config, "first_ffn_activation", ACT2FN.keys())
+
+    @classmethod
+    def matched_size_fields(cls, size: MatchedSize) -> dict[str, Any]:
+        return {"intermediate_size": size.intermediate_size}  # the matched BERT's; each FFN gets half
 
     def __init__(self, config: EncoderConfig, layer_idx: int | None, make_attention: Callable[[], nn.Module]) -> None:
         super().__init__()

@@ -41,7 +41,8 @@ import torch
 
 from hf_variants_cli import compare as cli_arguments
 
-from ..core.overrides import parse_overrides
+from ..core.encoder_layers import MatchedSize
+from ..core.overrides import format_overrides, parse_overrides
 from ..training import checkpoints, run_identity
 from .spec import EXTERNAL_REFERENCE, ModelSpec, with_matched_controls
 
@@ -181,34 +182,21 @@ def resolve_data(
 # --------------------------------------------------------------------------------------------
 # Models
 # --------------------------------------------------------------------------------------------
-def size_overrides(spec: ModelSpec, hidden: int, layers: int, head_size: int, node_tolerance: float) -> str:
-    """One matched size, by axis: hidden width, depth, FFN width (4 × hidden; TransJect's orthogonal
-    FFN has none) and head width shared; MGK/MLK with half the heads (the paper's comparison), the
-    injective scheme with 4 experts, the ODE scheme with ``layers`` blocks at the given tolerance.
-    The spec's own overrides come last and win; a matched control takes its variant's sizes and then
-    the changes that turn the variant's idea off."""
-    if spec.control_of is not None:
-        from ..core.composition import matched_control_overrides
+def matched_size(args: argparse.Namespace) -> MatchedSize:
+    """The size every model of this comparison shares (``--hidden_size``, ``--num_layers``,
+    ``--head_size``, ``--node_tolerance``; at most :data:`NODE_MAX_STEPS` solver steps)."""
+    return MatchedSize(args.hidden_size, args.num_layers, args.head_size, args.node_tolerance, NODE_MAX_STEPS)
 
-        changes = matched_control_overrides(spec.control_of.config())
-        own = size_overrides(spec.control_of, hidden, layers, head_size, node_tolerance)
-        return ",".join([own, *(f"{key}={value}" for key, value in changes.items())])
-    attention_type, layer_scheme = spec.pair()
-    heads = max(hidden // head_size, 1)
-    parts = [f"hidden_size={hidden}", f"num_hidden_layers={layers}"]
-    if (attention_type, layer_scheme) != ("orthogonal", "injective"):
-        parts.append(f"intermediate_size={4 * hidden}")
-    if attention_type in ("mgk", "mlk"):
-        parts += [f"num_attention_heads={max(heads // 2, 1)}", f"head_dim={head_size}"]
-    elif attention_type == "softmax":
-        parts.append(f"num_attention_heads={heads}")
-    if layer_scheme == "ode":  # a step cap, so that a run whose dynamics grow stiff fails fast (recorded)
-        parts += [f"rtol={node_tolerance}", f"atol={node_tolerance}", f"max_num_steps={NODE_MAX_STEPS}"]
-    if layer_scheme == "injective":
-        parts.append("num_experts=4")
-    if spec.overrides:
-        parts.append(spec.overrides)
-    return ",".join(parts)
+
+def size_overrides(spec: ModelSpec, size: MatchedSize) -> str:
+    """The spec's config at the matched ``size``, as ``--config_overrides`` text: what each idea of the
+    variant's pair derives from the size (:func:`~hf_variants.core.composition.matched_size_fields`),
+    then the spec's own overrides, which win; a matched control takes its variant's fields and then the
+    changes that turn the variant's idea off."""
+    from ..core.composition import matched_size_fields
+
+    variant = spec.control_of or spec
+    return format_overrides(spec.fields(matched_size_fields(*variant.pair(), size)))
 
 
 def headline(task: str, metrics: dict[str, float]) -> tuple[str, float]:
@@ -251,8 +239,7 @@ def pretrain(args: argparse.Namespace, source: DataSource, tokenizer: str, spec:
 
     argv = [
         "--model_type", spec.model_type,
-        "--config_overrides", size_overrides(spec, args.hidden_size, args.num_layers, args.head_size,
-                                             args.node_tolerance),
+        "--config_overrides", size_overrides(spec, matched_size(args)),
         *source.corpus_args, "--tokenizer_name", tokenizer, "--max_seq_length", str(args.max_seq_length),
         "--per_device_train_batch_size", str(args.pretrain_batch_size),
         "--learning_rate", str(args.pretrain_learning_rate), "--num_warmup_steps", "0.1",
@@ -545,8 +532,7 @@ def compare_models(args: argparse.Namespace, argv: Sequence[str] | None) -> dict
             "control_of": spec.control_of.name if spec.control_of is not None else None,
             "control_changes": control_changes(spec),
             "has_attention_probabilities": analysis_has_attention(spec),
-            "config_overrides": parse_overrides(size_overrides(spec, args.hidden_size, args.num_layers,
-                                                               args.head_size, args.node_tolerance)),
+            "config_overrides": parse_overrides(size_overrides(spec, matched_size(args))),
             "parameters": sum(p.numel() for p in reloaded_mlm.parameters()),
             "pretraining": {key: mlm[key] for key in ("steps", "train_seconds", "train_tokens", "tokens_per_second",
                                                       "eval_loss", "perplexity", "final_train_loss")},

@@ -6,6 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.configuration_encoder import EncoderConfig
+from ..core.validation import require_choice
+
+#: ``embedding_init`` → how the token half of the injective embedding starts.
+EMBEDDING_INITS = ("initializer_range", "standard_normal")
 
 
 class TransJectConfig(EncoderConfig):
@@ -32,10 +36,16 @@ class TransJectConfig(EncoderConfig):
             addition for sentence pairs; off by default, as in the paper).
         pooling: ``"mean"`` (default; the authors' classifiers mean-pool, and with tokens mixed only
             through Σ the first token alone says little about the sentence) or ``"first"``.
+        embedding_init: How the token half of the injective embedding starts: ``"initializer_range"``
+            (default, BERT's N(0, initializer_range²): with std 0.02 against the sinusoidal half's rms
+            0.71, X⁽⁰⁾ and Σ start almost purely positional) or ``"standard_normal"`` (the authors'
+            code: ``nn.Embedding``'s N(0, 1), padding row 0). Training only: a checkpoint's loaded
+            embeddings are never re-initialised.
         **kwargs: The remaining ``EncoderConfig`` fields and those of the selected pair.
     """
 
     model_type = "transject"
+    base_training_only_fields = EncoderConfig.base_training_only_fields | {"embedding_init"}
 
     def __init__(
         self,
@@ -49,9 +59,11 @@ class TransJectConfig(EncoderConfig):
         intermediate_size: int = 512,
         hidden_dropout_prob: float = 0.0,
         attention_probs_dropout_prob: float = 0.0,
+        embedding_init: str = "initializer_range",
         **kwargs: Any,
     ) -> None:
         self.use_token_type_embeddings = use_token_type_embeddings
+        self.embedding_init = embedding_init
         super().__init__(
             attention_type=attention_type,
             layer_scheme=layer_scheme,
@@ -72,6 +84,7 @@ class TransJectConfig(EncoderConfig):
 
     def validate(self) -> None:
         super().validate()
+        require_choice(self, "embedding_init", EMBEDDING_INITS)
         if self.hidden_size % 2:
             raise ValueError(
                 f"hidden_size ({self.hidden_size}) must be even: token embeddings and positions get half each."

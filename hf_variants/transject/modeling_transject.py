@@ -17,6 +17,7 @@ import math
 
 import torch
 from torch import nn
+from transformers import initialization as init
 
 from ..core.injective_layer import InjectiveLayer
 from ..core.inputs import embedding_ids
@@ -46,6 +47,19 @@ def sinusoidal_positions(position_ids: torch.Tensor, width: int, dtype: torch.dt
     return code.to(dtype)
 
 
+class TokenEmbedding(nn.Embedding):
+    """The token half of the injective embedding, started as ``config.embedding_init`` says."""
+
+    def init_extra_parameters(self, config: TransJectConfig) -> None:
+        """``"standard_normal"``: the authors' N(0, 1) (``nn.Embedding``'s own), padding row 0 — after
+        the N(0, initializer_range²) every embedding gets first; never on loaded weights."""
+        if config.embedding_init != "standard_normal" or getattr(self.weight, "_is_hf_initialized", False):
+            return
+        init.normal_(self.weight, mean=0.0, std=1.0)
+        if self.padding_idx is not None:
+            self.weight[self.padding_idx].zero_()
+
+
 class InjectiveEmbeddings(nn.Module):
     """``concat(Emb(x), PE)``: d/2 learned token embedding and d/2 sinusoidal position code (§3.4)."""
 
@@ -53,7 +67,7 @@ class InjectiveEmbeddings(nn.Module):
         super().__init__()
         self.config = config
         half = config.word_embedding_size
-        self.word_embeddings = nn.Embedding(config.vocab_size, half, padding_idx=config.pad_token_id)
+        self.word_embeddings = TokenEmbedding(config.vocab_size, half, padding_idx=config.pad_token_id)
         self.token_type_embeddings = (
             nn.Embedding(config.type_vocab_size, half) if config.use_token_type_embeddings else None
         )
