@@ -346,6 +346,11 @@ def test_configs_saved_before_key_bias_keep_their_key_biases(tmp_path: Path) -> 
     (old / "config.json").write_text(json.dumps(saved))
     loaded = AutoConfig.from_pretrained(old)  # the path of every from_pretrained (weights: test_old_checkpoints)
     assert loaded.key_bias is True and MixtureOfKeysAttention(loaded).key.bias is not None
+    softmax = {key: value for key, value in saved.items() if key not in ("attention_type", "attention_kind")}
+    softmax["model_type"] = "bert_control"
+    switched = AutoConfig.for_model("bert_control").from_dict(softmax, attention_type="mgk")
+    switched.validate()  # what building a model does: fills the fields of the pair switched to
+    assert switched.attention_type == "mgk" and switched.key_bias is False  # never saved with MGK: today's
 
 
 def test_mgk_config_errors() -> None:

@@ -155,14 +155,17 @@ class EncoderConfig(PretrainedConfig):
 
     @classmethod
     def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any) -> Any:
-        """transformers' ``from_dict`` (the path of every ``from_pretrained``), after which a field the
-        selected ideas added after a release, given neither by ``config_dict`` nor by a keyword, takes
-        the value configs saved before it had (:attr:`ConfigurableIdea.legacy_values`), not today's
-        default: an old checkpoint keeps computing the function its weights were trained for."""
+        """transformers' ``from_dict`` (the path of every ``from_pretrained``), after which a field that an
+        idea of the saved pair added after a release, given neither by ``config_dict`` nor by a keyword,
+        takes the value configs saved before it had (:attr:`ConfigurableIdea.legacy_values`), not
+        today's default: an old checkpoint keeps computing the function its weights were trained for.
+        An idea a keyword switches to was never saved, so it gets today's defaults."""
         loaded = super().from_dict(config_dict, **kwargs)
         config = loaded[0] if isinstance(loaded, tuple) else loaded
         given = config_dict.keys() | kwargs.keys()
-        ideas = selected_ideas(config.attention_type, config.layer_scheme)
+        saved = super().from_dict(config_dict) if kwargs else config
+        ideas = set(selected_ideas(saved.attention_type, saved.layer_scheme))
+        ideas &= set(selected_ideas(config.attention_type, config.layer_scheme))
         legacy = {name: value for idea in ideas for name, value in idea.legacy_values.items() if name not in given}
         for name, value in legacy.items():
             setattr(config, name, copy.deepcopy(value))
