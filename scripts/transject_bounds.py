@@ -1,14 +1,16 @@
 #!/usr/bin/env python
 """Empirical layer-wise activation bounds (TransJect paper, Fig. 5c) on real sentences.
 
-For TransJect (default ``residual_weight="tanh"``, α_l = tanh(a_l) bounded as Theorem 2 needs),
-TransJect with the unbounded ``"linear"`` residual weight, Entropic-TransJect, TransJect's matched
-control (the same model with softmax attention and BERT layers, same embeddings and pooling) and
-``transformers``' BERT as an external reference, all of the same width and depth, each first trained
-on SST-2 (``--train_steps``, sentence classification from scratch with a WordPiece tokenizer trained
-on SST-2 train), the script records the residual weights α_l during training (every
-``--train_steps // 10`` steps), then runs SST-2 dev sentences and measures, for every layer l and
-every pair of real tokens (i, j) of a sentence, the distance ratio
+For TransJect (default ``residual_weight="tanh"``, α_l = tanh(a_l) bounded as Theorem 2 needs, from
+ReZero's 0), TransJect with eq. 3's ``"sigmoid"`` (α_l ∈ (0, 1) from 0.5), the same with the
+authors' N(0, 1) token embeddings, TransJect with the unbounded ``"linear"`` residual weight,
+Entropic-TransJect, TransJect's matched control (the same model with softmax attention and BERT
+layers, same embeddings and pooling) and ``transformers``' BERT as an external reference, all of the
+same width and depth, each first trained on SST-2 (``--train_steps``, sentence classification from
+scratch with a WordPiece tokenizer trained on SST-2 train), the script records the residual weights
+α_l during training (every ``--train_steps // 10`` steps) and the dev accuracy with every α_l set to
+0 afterwards (what the layers contribute), then runs SST-2 dev sentences and measures, for every
+layer l and every pair of real tokens (i, j) of a sentence, the distance ratio
 
     ‖h_i^(l) − h_j^(l)‖ / ‖h_i^(l−1) − h_j^(l−1)‖,
 
@@ -22,9 +24,11 @@ encoder). It also reports each token's norm ratio ‖h_i^(l)‖ / ‖h_i^(l−1)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +40,7 @@ from hf_variants.core.injective_layer import InjectiveLayer
 from hf_variants.glue import load_glue_local
 from hf_variants.lab.analysis import layer_distance_ratios, summarise
 from hf_variants.tokenization import train_wordpiece_tokenizer
+from hf_variants.training.nonfinite import NonFiniteStepError, nonfinite_gradients
 from hf_variants.transject import TransJectConfig, TransJectForSequenceClassification
 
 
@@ -59,6 +64,10 @@ def build_models(vocab_size: int, hidden: int, layers: int, max_len: int, pad_id
     transject = TransJectConfig(num_experts=4, **shared)
     configs = {
         "TransJect": transject,
+        "TransJect, residual_weight=sigmoid": TransJectConfig(num_experts=4, residual_weight="sigmoid", **shared),
+        "TransJect, sigmoid, N(0, 1) token embeddings": TransJectConfig(
+            num_experts=4, residual_weight="sigmoid", embedding_init="standard_normal", **shared
+        ),
         "TransJect, residual_weight=linear": TransJectConfig(num_experts=4, residual_weight="linear", **shared),
         "Entropic-TransJect": TransJectConfig(num_experts=4, entropic=True, **shared),
         "matched control (softmax, BERT layers)": matched_control(transject),
@@ -75,8 +84,21 @@ def build_models(vocab_size: int, hidden: int, layers: int, max_len: int, pad_id
 
 
 def residual_weights(model: torch.nn.Module) -> list[float]:
-    """α_l of every injective layer (``tanh(a_l)`` or ``a_l``), empty for other layers."""
+    """α_l of every injective layer (``tanh(a_l)``, ``sigmoid(a_l)`` or ``a_l``), empty for other layers."""
     return [m.residual_weight().item() for m in model.modules() if isinstance(m, InjectiveLayer)]
+
+
+@contextlib.contextmanager
+def layers_as_identity(model: torch.nn.Module) -> Iterator[None]:
+    """Every injective layer with α_l = 0 (each layer the identity) inside the block."""
+    layers = [m for m in model.modules() if isinstance(m, InjectiveLayer)]
+    for layer in layers:
+        layer.residual_weight = lambda layer=layer: torch.zeros_like(layer.alpha)
+    try:
+        yield
+    finally:
+        for layer in layers:
+            del layer.residual_weight
 
 
 def train(
@@ -92,6 +114,10 @@ def train(
             alphas[step] = residual_weights(model)
         output = model(**batches[step % len(batches)])
         output.loss.backward()
+        nonfinite = nonfinite_gradients(model.named_parameters())  # before clipping, which spreads inf as NaN
+        loss_text = None if torch.isfinite(output.loss) else str(output.loss.item())
+        if nonfinite or loss_text is not None:
+            raise NonFiniteStepError(step + 1, nonfinite, loss_text)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad()
@@ -199,6 +225,11 @@ def main() -> None:
             "final_train_loss": final_loss,
             "residual_weight_alpha_by_step": alphas,
             "dev_accuracy": accuracy(model, dev_batches),
+        }
+        if alphas:
+            with layers_as_identity(model):
+                results["models"][name]["dev_accuracy_alpha_zero"] = accuracy(model, dev_batches)
+        results["models"][name] |= {
             "distance_ratio": [summarise(v) for v in ratios["distance_ratio"]],
             "norm_ratio": [summarise(v) for v in ratios["norm_ratio"]],
             "encoder_distance_ratio_max": float(np.prod([v.max() for v in ratios["distance_ratio"]])),

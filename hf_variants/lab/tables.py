@@ -144,7 +144,8 @@ def settings_text(grid_dir: Path, tasks: list[str]) -> str:
 
 
 def transject_bounds_table(results_file: Path) -> str:
-    """The layer-wise distance ratios of ``scripts/transject_bounds.py`` with the trained α_l."""
+    """The layer-wise distance ratios of ``scripts/transject_bounds.py`` with the trained α_l and the dev
+    accuracy with every α_l set to 0 (what the layers contribute; recorded since the sigmoid rows)."""
     import json
 
     results = json.loads(results_file.read_text(encoding="utf-8"))
@@ -152,13 +153,15 @@ def transject_bounds_table(results_file: Path) -> str:
     layers = len(first["distance_ratio"])
     header = " | ".join(f"layer {i} max / median" for i in range(1, layers + 1))
     lines = [
-        f"| model | SST-2 dev acc. | {header} | trained α_l (layers 1–{layers}) |",
-        "|---|---:|" + "---:|" * layers + "---|",
+        f"| model | SST-2 dev acc. | with α_l = 0 | {header} | trained α_l (layers 1–{layers}) |",
+        "|---|---:|---:|" + "---:|" * layers + "---|",
     ]
     for name, model in results["models"].items():
         ratios = " | ".join(f"{s['max']:.3f} / {s['median']:.3f}" for s in model["distance_ratio"])
         alphas = model.get("residual_weight_alpha_by_step") or {}
         final = alphas[max(alphas, key=int)] if alphas else None
         alpha_text = ", ".join(f"{a:+.3f}" for a in final) if final else "— (no injective layers)"
-        lines.append(f"| {name} | {100 * model['dev_accuracy']:.1f}% | {ratios} | {alpha_text} |")
+        zeroed = model.get("dev_accuracy_alpha_zero")
+        zeroed_text = "—" if zeroed is None else f"{100 * zeroed:.1f}%"
+        lines.append(f"| {name} | {100 * model['dev_accuracy']:.1f}% | {zeroed_text} | {ratios} | {alpha_text} |")
     return "\n".join(lines) + "\n"
