@@ -17,7 +17,7 @@ from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassificatio
 
 from hf_variants.cli import main as cli_main
 from hf_variants.core.encoder_layers import MatchedSize
-from hf_variants.core.overrides import parse_overrides
+from hf_variants.core.overrides import format_overrides, parse_overrides
 from hf_variants.lab import compare
 from hf_variants.lab.spec import ModelSpec
 from hf_variants.training import checkpoints
@@ -234,7 +234,7 @@ def test_default_models_keep_their_sizes_and_specs_add_theirs() -> None:
     """The defaults give the sizes the recorded reports used (each idea derives its own from the shared
     size); a switched axis brings its own size rule; a control takes its variant's sizes."""
     size = MatchedSize(128, 2, head_size=32, solver_tolerance=1e-3, max_solver_steps=50)
-    sizes = {name: parse_overrides(compare.size_overrides(ModelSpec(name), size)) for name in DEFAULT_MODELS}
+    sizes = {name: compare.matched_fields(ModelSpec(name), size) for name in DEFAULT_MODELS}
     shared = {"hidden_size": 128, "num_hidden_layers": 2}
     assert sizes == {
         "bert_control": {**shared, "intermediate_size": 512, "num_attention_heads": 4},
@@ -244,15 +244,16 @@ def test_default_models_keep_their_sizes_and_specs_add_theirs() -> None:
         "node_transformer": {**shared, "intermediate_size": 512, "num_attention_heads": 4,
                              "rtol": 1e-3, "atol": 1e-3, "max_num_steps": 50},
     }  # fmt: skip
-    mixed = parse_overrides(compare.size_overrides(ModelSpec.parse("macaron_bert:attention_type=mgk"), size))
+    mixed = compare.matched_fields(ModelSpec.parse("macaron_bert:attention_type=mgk"), size)
     assert mixed == {**sizes["mgk_bert"], "attention_type": "mgk"}
-    own = parse_overrides(compare.size_overrides(ModelSpec.parse("mgk_bert:num_attention_heads=1"), size))
+    own = compare.matched_fields(ModelSpec.parse("mgk_bert:num_attention_heads=1"), size)
     assert own == {**sizes["mgk_bert"], "num_attention_heads": 1}
-    control = parse_overrides(compare.size_overrides(ModelSpec("transject").control(), size))
+    control = compare.matched_fields(ModelSpec("transject").control(), size)
     assert control == {**sizes["transject"], "attention_type": "softmax", "layer_scheme": "lie_trotter"}
     for name, fields in sizes.items():  # every size builds, at the shared width and depth
         config = ModelSpec(name).config(fields)
         assert (config.hidden_size, config.num_hidden_layers) == (128, 2)
+        assert parse_overrides(format_overrides(fields)) == fields  # what --config_overrides carries
 
 
 def test_overwrite_reaches_both_training_scripts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -391,7 +392,7 @@ def test_a_failing_learning_rate_is_recorded_and_not_chosen(monkeypatch: pytest.
     failing = {3e-4, 1e-3, 3e-3}
     with pytest.raises(RuntimeError, match=r"node_transformer on agreement: every learning rate failed.*lr 0.001"):
         compare.choose_learning_rate(args, None, spec, compare.SYNTHETIC_TASK, tmp_path, quiet=True)
-    assert parse_overrides(compare.size_overrides(spec, compare.matched_size(args)))["max_num_steps"] == 50
+    assert compare.matched_fields(spec, compare.matched_size(args))["max_num_steps"] == 50
 
 
 TINY_COMPARE = ["--models", "bert_control", "--hidden_size", "32", "--head_size", "16", "--num_layers", "1",

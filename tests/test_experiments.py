@@ -296,7 +296,7 @@ def test_a_non_finite_gradient_stops_the_run_before_any_weight_changes(monkeypat
     monkeypatch.setattr(training.AutoModelForSequenceClassification, "from_config", build_poisoned)
     monkeypatch.setattr(torch.optim.AdamW, "step", lambda self, *a, **k: steps_taken.append(1))
     settings = training.RunSettings(learning_rate=1e-3, warmup_ratio=0.0, steps=6, batch_size=8, seed=0)
-    record = training.train_and_evaluate(config, split, split, settings)
+    record = training.train_and_evaluate(config, tokenizer, split, split, settings)
     ((name, _),) = poisoned
     assert record["status"] == "diverged" and record["diverged_at_step"] == 2
     assert record["nonfinite_gradients"] == [name] and record["cause"] == f"Step 3: non-finite gradient in {name}"
@@ -334,18 +334,18 @@ def test_a_grid_run_is_the_fine_tuning_engine_with_typed_settings() -> None:
 
     training.AutoModelForSequenceClassification.from_config = keep
     try:
-        record = training.train_and_evaluate(config, split, split, settings)
+        record = training.train_and_evaluate(config, tokenizer, split, split, settings)
     finally:
         training.AutoModelForSequenceClassification.from_config = original
     torch.manual_seed(settings.seed)
     model = original(config)
     with tempfile.TemporaryDirectory() as folder:
         GlueTrainer(model=model, args=settings.training_arguments(folder), train_dataset=split,
-                    data_collator=training.PaddingCollator(config.pad_token_id)).train()  # fmt: skip
+                    data_collator=training.TokenCountingCollator(tokenizer)).train()  # fmt: skip
     grid_weights, engine_weights = trained["grid"].state_dict(), model.state_dict()
     assert all(torch.equal(grid_weights[k], engine_weights[k]) for k in engine_weights)
     assert record["status"] == "finished" and sum(record["prediction_counts"]) == len(labels)
     with torch.no_grad():
-        batch = training.PaddingCollator(config.pad_token_id)([split[i] for i in range(len(split))])
+        batch = training.TokenCountingCollator(tokenizer)([split[i] for i in range(len(split))])
         predicted = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.argmax(-1)
     assert record["accuracy"] == (predicted == batch["labels"]).float().mean().item()

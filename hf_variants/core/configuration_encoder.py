@@ -163,7 +163,8 @@ class EncoderConfig(PretrainedConfig):
         loaded = super().from_dict(config_dict, **kwargs)
         config = loaded[0] if isinstance(loaded, tuple) else loaded
         given = config_dict.keys() | kwargs.keys()
-        saved = super().from_dict(config_dict) if kwargs else config
+        switched = kwargs.keys() & {"attention_type", "layer_scheme"}  # set after construction, as every keyword
+        saved = super().from_dict(config_dict) if switched else config
         ideas = set(selected_ideas(saved.attention_type, saved.layer_scheme))
         ideas &= set(selected_ideas(config.attention_type, config.layer_scheme))
         legacy = {name: value for idea in ideas for name, value in idea.legacy_values.items() if name not in given}

@@ -33,7 +33,8 @@ from .validation import require_bool, require_choice, require_positive_int
 if TYPE_CHECKING:
     from .configuration_encoder import EncoderConfig
 
-RESIDUAL_WEIGHTS = ("linear", "tanh", "sigmoid")
+#: ``residual_weight`` → the map from the learnable a_l to α_l (``None``: α_l = a_l).
+RESIDUAL_WEIGHTS = {"linear": None, "tanh": torch.tanh, "sigmoid": torch.sigmoid}
 EXPERT_WEIGHTS = ("constant", "input_dependent")
 ENTROPIC_EVAL = ("expectation", "sample")
 
@@ -118,7 +119,7 @@ class InjectiveLayer(HoldsOrthogonalLinears, LayerScheme):
     def residual_weight(self) -> torch.Tensor:
         """α_l of eq. (3): ``tanh(a_l)`` (in (−1, 1)), ``sigmoid(a_l)`` (in (0, 1)) or the raw parameter
         (``"linear"``)."""
-        squash = {"tanh": torch.tanh, "sigmoid": torch.sigmoid, "linear": None}[self.config.residual_weight]
+        squash = RESIDUAL_WEIGHTS[self.config.residual_weight]
         return self.alpha if squash is None else squash(self.alpha)
 
     def expert_weights(

@@ -42,7 +42,7 @@ import torch
 from hf_variants_cli import compare as cli_arguments
 
 from ..core.encoder_layers import MatchedSize
-from ..core.overrides import format_overrides, parse_overrides
+from ..core.overrides import format_overrides
 from ..training import checkpoints, run_identity
 from .spec import EXTERNAL_REFERENCE, ModelSpec, with_matched_controls
 
@@ -188,15 +188,15 @@ def matched_size(args: argparse.Namespace) -> MatchedSize:
     return MatchedSize(args.hidden_size, args.num_layers, args.head_size, args.node_tolerance, NODE_MAX_STEPS)
 
 
-def size_overrides(spec: ModelSpec, size: MatchedSize) -> str:
-    """The spec's config at the matched ``size``, as ``--config_overrides`` text: what each idea of the
-    variant's pair derives from the size (:func:`~hf_variants.core.composition.matched_size_fields`),
-    then the spec's own overrides, which win; a matched control takes its variant's fields and then the
-    changes that turn the variant's idea off."""
+def matched_fields(spec: ModelSpec, size: MatchedSize) -> dict[str, Any]:
+    """The spec's config fields at the matched ``size``: what each idea of the variant's pair derives
+    from the size (:func:`~hf_variants.core.composition.matched_size_fields`), then the spec's own
+    overrides, which win; a matched control takes its variant's fields and then the changes that turn
+    the variant's idea off."""
     from ..core.composition import matched_size_fields
 
     variant = spec.control_of or spec
-    return format_overrides(spec.fields(matched_size_fields(*variant.pair(), size)))
+    return spec.fields(matched_size_fields(*variant.pair(), size))
 
 
 def headline(task: str, metrics: dict[str, float]) -> tuple[str, float]:
@@ -239,7 +239,7 @@ def pretrain(args: argparse.Namespace, source: DataSource, tokenizer: str, spec:
 
     argv = [
         "--model_type", spec.model_type,
-        "--config_overrides", size_overrides(spec, matched_size(args)),
+        "--config_overrides", format_overrides(matched_fields(spec, matched_size(args))),
         *source.corpus_args, "--tokenizer_name", tokenizer, "--max_seq_length", str(args.max_seq_length),
         "--per_device_train_batch_size", str(args.pretrain_batch_size),
         "--learning_rate", str(args.pretrain_learning_rate), "--num_warmup_steps", "0.1",
@@ -532,7 +532,7 @@ def compare_models(args: argparse.Namespace, argv: Sequence[str] | None) -> dict
             "control_of": spec.control_of.name if spec.control_of is not None else None,
             "control_changes": control_changes(spec),
             "has_attention_probabilities": analysis_has_attention(spec),
-            "config_overrides": parse_overrides(size_overrides(spec, matched_size(args))),
+            "config_overrides": matched_fields(spec, matched_size(args)),
             "parameters": sum(p.numel() for p in reloaded_mlm.parameters()),
             "pretraining": {key: mlm[key] for key in ("steps", "train_seconds", "train_tokens", "tokens_per_second",
                                                       "eval_loss", "perplexity", "final_train_loss")},

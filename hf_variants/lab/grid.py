@@ -89,6 +89,7 @@ class Grid:
         self.data_dir = data_dir
         self.folder = output_dir / settings.task
         self.data: TextClassificationData | None = None
+        self.tokenizer = None  # trained on the task's training split by prepare_data
         self.encoded: dict[str, EncodedSplit] = {}
 
     # ---------------------------------------------------------------- data
@@ -98,6 +99,7 @@ class Grid:
         (fit_texts, _), (_, held_labels) = data.held_out(s.heldout_fraction)
         # The tokenizer sees only the training split (deterministic: same texts, same vocabulary).
         tokenizer = train_wordpiece_tokenizer(data.train_texts, vocab_size=s.vocab_size)
+        self.tokenizer = tokenizer
         self.vocab_size = len(tokenizer)
         train = EncodedSplit.encode(tokenizer, data.train_texts, data.train_labels, s.max_length)
         cut = len(fit_texts)  # the held-out slice is the training split's tail: encode once, slice
@@ -128,7 +130,7 @@ class Grid:
             vocab_size=self.vocab_size,
             num_labels=self.data.num_labels,
             max_position_embeddings=self.settings.max_length,
-            pad_token_id=0,
+            pad_token_id=self.tokenizer.pad_token_id,
         )
 
     # ---------------------------------------------------------------- runs
@@ -146,7 +148,7 @@ class Grid:
             self.encoded["train"], self.encoded["test"])  # fmt: skip
         config = self.config(spec, role)
         started = time.time()
-        result = train_and_evaluate(config, train, evaluation, RunSettings(
+        result = train_and_evaluate(config, self.tokenizer, train, evaluation, RunSettings(
             learning_rate=learning_rate, warmup_ratio=s.warmup_ratio, steps=s.steps, batch_size=s.batch_size, seed=seed,
         ))  # fmt: skip
         record = {

@@ -19,7 +19,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from transformers import AutoModelForSequenceClassification, PreTrainedTokenizerFast, TrainingArguments
+from transformers import (
+    AutoModelForSequenceClassification,
+    DataCollatorWithPadding,
+    PreTrainedTokenizerFast,
+    TrainingArguments,
+)
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
 import hf_variants  # noqa: F401  (registers the variants)
@@ -52,24 +57,16 @@ class EncodedSplit(torch.utils.data.Dataset):
         return {"input_ids": self.input_ids[index], "labels": self.labels[index]}
 
 
-class PaddingCollator:
-    """Pads a batch to its longest sequence (``attention_mask`` 0 on padding) and counts the real
+class TokenCountingCollator(DataCollatorWithPadding):
+    """transformers' padding collator (the one ``hf-variants finetune`` uses) that also counts the real
     tokens it has seen (the run's throughput)."""
 
-    def __init__(self, pad_token_id: int) -> None:
-        self.pad_token_id = pad_token_id
-        self.tokens = 0
+    tokens: int = 0
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
-        width = max(len(f["input_ids"]) for f in features)
-        input_ids = torch.full((len(features), width), self.pad_token_id, dtype=torch.long)
-        attention_mask = torch.zeros((len(features), width), dtype=torch.long)
-        for i, feature in enumerate(features):
-            input_ids[i, : len(feature["input_ids"])] = torch.tensor(feature["input_ids"])
-            attention_mask[i, : len(feature["input_ids"])] = 1
-        self.tokens += int(attention_mask.sum())
-        labels = torch.tensor([f["labels"] for f in features])
-        return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+        batch = super().__call__(features)
+        self.tokens += int(batch["attention_mask"].sum())
+        return batch
 
 
 @dataclass(frozen=True)
@@ -96,12 +93,19 @@ class RunSettings:
         )  # fmt: skip
 
 
-def train_and_evaluate(config: Any, train: EncodedSplit, evaluation: EncodedSplit, settings: RunSettings) -> dict:
-    """Train a fresh model of ``config`` on ``train`` and evaluate it on ``evaluation``; returns the result
+def train_and_evaluate(
+    config: Any,
+    tokenizer: PreTrainedTokenizerFast,
+    train: EncodedSplit,
+    evaluation: EncodedSplit,
+    settings: RunSettings,
+) -> dict:
+    """Train a fresh model of ``config`` on ``train`` and evaluate it on ``evaluation`` (both encoded by
+    ``tokenizer``, which pads the batches); returns the result
     record (accuracy, prediction counts, whether it predicts one class, losses, timing, parameter count)."""
     torch.manual_seed(settings.seed)
     model = AutoModelForSequenceClassification.from_config(config)
-    collator = PaddingCollator(config.pad_token_id)
+    collator = TokenCountingCollator(tokenizer)
     with tempfile.TemporaryDirectory(prefix="grid-run-") as scratch:
         trainer = GlueTrainer(model=model, args=settings.training_arguments(scratch), train_dataset=train,
                               data_collator=collator)  # fmt: skip
