@@ -63,3 +63,20 @@ def synthetic_acceptability(count: int, seed: int = 0) -> list[tuple[str, int]]:
         examples.append((" ".join(words), int(acceptable)))
     rng.shuffle(examples)
     return examples
+
+
+def synthetic_subject_number(count: int, seed: int = 0) -> list[tuple[str, int]]:
+    """Is the subject plural? ``(sentence, 1)`` for "the cats …", ``(sentence, 0)`` for "the cat …",
+    with the verb's form drawn at random (independent of the subject's number, so it is no clue).
+    Unlike :func:`synthetic_acceptability` (an exclusive-or of two number markings, whose loss sits at
+    ln 2 for a random number of steps before a model leaves it), the answer is carried by one word,
+    the subject, so a small model learns it within a hundred steps: a task every model should learn,
+    not one on which the ideas differ."""
+    rng = random.Random(seed)
+    examples = []
+    for _ in range(count):
+        words = synthetic_sentence(rng).split()
+        kind = next(k for k, nouns in _SUBJECTS.items() if words[2].removesuffix("s") in nouns)
+        words[3] = rng.choice(next(pair for pair in _VERBS[kind] if words[3] in pair))
+        examples.append((" ".join(words), int(words[2] not in _SUBJECTS[kind])))
+    return examples

@@ -21,12 +21,35 @@ results.json, PNG figures).
 
 Data, in this order: --data_dir (wikitext-2/ and glue/ in the GLUE TSV layout), the HF_VARIANTS_DATA
 environment variable (a folder of the same layout), the Hub, else the package's embedded synthetic
-language and its subject-verb agreement task.
+language and its tasks (subject_number by default; agreement).
+
+--preset picks the budget: 'minutes' (the default: a few minutes on a 2-core CPU, every variant
+against its control over 3 fine-tuning seeds) or 'full' (the larger, slower comparison for real data:
+2 layers, 200 MLM steps, 600 fine-tuning steps, three learning rates). Any flag below overrides its
+preset's value.
 """
+
+#: The budgets of ``--preset``: flag name → value. Flags set on the command line override them.
+PRESETS: dict[str, dict[str, object]] = {
+    "minutes": {
+        "num_layers": 1, "max_seq_length": 32, "pretrain_steps": 100, "finetune_steps": 200,
+        "finetune_learning_rates": [1e-3, 3e-3], "num_seeds": 3,
+    },
+    "full": {
+        "num_layers": 2, "max_seq_length": 64, "pretrain_steps": 200, "finetune_steps": 600,
+        "finetune_learning_rates": [3e-4, 1e-3, 3e-3], "num_seeds": 3,
+    },
+}  # fmt: skip
+DEFAULT_PRESET = "minutes"
 
 
 def build_parser(prog: str = "hf-variants compare") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION, formatter_class=HelpFormatter)
+    parser.add_argument(
+        "--preset", choices=sorted(PRESETS), default=DEFAULT_PRESET,
+        help="The budget: 'minutes' (default; " + ", ".join(f"{k}={v}" for k, v in PRESETS["minutes"].items())
+        + ") or 'full' (" + ", ".join(f"{k}={v}" for k, v in PRESETS["full"].items()) + ").",
+    )  # fmt: skip
     parser.add_argument(
         "--models",
         nargs="+",
@@ -49,34 +72,59 @@ def build_parser(prog: str = "hf-variants compare") -> argparse.ArgumentParser:
         "holding another comparison is refused, and one holding this comparison continues it.",
     )
     parser.add_argument("--data_dir", type=Path, help="Folder with wikitext-2/ and glue/ (GLUE TSV layout).")
-    parser.add_argument("--tasks", nargs="+", help="GLUE tasks (default sst2; 'agreement' on the embedded data).")
+    parser.add_argument(
+        "--tasks", nargs="+",
+        help="GLUE tasks (default sst2) or, on the embedded data, subject_number (default) and/or agreement.",
+    )  # fmt: skip
     parser.add_argument("--no_hub", action="store_true", help="Skip the Hub in the data resolution.")
     parser.add_argument("--tokenizer", help="Use this tokenizer (path or Hub name) instead of training one.")
     parser.add_argument("--vocab_size", type=int, help="Of the trained tokenizer (default 8000; 200 synthetic).")
     parser.add_argument("--hidden_size", type=int, default=128, help="Hidden size of every model.")
-    parser.add_argument("--num_layers", type=int, default=2, help="Layers (blocks) of every model.")
+    parser.add_argument("--num_layers", type=int, help="Layers (blocks) of every model.")
     parser.add_argument("--head_size", type=int, default=32, help="Width of one attention head.")
     parser.add_argument("--node_tolerance", type=float, default=1e-3, help="rtol = atol of the N-ODE solver.")
-    parser.add_argument("--max_seq_length", type=int, default=64, help="Tokens per example.")
-    parser.add_argument("--pretrain_steps", type=int, default=200, help="MLM steps per model.")
+    parser.add_argument("--max_seq_length", type=int, help="Tokens per example.")
+    parser.add_argument("--pretrain_steps", type=int, help="MLM steps per model.")
     parser.add_argument("--pretrain_seconds", type=float, help="Also stop pretraining after this much time.")
     parser.add_argument("--pretrain_batch_size", type=int, default=16, help="MLM examples per step.")
     parser.add_argument("--pretrain_learning_rate", type=float, default=1e-3, help="MLM learning rate.")
     parser.add_argument("--max_pretrain_eval_samples", type=int, default=256, help="MLM validation examples.")
-    parser.add_argument("--finetune_steps", type=int, default=600, help="Fine-tuning steps per run.")
+    parser.add_argument("--finetune_steps", type=int, help="Fine-tuning steps per run.")
     parser.add_argument("--finetune_batch_size", type=int, default=32, help="Fine-tuning examples per step.")
     parser.add_argument(
         "--finetune_learning_rates",
         "--finetune_learning_rate",
         type=float,
         nargs="+",
-        default=[3e-4, 1e-3, 3e-3],
         help="Fine-tuning learning rates; with more than one, each model's is chosen per task by its score on a "
-        "held-out tenth of the training split (the dev set is seen only by the final run).",
+        "held-out tenth of the training split (the dev set is seen only by the final runs).",
+    )
+    parser.add_argument(
+        "--num_seeds", type=int,
+        help="Fine-tuning runs per model and task at the chosen learning rate, with seeds --seed, --seed + 1, …; "
+        "each variant-vs-control verdict is the paired interval over them.",
     )
     parser.add_argument("--heldout_fraction", type=float, default=0.1,
                         help="Share of the training split held out for choosing the learning rate.")  # fmt: skip
     parser.add_argument("--analysis_sentences", type=int, default=32, help="Dev sentences the analysis reads.")
     parser.add_argument("--seed", type=int, default=42, help="Seed of data, initialisation and masks.")
+    parser.add_argument(
+        "--workers", type=int, default=2,
+        help="Runs trained side by side (each on its share of the CPU threads); 1 runs them one after another "
+        "in this process.",
+    )
     parser.add_argument("--disable_tqdm", action="store_true", help="No progress bars.")
     return parser
+
+
+def parse_args(argv: list[str] | None = None, prog: str = "hf-variants compare") -> argparse.Namespace:
+    """The arguments, with every flag the command line left unset taken from ``--preset``."""
+    parser = build_parser(prog)
+    args = parser.parse_args(argv)
+    for name, value in PRESETS[args.preset].items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    for name in ("num_layers", "max_seq_length", "pretrain_steps", "finetune_steps", "num_seeds", "workers"):
+        if getattr(args, name) < 1:
+            parser.error(f"argument --{name}: must be at least 1, got {getattr(args, name)}.")
+    return args

@@ -34,6 +34,8 @@ RUN_MODELS = [
     "transject", "control of transject", "node_transformer", "control of node_transformer",
 ]  # fmt: skip
 MIXED_FOLDER = "macaron_bert__attention_type-mgk"
+TASK = compare.SYNTHETIC_TASK
+SEEDS = ["42", "43", "44"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -57,7 +59,7 @@ def report(tmp_path_factory) -> Path:
 
 def test_report_is_complete(report: Path) -> None:
     results = json.loads((report / "results.json").read_text())
-    assert results["data"]["kind"] == "synthetic" and results["tasks"] == [compare.SYNTHETIC_TASK]
+    assert results["data"]["kind"] == "synthetic" and results["tasks"] == [TASK]
     assert list(results["models"]) == RUN_MODELS
     text = (report / "report.md").read_text()
     for name in RUN_MODELS:
@@ -78,7 +80,7 @@ def test_report_is_complete(report: Path) -> None:
         assert f"]({figure['path']})" in text and f"*{figure['caption']}*" in text
     assert "hf-variants compare --output_dir" in text
     assert text.index("## Answer") < text.index("## All models") < text.index("## Figures")
-    assert "depend on the\nmachine's load" in text
+    assert "depend on the machine's load" in text
 
 
 def test_each_variant_is_paired_with_its_matched_control(report: Path) -> None:
@@ -104,15 +106,16 @@ def test_each_variant_is_paired_with_its_matched_control(report: Path) -> None:
         sizes = {k: v for k, v in models[variant]["config_overrides"].items() if k not in ("attention_type",)}
         assert sizes.items() <= control["config_overrides"].items()
         assert extra.items() <= control["config_overrides"].items()
-        assert f"| {variant} | {changes_shown[variant]} | agreement |" in text
+        assert f"| {variant} | {changes_shown[variant]} | {TASK} |" in text
     mixed = models["control of macaron_bert:attention_type=mgk"]["config_overrides"]
     assert mixed["num_attention_heads"] == 1 and mixed["head_dim"] == 16  # the MGK model's heads, not BERT's 2
     assert models["bert_control"]["control_of"] is None and "control of bert_control" not in models
 
 
 def test_report_numbers_match_the_saved_models(report: Path) -> None:
+    """Every seed's dev score and verdict, recomputed here from the saved classifier and the dev file."""
     results = json.loads((report / "results.json").read_text())
-    dev = [line.rsplit(",", 1) for line in (report / "data" / "agreement_dev.csv").read_text().splitlines()[1:]]
+    dev = [line.rsplit(",", 1) for line in (report / "data" / f"{TASK}_dev.csv").read_text().splitlines()[1:]]
     sentences, labels = [s for s, _ in dev], np.asarray([int(label) for _, label in dev])
     tokenizer = AutoTokenizer.from_pretrained(report / "tokenizer")
     for name, entry in results["models"].items():
@@ -123,81 +126,97 @@ def test_report_numbers_match_the_saved_models(report: Path) -> None:
             entry["pretraining"]["perplexity"]
             == json.loads((folder / "mlm" / "results.json").read_text())["perplexity"]
         )
-        classifier = AutoModelForSequenceClassification.from_pretrained(folder / "agreement").eval()
-        with torch.no_grad():
-            batch = tokenizer(sentences, padding=True, truncation=True, max_length=32, return_tensors="pt")
-            predicted = classifier(**batch).logits.argmax(-1).numpy()
-        tuned = entry["fine_tuning"]["agreement"]
-        assert tuned["value"] == pytest.approx(float((predicted == labels).mean())), name
-        one_class = np.bincount(predicted, minlength=2).max() >= 0.99 * len(predicted)
-        assert tuned["did_not_learn"] == one_class, name
-        chance = np.bincount(labels).max() / len(labels)
-        guessing = tuned["value"] < chance + 1.96 * (chance * (1 - chance) / len(labels)) ** 0.5
-        shown = f"did not learn (chance {100 * chance:.1f})" if one_class else (
-            f"{100 * tuned['value']:.1f}" + (f" (at chance {100 * chance:.1f})" if guessing else ""))  # fmt: skip
-        assert f"| {shown} |" in (report / "report.md").read_text(), name
+        runs = entry["fine_tuning"][TASK]["runs"]
+        assert sorted(runs) == SEEDS
+        for seed, run in runs.items():
+            classifier = AutoModelForSequenceClassification.from_pretrained(folder / f"{TASK}-seed{seed}").eval()
+            with torch.no_grad():
+                batch = tokenizer(sentences, padding=True, truncation=True, max_length=32, return_tensors="pt")
+                predicted = classifier(**batch).logits.argmax(-1).numpy()
+            assert run["value"] == pytest.approx(float((predicted == labels).mean())), name
+            one_class = np.bincount(predicted, minlength=2).max() >= 0.99 * len(predicted)
+            assert run["did_not_learn"] == one_class, name
+            assert run["status"] == ("did not learn" if one_class else run["status"])
+            assert json.loads((folder / f"{TASK}-seed{seed}" / "results.json").read_text())["seed"] == int(seed)
     nfe = results["models"]["node_transformer"]["analysis"]["nfe_per_block"]
     assert len(nfe) == 3 and all(len(row) == 2 and min(row) >= 6 for row in nfe)  # dopri5: ≥ 6 per step
     assert results["models"]["bert_control"]["analysis"]["attention_rank_fraction"]["mean"] <= 1.0
     assert len(results["models"]["transject"]["analysis"]["distance_ratio"]) == 2
 
 
-def fine_tuning(value: float, did_not_learn: bool = False) -> dict:
-    """One model's fine-tuning entry as ``compare`` records it: accuracy on 400 dev examples, half positive."""
-    return {"metric": "accuracy", "value": value, "did_not_learn": did_not_learn, "chance": 0.5,
-            "dev_examples": 400, "learning_rate": 1e-3,
-            "heldout_scores_by_learning_rate": {"0.0003": 0.5, "0.001": 0.55, "0.003": 0.5}}  # fmt: skip
+def seed_runs(values: list[float], statuses: list[str] | None = None) -> dict:
+    """Runs as ``compare`` records them: accuracy on 400 dev examples, half positive, a falling loss
+    curve unless a status says otherwise."""
+    runs = {}
+    for index, value in enumerate(values):
+        status = (statuses or ["learned"] * len(values))[index]
+        curve = [0.69] * 8 if status == "stayed on the plateau" else [0.69, 0.5, 0.3, 0.2, 0.1, 0.05, 0.02, 0.01]
+        logged = [{"step": 5 * (i + 1), "loss": loss} for i, loss in enumerate(curve)]
+        runs[str(42 + index)] = {"metric": "accuracy", "value": value, "status": status, "curve": logged,
+                                 "did_not_learn": status == "did not learn", "chance": 0.5, "dev_examples": 400}
+    return runs
 
 
 @pytest.mark.parametrize(
-    ("variant", "control", "variant_shown", "conclusion"),
+    ("variant", "control", "statuses", "difference", "conclusion"),
     [
-        # 0.5 + 1.96 · √(0.25 / 400) = 0.549: 54.5% on 400 examples is a guessing model's score, 56% is not
-        (0.545, 1.0, "54.5 (at chance 50.0)", "mgk_bert scored no better than chance at this budget"),
-        (0.43, 0.9, "43.0 (at chance 50.0)", "mgk_bert scored no better than chance at this budget"),
-        (0.56, 1.0, "56.0", "mgk_bert below its control by 44.0 points — one seed, so no interval."),
-        (0.97, 0.99, "97.0", "below its control by 2.0 points — one seed, so no interval: differences of a few"),
-        (0.99, 0.99, "99.0", "mgk_bert equal to its control — one seed"),
+        # differences 0.02, 0.03, 0.01: mean 0.02, s = 0.01, t(0.975, 2) = 4.303 → ± 2.48 points
+        ([0.92, 0.93, 0.91], [0.90, 0.90, 0.90], None, "+2.0 [-0.5, +4.5]",
+         "no difference detected: +2.0 [-0.5, +4.5] points over 3 seeds (the interval holds 0)"),
+        # differences 0.09, 0.07, 0.09: s = 0.0115 → ± 4.303 · 0.0115 / √3 = 2.87 points; bold: excludes 0
+        ([0.99, 0.98, 0.99], [0.90, 0.91, 0.90], None, "**+8.3 [+5.5, +11.2]**",
+         "above its control: **+8.3 [+5.5, +11.2]** points over 3 seeds"),
+        # seed 44: the variant stayed on the plateau; paired over 42 and 43 only (t(0.975, 1) = 12.706)
+        ([0.80, 0.82, 0.55], [0.90, 0.91, 0.90], ["learned", "learned", "stayed on the plateau"],
+         "**-9.5 [-15.9, -3.1]**", "Left out: variant seed 44: stayed on the plateau."),
+        ([0.5, 0.5, 0.7], [0.9, 0.9, 0.9], ["did not learn", "did not learn", "learned"], "—",
+         "no verdict: fewer than 2 of 3 seeds where both learned"),
     ],
 )
-def test_answer_marks_scores_at_chance_and_words_differences_by_size(variant, control, variant_shown, conclusion):
-    results = {"tasks": ["agreement"], "models": {
-        "mgk_bert": {"control_of": None, "fine_tuning": {"agreement": fine_tuning(variant)}},
+def test_answer_gives_paired_verdicts_over_seeds_and_names_runs_left_out(
+    variant, control, statuses, difference, conclusion
+):
+    results = {"tasks": [TASK], "models": {
+        "mgk_bert": {"control_of": None, "fine_tuning": {TASK: {"metric": "accuracy", "learning_rate": 1e-3,
+                                                                "runs": seed_runs(variant, statuses)}}},
         "control of mgk_bert": {"control_of": "mgk_bert", "control_changes": {"attention_type": "softmax"},
-                                "fine_tuning": {"agreement": fine_tuning(control)}},
+                                "fine_tuning": {TASK: {"metric": "accuracy", "learning_rate": 3e-3,
+                                                       "runs": seed_runs(control)}}},
     }}  # fmt: skip
     text = "\n".join(compare.answer_lines(results))
-    assert f"| agreement | {variant_shown} | {100 * control:.1f} |" in text
+    row = next(line for line in text.splitlines() if line.startswith("| mgk_bert |"))
+    assert f"| {difference} |" in row, row
     assert conclusion in text
-    if "chance" in conclusion:
-        assert "(0.0003, 0.001, 0.003), so this run says nothing about mgk_bert's idea" in text
-        assert "within seed-to-seed spread" not in text
+    if difference == "—":
+        assert "says nothing about mgk_bert's idea" in text and "(1/3 learned: 2 did not learn)" in row
 
 
 def test_learning_rate_is_chosen_on_held_out_training_data(report: Path) -> None:
     """Every model's fine-tuning rate is the best of the sweep on a held-out tenth of the training split
-    (those runs never evaluate dev); only the final run at that rate is scored on dev."""
+    (those runs never evaluate dev); only the final runs at that rate, one per seed, are scored on dev."""
     results = json.loads((report / "results.json").read_text())
     for name, entry in results["models"].items():
-        tuned = entry["fine_tuning"]["agreement"]
+        tuned = entry["fine_tuning"][TASK]
         scores = {float(rate): score for rate, score in tuned["heldout_scores_by_learning_rate"].items()}
-        assert sorted(scores) == [3e-4, 1e-3, 3e-3]
+        assert sorted(scores) == [1e-3, 3e-3]  # the default preset's rates
         assert tuned["learning_rate"] == min(r for r, v in scores.items() if v == max(scores.values())), name
         folder = report / "models" / ModelSpec.parse(name).folder
         for rate, score in scores.items():
-            sweep = json.loads((folder / f"agreement-sweep-lr{rate:g}" / "results.json").read_text())
+            sweep = json.loads((folder / f"{TASK}-sweep-lr{rate:g}" / "results.json").read_text())
             assert sweep["evaluated_on"].startswith("held-out 0.1 of the training split")
             assert sweep["eval"]["validation"]["samples"] == 200  # a tenth of the 2,000 training rows, not dev's 400
-            assert sweep["eval"]["validation"]["accuracy"] == score
-        final = json.loads((folder / "agreement" / "results.json").read_text())
-        assert final["evaluated_on"] == "dev set" and final["eval"]["validation"]["samples"] == 400
+            assert sweep["eval"]["validation"]["accuracy"] == score and sweep["seed"] == 42
+        for seed in SEEDS:
+            final = json.loads((folder / f"{TASK}-seed{seed}" / "results.json").read_text())
+            assert final["evaluated_on"] == "dev set" and final["eval"]["validation"]["samples"] == 400
+            assert final["seed"] == int(seed) and f"--learning_rate {tuned['learning_rate']} " in final["command"]
 
 
 def test_export_writes_a_card_with_the_fine_tuning_result(report: Path, tmp_path: Path) -> None:
     import shutil
 
     checkpoint = tmp_path / "edited"  # a copy edited by hand: its manifest would refuse the edit, so it goes
-    shutil.copytree(report / "models" / MIXED_FOLDER / "agreement", checkpoint)
+    shutil.copytree(report / "models" / MIXED_FOLDER / f"{TASK}-seed42", checkpoint)
     (checkpoint / checkpoints.MANIFEST_FILE).unlink()
     (checkpoint / "results.json").write_text(json.dumps({**json.loads((checkpoint / "results.json").read_text()),
                                                          "task": "cola"}))  # fmt: skip
@@ -269,7 +288,7 @@ def test_overwrite_reaches_both_training_scripts(monkeypatch: pytest.MonkeyPatch
         seen.clear()
         args = compare.parse_args(["--output_dir", str(tmp_path), *flag])
         compare.pretrain(args, source, "tok", ModelSpec("bert_control"))
-        compare.fine_tune(args, source, ModelSpec("bert_control"), compare.SYNTHETIC_TASK, 1e-3, "run")
+        compare.fine_tune(args, source, ModelSpec("bert_control"), compare.SYNTHETIC_TASK, 1e-3, "run", seed=1)
         assert ("--overwrite_output_dir" in seen["mlm"]) == bool(flag)
         glue = seen["glue"]
         assert glue[glue.index("--overwrite_output_dir") + 1] == expected_glue
@@ -312,7 +331,9 @@ def test_resolution_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert source.kind == "hub" and source.corpus_args[:2] == ["--dataset_name", "wikitext"]
     monkeypatch.setattr(compare, "hub_reachable", lambda timeout=10.0: False)
     source = compare.resolve_data(None, None, tmp_path / "out", seed=0)
-    assert source.kind == "synthetic" and (tmp_path / "out" / "data" / "agreement_train.csv").is_file()
+    assert source.kind == "synthetic" and (tmp_path / "out" / "data" / f"{TASK}_train.csv").is_file()
+    source = compare.resolve_data(given, ["agreement"], tmp_path / "out", seed=0)  # an embedded task, by name
+    assert source.kind == "synthetic" and list(source.task_args) == ["agreement"]
 
 
 def test_offline_hub_is_not_reachable(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -335,7 +356,7 @@ def test_incomplete_data_dir_errors_name_what_is_missing(tmp_path: Path) -> None
 
 def test_glue_tasks_without_any_data_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(compare.DATA_ENV, raising=False)
-    with pytest.raises(FileNotFoundError, match=r"embedded default has only the synthetic task 'agreement'"):
+    with pytest.raises(FileNotFoundError, match=r"only the tasks \['agreement', 'subject_number'\]"):
         compare.resolve_data(None, ["sst2"], tmp_path, seed=0, use_hub=False)
 
 
@@ -359,7 +380,7 @@ def test_console_shows_progress_bars_not_log_lines(tmp_path: Path) -> None:
         str(CLI), "compare", "--output_dir", str(tmp_path), "--models", "bert_control", "--hidden_size", "32",
         "--head_size", "16", "--num_layers", "1", "--pretrain_steps", "4", "--finetune_steps", "12",
         "--pretrain_batch_size", "8", "--finetune_batch_size", "8", "--max_seq_length", "32",
-        "--analysis_sentences", "2",
+        "--analysis_sentences", "2", "--num_seeds", "1", "--finetune_learning_rates", "1e-3", "--workers", "1",
     ]  # fmt: skip
     completed = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=600)
     assert completed.returncode == 0, completed.stderr[-4000:]
@@ -367,38 +388,32 @@ def test_console_shows_progress_bars_not_log_lines(tmp_path: Path) -> None:
     assert "compare (all models): 100%" in console and "MLM: 100%" in console
     for noise in ("{'loss'", "'grad_norm'", "***** train metrics", "Casting", "Map:", "Loading weights"):
         assert noise not in console, noise
-    assert "train_loss" in (tmp_path / "models" / "bert_control" / "agreement.log").read_text()
-    history = json.loads((tmp_path / "models" / "bert_control" / "agreement" / "trainer_state.json").read_text())
+    assert "train_loss" in (tmp_path / "models" / "bert_control" / f"{TASK}-seed42.log").read_text()
+    history = json.loads((tmp_path / "models" / "bert_control" / f"{TASK}-seed42" / "trainer_state.json").read_text())
     assert [e["step"] for e in history["log_history"] if "loss" in e] == [5, 10]  # logged, not printed
 
 
-def test_a_failing_learning_rate_is_recorded_and_not_chosen(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """An N-ODE run whose solver gives up at one rate scores None there; the best finished rate is
-    chosen; when every rate fails, the error names the model, the task and each failure."""
-    from hf_variants.core.ode_layer import ODESolverError
+def test_a_failing_learning_rate_is_recorded_and_not_chosen() -> None:
+    """An N-ODE run whose solver gives up at one rate scores None there and the best finished rate is
+    chosen; when every rate fails, the smallest is taken (its final runs show the failure over seeds)."""
+    scored = {3e-4: 0.6, 1e-3: 0.7, 3e-3: 0.9}
 
-    def fake_fine_tune(args, source, spec, task, rate, name, heldout=False):
-        assert heldout and name == f"{task}-sweep-lr{rate:g}"
-        if rate in failing:
-            raise ODESolverError(f"N-ODE block 0: the dopri5 solver failed at lr {rate:g}")
-        return {"eval": {"validation": {"accuracy": {3e-4: 0.6, 1e-3: 0.7, 3e-3: 0.9}[rate]}}}
+    def outcomes(failing: set[float]) -> dict:
+        return {rate: {"failed": f"ODESolverError: the dopri5 solver failed at lr {rate:g}"} if rate in failing
+                else {"eval": {"validation": {"accuracy": score}}} for rate, score in scored.items()}  # fmt: skip
 
-    monkeypatch.setattr(compare, "fine_tune", fake_fine_tune)
-    args = compare.parse_args(["--output_dir", str(tmp_path)])
-    spec = ModelSpec("node_transformer")
-    failing = {3e-3}
-    chosen, scores = compare.choose_learning_rate(args, None, spec, compare.SYNTHETIC_TASK, tmp_path, quiet=True)
+    chosen, scores = compare.choose_learning_rate(TASK, outcomes({3e-3}))
     assert chosen == 1e-3 and scores == {3e-4: 0.6, 1e-3: 0.7, 3e-3: None}
-    failing = {3e-4, 1e-3, 3e-3}
-    with pytest.raises(RuntimeError, match=r"node_transformer on agreement: every learning rate failed.*lr 0.001"):
-        compare.choose_learning_rate(args, None, spec, compare.SYNTHETIC_TASK, tmp_path, quiet=True)
-    assert compare.matched_fields(spec, compare.matched_size(args))["max_num_steps"] == 50
+    assert compare.choose_learning_rate(TASK, outcomes(set()))[0] == 3e-3
+    assert compare.choose_learning_rate(TASK, outcomes(set(scored))) == (3e-4, dict.fromkeys(scored))
+    args = compare.parse_args(["--output_dir", "unused"])
+    assert compare.matched_fields(ModelSpec("node_transformer"), compare.matched_size(args))["max_num_steps"] == 50
 
 
 TINY_COMPARE = ["--models", "bert_control", "--hidden_size", "32", "--head_size", "16", "--num_layers", "1",
                 "--pretrain_steps", "4", "--finetune_steps", "6", "--finetune_learning_rates", "1e-3",
                 "--pretrain_batch_size", "8", "--finetune_batch_size", "8", "--max_seq_length", "32",
-                "--analysis_sentences", "2", "--disable_tqdm"]  # fmt: skip
+                "--analysis_sentences", "2", "--num_seeds", "1", "--workers", "1", "--disable_tqdm"]  # fmt: skip
 
 
 def run_compare(output: Path, *extra: str, failpoint: str | None = None) -> subprocess.CompletedProcess:
@@ -443,3 +458,80 @@ def test_compare_owns_its_folder_and_reuses_finished_stages_after_a_kill(tmp_pat
     weights.write_bytes(bytes(data))
     altered = run_compare(output)
     assert altered.returncode == 1 and "model.safetensors does not match the SHA-256" in altered.stderr
+
+
+def test_presets_set_the_budget_and_flags_on_the_command_line_win(capsys: pytest.CaptureFixture) -> None:
+    from hf_variants_cli.compare import PRESETS
+
+    default = compare.parse_args([])
+    assert default.preset == "minutes"
+    assert {name: getattr(default, name) for name in PRESETS["minutes"]} == PRESETS["minutes"]
+    full = compare.parse_args(["--preset", "full", "--finetune_steps", "7"])
+    assert full.finetune_steps == 7 and full.pretrain_steps == PRESETS["full"]["pretrain_steps"] == 200
+    for argv, named in ((["--num_seeds", "0"], "argument --num_seeds"), (["--workers", "0"], "argument --workers"),
+                        (["--preset", "huge"], "argument --preset")):  # fmt: skip
+        with pytest.raises(SystemExit):
+            compare.parse_args(argv)
+        assert named in capsys.readouterr().err
+
+
+def test_synthetic_subject_number_labels_the_subject_and_the_verb_is_no_clue() -> None:
+    from hf_variants.synthetic import _SUBJECTS, synthetic_subject_number
+
+    examples = synthetic_subject_number(400, seed=3)
+    singular_nouns = {noun for nouns in _SUBJECTS.values() for noun in nouns}
+    verb_is_plural_form = []
+    for sentence, label in examples:
+        words = sentence.split()
+        assert label == int(words[2] not in singular_nouns), sentence
+        verb_is_plural_form.append((label, not words[3].endswith("s")))
+    for label in (0, 1):  # the verb's form agrees with the subject in about half of each class
+        agreeing = [plural_verb == bool(label) for lab, plural_verb in verb_is_plural_form if lab == label]
+        assert 0.4 < sum(agreeing) / len(agreeing) < 0.6
+    assert 0.4 < sum(label for _, label in examples) / len(examples) < 0.6
+
+
+#: A budget at which the Macaron pair learns the embedded task (every seed, in seconds): so its verdict
+#: is a real one, not "no verdict".
+LEARNING_COMPARE = ["--models", "macaron_bert", "--hidden_size", "32", "--head_size", "16", "--pretrain_steps", "20",
+                    "--finetune_steps", "60", "--finetune_learning_rates", "3e-3", "--num_seeds", "2",
+                    "--analysis_sentences", "2", "--disable_tqdm"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def thread_runs(tmp_path_factory) -> dict[str, dict]:
+    """The same comparison three ways: one run at a time with 1 and with 2 threads, and two side by side."""
+    results = {}
+    for name, threads, workers in (("1 thread", "1", "1"), ("2 threads", "2", "1"), ("side by side", "1", "2")):
+        output = tmp_path_factory.mktemp("threads")
+        env = {k: v for k, v in os.environ.items() if k != compare.DATA_ENV}
+        env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS=threads)
+        command = [str(CLI), "compare", "--output_dir", str(output), *LEARNING_COMPARE, "--workers", workers]
+        completed = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=600)
+        assert completed.returncode == 0, completed.stderr[-4000:]
+        report = (output / "report.md").read_text()
+        results[name] = {"results": json.loads((output / "results.json").read_text()),
+                         "conclusions": report.split("What to conclude:")[1].split("## All models")[0]}  # fmt: skip
+    return results
+
+
+def test_the_verdict_is_the_same_with_one_or_two_threads(thread_runs: dict[str, dict]) -> None:
+    """Two threads change the digits of the runs, not what the report concludes."""
+    one, two = thread_runs["1 thread"], thread_runs["2 threads"]
+    for results in (one["results"], two["results"]):
+        for entry in results["models"].values():
+            assert {run["status"] for run in entry["fine_tuning"][TASK]["runs"].values()} == {"learned"}
+    assert "no difference detected" in one["conclusions"] or "its control:" in one["conclusions"]
+    assert one["conclusions"] == two["conclusions"]
+
+
+def test_runs_side_by_side_are_the_runs_one_after_another(thread_runs: dict[str, dict]) -> None:
+    """``--workers 2`` trains the same runs as ``--workers 1`` at the same thread count: equal curves and
+    scores, and the same pretraining."""
+    alone, pooled = thread_runs["1 thread"]["results"]["models"], thread_runs["side by side"]["results"]["models"]
+    assert list(alone) == list(pooled) == ["macaron_bert", "control of macaron_bert"]
+    for name in alone:
+        assert alone[name]["pretraining"]["eval_loss"] == pooled[name]["pretraining"]["eval_loss"]
+        for seed, run in alone[name]["fine_tuning"][TASK]["runs"].items():
+            other = pooled[name]["fine_tuning"][TASK]["runs"][seed]
+            assert (run["curve"], run["value"]) == (other["curve"], other["value"]), (name, seed)

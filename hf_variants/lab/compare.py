@@ -32,6 +32,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,10 +45,12 @@ from hf_variants_cli import compare as cli_arguments
 from ..core.encoder_layers import MatchedSize
 from ..core.overrides import format_overrides
 from ..training import checkpoints, run_identity
+from . import verdicts
 from .spec import EXTERNAL_REFERENCE, ModelSpec, with_matched_controls
 
 DATA_ENV = cli_arguments.DATA_ENV
-SYNTHETIC_TASK = "agreement"
+#: The embedded default's fine-tuning task when no data is given (see :func:`embedded_tasks`).
+SYNTHETIC_TASK = "subject_number"
 #: Solver steps per N-ODE block and forward in the comparison (healthy runs take a handful at rtol 1e-3).
 NODE_MAX_STEPS = 50
 
@@ -132,33 +135,49 @@ def hub_reachable(timeout: float = 10.0) -> bool:
     return True
 
 
-def synthetic_source(folder: Path, seed: int) -> DataSource:
-    """Write the embedded default data into ``folder``: the synthetic language (MLM) and the
-    subject–verb agreement task (CSV with ``sentence``/``label``)."""
-    from ..synthetic import synthetic_acceptability, synthetic_sentences
+def embedded_tasks() -> dict[str, Callable[..., list[tuple[str, int]]]]:
+    """The tasks of the embedded default, name → generator of ``(sentence, label)`` rows."""
+    from ..synthetic import synthetic_acceptability, synthetic_subject_number
 
+    return {"subject_number": synthetic_subject_number, "agreement": synthetic_acceptability}
+
+
+def synthetic_source(folder: Path, seed: int, tasks: Sequence[str] = (SYNTHETIC_TASK,)) -> DataSource:
+    """Write the embedded default data into ``folder``: the synthetic language (MLM) and each of
+    ``tasks`` (CSV with ``sentence``/``label``: 2,000 training and 400 dev rows)."""
+    from ..synthetic import synthetic_sentences
+
+    generators = embedded_tasks()
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "train.txt").write_text("\n".join(synthetic_sentences(6000, seed=seed)) + "\n")
     (folder / "valid.txt").write_text("\n".join(synthetic_sentences(600, seed=seed + 1)) + "\n")
-    for split, count, offset in (("train", 2000, 2), ("dev", 400, 3)):
-        rows = synthetic_acceptability(count, seed=seed + offset)
-        lines = ["sentence,label", *(f"{sentence},{label}" for sentence, label in rows)]
-        (folder / f"{SYNTHETIC_TASK}_{split}.csv").write_text("\n".join(lines) + "\n")
+    task_args = {}
+    for task in tasks:
+        for split, count, offset in (("train", 2000, 2), ("dev", 400, 3)):
+            rows = generators[task](count, seed=seed + offset)
+            lines = ["sentence,label", *(f"{sentence},{label}" for sentence, label in rows)]
+            (folder / f"{task}_{split}.csv").write_text("\n".join(lines) + "\n")
+        task_args[task] = ["--train_file", str(folder / f"{task}_train.csv"),
+                           "--validation_file", str(folder / f"{task}_dev.csv")]  # fmt: skip
+    described = {"subject_number": "subject number (is the subject plural? the verb's form is no clue)",
+                 "agreement": "subject–verb agreement (is the verb form right for the subject's number?)"}  # fmt: skip
     return DataSource(
         "synthetic",
-        f"embedded default in {folder}: the package's synthetic language for MLM and its subject–verb "
-        "agreement task (is the verb form right for the subject's number?) for fine-tuning",
+        f"embedded default in {folder}: the package's synthetic language for MLM and its "
+        f"{' and '.join(described[task] for task in tasks)} task{'s' if len(tasks) > 1 else ''} for fine-tuning",
         ["--train_file", str(folder / "train.txt"), "--validation_file", str(folder / "valid.txt")],
-        {SYNTHETIC_TASK: ["--train_file", str(folder / f"{SYNTHETIC_TASK}_train.csv"),
-                          "--validation_file", str(folder / f"{SYNTHETIC_TASK}_dev.csv")]},
+        task_args,
         synthetic_dir=folder,
-    )  # fmt: skip
+    )
 
 
 def resolve_data(
     data_dir: Path | None, tasks: Sequence[str] | None, output_dir: Path, seed: int, use_hub: bool = True
 ) -> DataSource:
-    """The first available of --data_dir, $HF_VARIANTS_DATA, the Hub, the embedded default."""
+    """The first available of --data_dir, $HF_VARIANTS_DATA, the Hub, the embedded default; tasks of
+    the embedded default (:func:`embedded_tasks`) are always taken from it."""
+    if tasks and set(tasks) <= embedded_tasks().keys():
+        return synthetic_source(output_dir / "data", seed, list(dict.fromkeys(tasks)))
     glue_tasks = list(tasks) if tasks else ["sst2"]
     if data_dir is not None:
         return local_source("data_dir", Path(data_dir), glue_tasks)
@@ -171,10 +190,10 @@ def resolve_data(
             ["--dataset_name", "wikitext", "--dataset_config_name", "wikitext-2-raw-v1"],
             {task: ["--task_name", task] for task in glue_tasks},
         )
-    if tasks and list(tasks) != [SYNTHETIC_TASK]:
+    if tasks:
         raise FileNotFoundError(
             f"No data for tasks {list(tasks)}: no --data_dir, no ${DATA_ENV}, and the Hub is not reachable. "
-            f"The embedded default has only the synthetic task {SYNTHETIC_TASK!r}."
+            f"The embedded default has only the tasks {sorted(embedded_tasks())}."
         )
     return synthetic_source(output_dir / "data", seed)
 
@@ -199,11 +218,16 @@ def matched_fields(spec: ModelSpec, size: MatchedSize) -> dict[str, Any]:
     return spec.fields(matched_size_fields(*variant.pair(), size))
 
 
-def headline(task: str, metrics: dict[str, float]) -> tuple[str, float]:
-    """The task's headline metric and its value (accuracy for the synthetic task)."""
+def headline_metric(task: str) -> str:
+    """The name of the task's headline metric (accuracy for the embedded tasks)."""
     from ..glue import get_task
 
-    name = "accuracy" if task == SYNTHETIC_TASK else get_task(task).headline_metric
+    return "accuracy" if task in embedded_tasks() else get_task(task).headline_metric
+
+
+def headline(task: str, metrics: dict[str, float]) -> tuple[str, float]:
+    """The task's headline metric and its value."""
+    name = headline_metric(task)
     return name, metrics[name]
 
 
@@ -211,10 +235,10 @@ def headline(task: str, metrics: dict[str, float]) -> tuple[str, float]:
 # Pipeline
 # --------------------------------------------------------------------------------------------
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    """The arguments of ``hf-variants compare`` (:mod:`hf_variants_cli.compare`), with ``--models``
-    turned into checked :class:`ModelSpec` s here, where the registry is at hand."""
+    """The arguments of ``hf-variants compare`` (:mod:`hf_variants_cli.compare`, ``--preset`` applied),
+    with ``--models`` turned into checked :class:`ModelSpec` s here, where the registry is at hand."""
     parser = cli_arguments.build_parser()
-    args = parser.parse_args(argv)
+    args = cli_arguments.parse_args(argv)
     try:
         args.models = [ModelSpec.parse(text) for text in args.models]
     except ValueError as error:
@@ -251,15 +275,21 @@ def pretrain(args: argparse.Namespace, source: DataSource, tokenizer: str, spec:
         argv += ["--time_budget_seconds", str(args.pretrain_seconds)]
     if args.overwrite_output_dir:
         argv.append("--overwrite_output_dir")
-    if args.disable_tqdm:
+    if not stage_bars(args):
         argv.append("--disable_tqdm")
     inputs = [*source.input_files(), *sorted(Path(tokenizer).glob("*"))]
     return finished_stage(args.output_dir / "models" / spec.folder / "mlm", argv, inputs, run_mlm.main)
 
 
+def stage_bars(args: argparse.Namespace) -> bool:
+    """Whether each stage shows its own progress bar: only when runs go one after another on a console
+    (side by side, their bars would overwrite each other; the run's own bar remains)."""
+    return not args.disable_tqdm and args.workers == 1
+
+
 def fine_tune(
     args: argparse.Namespace, source: DataSource, spec: ModelSpec, task: str, learning_rate: float,
-    output_name: str, heldout: bool = False,
+    output_name: str, seed: int, heldout: bool = False,
 ) -> dict[str, Any]:
     """One run_glue fine-tuning into ``models/<spec>/<output_name>``; with ``heldout`` it trains on the
     training split without a held-out slice and is scored on that slice, never on dev."""
@@ -271,9 +301,10 @@ def fine_tune(
         "--max_train_samples", str(args.finetune_steps * args.finetune_batch_size),
         "--per_device_train_batch_size", str(args.finetune_batch_size), "--per_device_eval_batch_size", "64",
         "--learning_rate", str(learning_rate), "--warmup_steps", "0.1",
-        "--max_seq_length", str(args.max_seq_length), "--no_pad_to_max_length", "--seed", str(args.seed),
+        "--max_seq_length", str(args.max_seq_length), "--no_pad_to_max_length", "--seed", str(seed),
         "--logging_steps", "5", "--save_strategy", "no", "--report_to", "none", "--log_level", "error",
-        "--dataloader_pin_memory", "false", "--disable_tqdm", str(args.disable_tqdm).lower(), "--print_logs", "false",
+        "--dataloader_pin_memory", "false", "--disable_tqdm", str(not stage_bars(args)).lower(),
+        "--print_logs", "false",
         "--output_dir", str(args.output_dir / "models" / spec.folder / output_name),
         "--overwrite_output_dir", str(args.overwrite_output_dir).lower(),
     ]  # fmt: skip
@@ -308,33 +339,137 @@ def finished_stage(folder: Path, argv: list[str], inputs: Sequence[Path],
     return result
 
 
-def choose_learning_rate(
-    args: argparse.Namespace, source: DataSource, spec: ModelSpec, task: str, log_dir: Path, quiet: bool
-) -> tuple[float, dict[str, float]]:
-    """The fine-tuning learning rate with the best held-out score (ties: the smaller), and every
-    rate's score; a single ``--finetune_learning_rates`` value is taken as given."""
-    rates = sorted(args.finetune_learning_rates)
-    if len(rates) == 1:
-        return rates[0], {}
-    # A rate whose training fails (N-ODE solver gave up, non-finite loss) scores None and is not chosen.
+@dataclass(frozen=True)
+class Run:
+    """One training run of the comparison: a model's MLM pretraining (no ``task``), a held-out run for
+    choosing the learning rate, or a final fine-tuning run at one seed."""
+
+    spec: ModelSpec
+    task: str | None = None
+    learning_rate: float | None = None
+    seed: int | None = None
+    heldout: bool = False
+
+    @property
+    def folder_name(self) -> str:
+        """Its folder (and ``.log`` file) under ``models/<spec>/``."""
+        if self.task is None:
+            return "mlm"
+        return f"{self.task}-sweep-lr{self.learning_rate:g}" if self.heldout else f"{self.task}-seed{self.seed}"
+
+
+def train(args: argparse.Namespace, source: DataSource, tokenizer: str, run: Run) -> dict[str, Any]:
+    """The run's stage (in a worker or in this process), what it prints going to its log file. A
+    fine-tuning run that the N-ODE solver or the non-finite check stops is an outcome, recorded as
+    ``{"failed": "<error>"}``; a pretraining that stops ends the comparison."""
     from ..core.ode_layer import ODESolverError
 
-    scores: dict[float, float | None] = {}
-    failures = {}
-    for rate in rates:
-        name = f"{task}-sweep-lr{rate:g}"
+    quiet = not args.disable_tqdm or args.workers > 1  # beside bars, or side by side: to the log file only
+    with console_to_file(args.output_dir / "models" / run.spec.folder / f"{run.folder_name}.log", quiet):
+        if run.task is None:
+            return pretrain(args, source, tokenizer, run.spec)
         try:
-            with console_to_file(log_dir / f"{name}.log", quiet=quiet):
-                result = fine_tune(args, source, spec, task, rate, name, heldout=True)
-        except (ODESolverError, FloatingPointError) as error:  # this rate's outcome: recorded, not chosen
-            scores[rate], failures[rate] = None, f"{type(error).__name__}: {error}"
-            continue
-        scores[rate] = headline(task, result["eval"]["validation"])[1]
+            return fine_tune(args, source, run.spec, run.task, run.learning_rate, run.folder_name,
+                             args.seed if run.heldout else run.seed, heldout=run.heldout)  # fmt: skip
+        except (ODESolverError, FloatingPointError) as error:
+            return {"failed": f"{type(error).__name__}: {error}"}
+
+
+def choose_learning_rate(
+    task: str, outcomes: dict[float, dict[str, Any]]
+) -> tuple[float, dict[float, float | None]]:
+    """The rate whose held-out run scored best (ties: the smaller) and every rate's score (None for a
+    run that failed, which is never chosen). When every rate failed, the smallest: the final runs then
+    show over seeds what happens at the most cautious rate, instead of one failure ending the comparison."""
+    scores = {rate: None if "failed" in result else headline(task, result["eval"]["validation"])[1]
+              for rate, result in sorted(outcomes.items())}  # fmt: skip
     finished = {rate: score for rate, score in scores.items() if score is not None}
     if not finished:
-        raise RuntimeError(f"{spec.name} on {task}: every learning rate failed: {failures}")
+        return min(scores), scores
     best = max(finished.values())
     return min(rate for rate, score in finished.items() if score == best), scores
+
+
+def fine_tuning_seeds(args: argparse.Namespace) -> list[int]:
+    """``--seed``, ``--seed + 1``, … (``--num_seeds`` of them)."""
+    return [args.seed + offset for offset in range(args.num_seeds)]
+
+
+def train_all(
+    args: argparse.Namespace, source: DataSource, tokenizer: str, specs: Sequence[ModelSpec], tasks: Sequence[str],
+    finished: Callable[[Run], None],
+) -> tuple[dict[Run, dict[str, Any]], dict[tuple[str, str], float]]:
+    """Every run of the comparison, ``--workers`` at a time: each model's pretraining, then per task
+    its held-out runs (one per rate, when there are several), then its final runs at the chosen rate,
+    one per seed. Returns each run's result and the chosen rate per (model, task); ``finished`` is
+    called as each run ends."""
+    from concurrent.futures import FIRST_COMPLETED, wait
+
+    results: dict[Run, dict[str, Any]] = {}
+    chosen: dict[tuple[str, str], float] = {}
+    rates = sorted(args.finetune_learning_rates)
+
+    def final_runs(spec: ModelSpec, task: str, rate: float) -> list[Run]:
+        chosen[spec.name, task] = rate
+        return [Run(spec, task, rate, seed) for seed in fine_tuning_seeds(args)]
+
+    def runs_after(run: Run) -> list[Run]:
+        if run.task is None:  # pretrained: the held-out runs, or with one rate the final runs
+            if len(rates) == 1:
+                return [r for task in tasks for r in final_runs(run.spec, task, rates[0])]
+            return [Run(run.spec, task, rate, heldout=True) for task in tasks for rate in rates]
+        if run.heldout:
+            sweep = {rate: results.get(Run(run.spec, run.task, rate, heldout=True)) for rate in rates}
+            if all(result is not None for result in sweep.values()):
+                rate, _ = choose_learning_rate(run.task, sweep)
+                return final_runs(run.spec, run.task, rate)
+        return []
+
+    with executor(args) as pool:
+        pending = {pool.submit(train, args, source, tokenizer, Run(spec)): Run(spec) for spec in specs}
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                run = pending.pop(future)
+                results[run] = future.result()
+                finished(run)
+                for follow in runs_after(run):
+                    pending[pool.submit(train, args, source, tokenizer, follow)] = follow
+    return results, chosen
+
+
+class InlineExecutor(Executor):
+    """Runs each submitted call at once, in this process (``--workers 1``)."""
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as error:  # handed to the caller by future.result(), as a pool would
+            future.set_exception(error)
+        return future
+
+
+def executor(args: argparse.Namespace) -> Executor:
+    """``--workers`` processes sharing this process's CPU threads, or :class:`InlineExecutor` for one."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    if args.workers == 1:
+        return InlineExecutor()
+    threads = max(1, torch.get_num_threads() // args.workers)
+    return ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=start_worker, initargs=(threads,))  # fmt: skip
+
+
+def start_worker(threads: int) -> None:
+    """A worker process: its share of the threads, and the libraries' bars off as in the main process."""
+    import datasets
+    from transformers.utils import logging as transformers_logging
+
+    torch.set_num_threads(threads)
+    datasets.disable_progress_bars()
+    transformers_logging.disable_progress_bar()
 
 
 def recomputed_metric(
@@ -369,18 +504,6 @@ def learning_verdict(model, predicted: np.ndarray, labels: np.ndarray) -> dict[s
     counts = np.bincount(predicted.astype(int), minlength=model.config.num_labels).tolist()
     return {"did_not_learn": predicts_one_class(counts), "chance": majority_share(labels.tolist()),
             "prediction_counts": counts, "dev_examples": len(labels)}  # fmt: skip
-
-
-def at_chance(tuned: dict[str, Any]) -> bool:
-    """Whether a classifier that predicts several classes still scores no better than chance: its dev
-    accuracy is below :func:`~hf_variants.lab.statistics.guessing_bound` of the dev majority
-    share. Only for accuracy; a model that "did not learn" is flagged as such instead."""
-    from .statistics import guessing_bound
-
-    chance, examples = tuned.get("chance"), tuned.get("dev_examples")
-    if tuned.get("did_not_learn") or tuned.get("metric") != "accuracy" or chance is None or not examples:
-        return False
-    return tuned["value"] < guessing_bound(chance, examples)
 
 
 def control_changes(spec: ModelSpec) -> dict[str, Any] | None:
@@ -478,7 +601,7 @@ def run(args: argparse.Namespace, argv: Sequence[str] | None) -> dict[str, Any]:
 
 def compare_models(args: argparse.Namespace, argv: Sequence[str] | None) -> dict[str, Any]:
     from tqdm.auto import tqdm
-    from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
 
     import hf_variants  # noqa: F401  (registers the variants)
 
@@ -498,30 +621,32 @@ def compare_models(args: argparse.Namespace, argv: Sequence[str] | None) -> dict
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_name)
     sentences = source.dev_split(tasks[0])[0][: args.analysis_sentences]
 
-    models: dict[str, dict[str, Any]] = {}
-    analyses: dict[str, dict[str, Any]] = {}
     specs = list(args.models) if args.no_matched_controls else with_matched_controls(args.models)
     names = [spec.name for spec in specs]
     if len(set(names)) != len(names):
         raise ValueError(f"--models names a model twice: {names}")
-    runs_per_task = 1 + (len(args.finetune_learning_rates) if len(args.finetune_learning_rates) > 1 else 0)
-    overall = tqdm(total=len(specs) * (1 + len(tasks) * runs_per_task), desc="compare (all models)", position=0,
-                   disable=args.disable_tqdm, unit="run")  # fmt: skip
+    sweep_runs = len(args.finetune_learning_rates) if len(args.finetune_learning_rates) > 1 else 0
+    overall = tqdm(total=len(specs) * (1 + len(tasks) * (sweep_runs + args.num_seeds)), desc="compare (all models)",
+                   position=0, disable=args.disable_tqdm, unit="run")  # fmt: skip
 
-    def stage(index: int, name: str, what: str) -> None:
+    def finished(run: Run) -> None:
+        what = "MLM pretraining" if run.task is None else run.folder_name
         if args.disable_tqdm:
-            print(f"[hf-variants compare] {index}/{len(specs)} {name}: {what}", flush=True)
+            print(f"[hf-variants compare] finished {run.spec.name}: {what}", flush=True)
         else:
-            overall.set_postfix_str(f"{index}/{len(specs)} {name}: {what}")
-
-    for index, spec in enumerate(specs, 1):
-        model_type = spec.name
-        stage(index, model_type, "MLM pretraining")
-        model_started = time.perf_counter()
-        model_dir = args.output_dir / "models" / spec.folder
-        with console_to_file(model_dir / "mlm.log", quiet=not args.disable_tqdm):
-            mlm = pretrain(args, source, tokenizer_name, spec)
+            overall.set_postfix_str(f"{run.spec.name}: {what}")
         overall.update()
+
+    training_started = time.perf_counter()
+    outcomes, chosen = train_all(args, source, tokenizer_name, specs, tasks, finished)
+    overall.close()
+    training_seconds = time.perf_counter() - training_started
+
+    models: dict[str, dict[str, Any]] = {}
+    analyses: dict[str, dict[str, Any]] = {}
+    for spec in specs:
+        model_dir = args.output_dir / "models" / spec.folder
+        mlm = outcomes[Run(spec)]
         reloaded_mlm = AutoModelForMaskedLM.from_pretrained(model_dir / "mlm")
         attention_type, layer_scheme = spec.pair()
         entry: dict[str, Any] = {
@@ -540,51 +665,42 @@ def compare_models(args: argparse.Namespace, argv: Sequence[str] | None) -> dict
             "fine_tuning": {},
         }  # fmt: skip
         for task in tasks:
-            stage(index, model_type, f"choosing the learning rate for {task} on held-out training data")
-            chosen, sweep = choose_learning_rate(args, source, spec, task, model_dir, quiet=not args.disable_tqdm)
-            overall.update(len(sweep))
-            stage(index, model_type, f"fine-tuning on {task} at learning rate {chosen:g}")
-            with console_to_file(model_dir / f"{task}.log", quiet=not args.disable_tqdm):
-                result = fine_tune(args, source, spec, task, chosen, task)
-            overall.update()
-            classifier = AutoModelForSequenceClassification.from_pretrained(model_dir / task)
-            recomputed, predicted, labels = recomputed_metric(classifier, tokenizer, source, task, args.max_seq_length)
-            reported = result["eval"]["validation"]
-            metric, value = headline(task, reported)
-            if abs(recomputed[metric] - value) > 1e-6:
-                raise RuntimeError(
-                    f"{model_type}/{task}: the reloaded model scores {metric}={recomputed[metric]:.6f}, the run "
-                    f"reported {value:.6f}: the saved model is not the evaluated one."
-                )
-            state = json.loads((model_dir / task / "trainer_state.json").read_text())
+            rates = sorted(args.finetune_learning_rates)
+            sweep = {rate: outcomes[Run(spec, task, rate, heldout=True)] for rate in rates} if len(rates) > 1 else {}
+            scores = choose_learning_rate(task, sweep)[1] if sweep else {}
+            rate = chosen[spec.name, task]
+            runs = {str(seed): final_run(args, source, tokenizer, spec, Run(spec, task, rate, seed), outcomes)
+                    for seed in fine_tuning_seeds(args)}  # fmt: skip
+            interval = verdicts.summary(runs)
             entry["fine_tuning"][task] = {
-                "metric": metric,
-                "value": value,
-                "metrics": {k: v for k, v in reported.items() if k not in ("runtime", "samples_per_second",
-                                                                           "steps_per_second", "epoch")},
-                "recomputed_after_reload": recomputed[metric],
-                "learning_rate": chosen,
-                "heldout_scores_by_learning_rate": {f"{rate:g}": score for rate, score in sweep.items()},
-                **learning_verdict(classifier, predicted, labels),
-                "train_seconds": result["train"]["train_runtime"],
-                "curve": [{"step": e["step"], "loss": e["loss"]} for e in state["log_history"] if "loss" in e],
+                "metric": headline_metric(task),
+                "learning_rate": rate,
+                "heldout_scores_by_learning_rate": {f"{r:g}": score for r, score in scores.items()},
+                "heldout_failures": {f"{r:g}": result["failed"] for r, result in sweep.items() if "failed" in result},
+                "runs": runs,
+                "learned": None if interval is None else {"mean": interval.mean, "half_width": interval.half_width,
+                                                          "seeds": interval.n},
             }  # fmt: skip
-            if task == tasks[0]:
-                eager = AutoModelForSequenceClassification.from_pretrained(
-                    model_dir / task, attn_implementation="eager"
-                )
-                analyses[model_type] = analyse(eager, tokenizer, sentences, args.max_seq_length)
-        entry["wall_seconds"] = time.perf_counter() - model_started
-        summary = analyses[model_type]
-        entry["analysis"] = {k: v for k, v in summary.items() if k not in ("attention_maps", "attention_sentence")}
-        if summary["attention_rank_fraction"] is not None:
-            entry["analysis"]["attention_rank_fraction"] = {
-                "mean": float(np.mean(summary["attention_rank_fraction"])),
-                "values": summary["attention_rank_fraction"],
-            }
-        models[model_type] = entry
+        analysed = next((name for task in tasks[:1] for name, run in entry["fine_tuning"][task]["runs"].items()
+                         if "failed" not in run), None)  # fmt: skip
+        if analysed is not None:
+            analyses[spec.name] = analyse(
+                classifier_from(model_dir / f"{tasks[0]}-seed{analysed}", attn_implementation="eager"),
+                tokenizer, sentences, args.max_seq_length,
+            )
+        entry["training_seconds"] = mlm["train_seconds"] + sum(
+            run.get("train_seconds", 0.0) for task in tasks for run in entry["fine_tuning"][task]["runs"].values()
+        )
+        summary = analyses.get(spec.name)
+        if summary is not None:
+            entry["analysis"] = {k: v for k, v in summary.items() if k not in ("attention_maps", "attention_sentence")}
+            if summary["attention_rank_fraction"] is not None:
+                entry["analysis"]["attention_rank_fraction"] = {
+                    "mean": float(np.mean(summary["attention_rank_fraction"])),
+                    "values": summary["attention_rank_fraction"],
+                }
+        models[spec.name] = entry
 
-    overall.close()
     figure_files = figures.write_all(args.output_dir, models, analyses, tasks[0])
     results = {
         "command": " ".join(["hf-variants compare", *(argv if argv is not None else sys.argv[2:])]),
@@ -594,6 +710,7 @@ def compare_models(args: argparse.Namespace, argv: Sequence[str] | None) -> dict
         "tokenizer": tokenizer_name,
         "models": models,
         "figures": figure_files,
+        "training_wall_seconds": training_seconds,
         "wall_seconds": time.perf_counter() - started,
     }
     (args.output_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
@@ -601,6 +718,46 @@ def compare_models(args: argparse.Namespace, argv: Sequence[str] | None) -> dict
     checkpoints.write_manifest(args.output_dir, files_before, "compare")
     print(f"[hf-variants compare] Report: {args.output_dir / 'report.md'} ({results['wall_seconds']:.0f} s).")
     return results
+
+
+def classifier_from(folder: Path, **kwargs: Any):
+    from transformers import AutoModelForSequenceClassification
+
+    return AutoModelForSequenceClassification.from_pretrained(folder, **kwargs)
+
+
+def final_run(
+    args: argparse.Namespace, source: DataSource, tokenizer, spec: ModelSpec, run: Run,
+    outcomes: dict[Run, dict[str, Any]],
+) -> dict[str, Any]:
+    """One final fine-tuning run's record: its dev score, recomputed from the model reloaded with
+    ``AutoModelForSequenceClassification`` (an error when the two differ), whether it learned
+    (:func:`~hf_variants.lab.verdicts.run_status`), its training curve; or the error that stopped it."""
+    result = outcomes[run]
+    if "failed" in result:
+        return {"failed": result["failed"], "status": verdicts.FAILED}
+    folder = args.output_dir / "models" / spec.folder / run.folder_name
+    classifier = classifier_from(folder)
+    recomputed, predicted, labels = recomputed_metric(classifier, tokenizer, source, run.task, args.max_seq_length)
+    reported = result["eval"]["validation"]
+    metric, value = headline(run.task, reported)
+    if abs(recomputed[metric] - value) > 1e-6:
+        raise RuntimeError(
+            f"{spec.name}/{run.folder_name}: the reloaded model scores {metric}={recomputed[metric]:.6f}, the run "
+            f"reported {value:.6f}: the saved model is not the evaluated one."
+        )
+    state = json.loads((folder / "trainer_state.json").read_text())
+    record = {
+        "metric": metric,
+        "value": value,
+        "metrics": {k: v for k, v in reported.items() if k not in ("runtime", "samples_per_second",
+                                                                   "steps_per_second", "epoch")},
+        "recomputed_after_reload": recomputed[metric],
+        **learning_verdict(classifier, predicted, labels),
+        "train_seconds": result["train"]["train_runtime"],
+        "curve": [{"step": e["step"], "loss": e["loss"]} for e in state["log_history"] if "loss" in e],
+    }  # fmt: skip
+    return {**record, "status": verdicts.run_status(record)}
 
 
 def _setting(value: Any) -> Any:
@@ -612,70 +769,65 @@ def _setting(value: Any) -> Any:
     return value
 
 
-def score_text(entry: dict[str, Any], task: str) -> str:
-    tuned = entry["fine_tuning"][task]
-    if tuned.get("did_not_learn"):
-        chance = tuned.get("chance")
-        return "did not learn" + (f" (chance {100 * chance:.1f})" if chance is not None else " (constant score)")
-    if at_chance(tuned):
-        return f"{100 * tuned['value']:.1f} (at chance {100 * tuned['chance']:.1f})"
-    return f"{100 * tuned['value']:.1f}"
+def score_text(tuned: dict[str, Any]) -> str:
+    """A model's score on a task over seeds: the mean ± 95% half-width of the runs that learned, and how
+    many did (``99.8 ± 0.4 (3/3 learned)``, ``— (0/3 learned: 3 stayed on the plateau)``)."""
+    from collections import Counter
+
+    runs = tuned["runs"]
+    interval = verdicts.summary(runs)
+    others = Counter(run["status"] for run in runs.values() if run["status"] != verdicts.LEARNED)
+    learned = len(runs) - sum(others.values())
+    why = "".join(f"{'; ' if index else ': '}{count} {status}" for index, (status, count) in enumerate(others.items()))
+    return f"{'—' if interval is None else interval.mean_text(100)} ({learned}/{len(runs)} learned{why})"
 
 
 def answer_lines(results: dict[str, Any]) -> list[str]:
-    """The report's first section: each variant against its matched control, and what to conclude."""
+    """The report's first section: each variant against its matched control over seeds, and what to
+    conclude (:func:`~hf_variants.lab.verdicts.pair_verdict`)."""
     tasks, models = results["tasks"], results["models"]
     pairs = [(entry["control_of"], name) for name, entry in models.items() if entry.get("control_of")]
     lines = ["## Answer: each variant against its matched control", ""]
     if not pairs:
         return [*lines, "No variant was run with its matched control (`--no_matched_controls`).", ""]
     lines += [
-        "| variant | matched control (only the idea turned off) | task | variant | control | variant − control | "
-        "learning rate (variant / control) |",
+        "| variant | matched control (only the idea turned off) | task | variant | control | "
+        "variant − control [95% interval] | learning rate (variant / control) |",
         "|---|---|---|---:|---:|---:|---|",
     ]
     conclusions = []
     for variant, control in pairs:
         for task in tasks:
             v, c = models[variant]["fine_tuning"][task], models[control]["fine_tuning"][task]
-            both = not v.get("did_not_learn") and not c.get("did_not_learn")
-            difference = f"{100 * (v['value'] - c['value']):+.1f}" if both else "—"
+            verdict = verdicts.pair_verdict(v["runs"], c["runs"])
+            difference = "—" if verdict.difference is None else verdict.difference.difference_text(100)
+            changes = ", ".join(f"`{k}={value}`" for k, value in models[control]["control_changes"].items())
             lines.append(
-                f"| {variant} | {', '.join(f'`{k}={v}`' for k, v in models[control]['control_changes'].items())} | "
-                f"{task} | "
-                f"{score_text(models[variant], task)} | {score_text(models[control], task)} | {difference} | "
+                f"| {variant} | {changes} | {task} | {score_text(v)} | {score_text(c)} | {difference} | "
                 f"{v['learning_rate']:g} / {c['learning_rate']:g} |"
             )
-            tried = (
-                f"with the best of the learning rates tried on held-out training data "
-                f"({', '.join(v['heldout_scores_by_learning_rate']) or 'one'}), so this run says nothing about "
-                f"{variant}'s idea; raise `--finetune_steps` or `--pretrain_steps`."
-            )
-            weak = [n for n, t in ((variant, v), ("its control", c)) if at_chance(t)]
-            if not both:
-                who = [n for n, t in ((variant, v), ("its control", c)) if t.get("did_not_learn")]
-                conclusions.append(
-                    f"- {task}: {' and '.join(who)} did not learn at this budget (≥ 99% of dev predictions one "
-                    f"class) {tried}"
+            left_out = [f"{who} {', '.join(items)}" for who, items in verdict.left_out.items() if items]
+            note = f" Left out: {'; '.join(left_out)}." if left_out else ""
+            for who, tuned in ((variant, v), ("its control", c)):
+                if tuned.get("heldout_failures") and len(tuned["heldout_failures"]) == len(
+                    tuned.get("heldout_scores_by_learning_rate", ())
+                ):
+                    note += f" Every held-out run of {who} failed, so its final runs used the smallest rate."
+            if verdict.difference is None:
+                note += (
+                    f" At this budget the pair says nothing about {variant}'s idea; raise `--finetune_steps` or "
+                    "`--pretrain_steps`, or use `--preset full`."
                 )
-            elif weak:  # both classifiers were scored on the same dev set
-                conclusions.append(
-                    f"- {task}: {' and '.join(weak)} scored no better than chance at this budget (below the "
-                    f"majority share {100 * v['chance']:.1f} plus 1.96 binomial standard errors on "
-                    f"{v['dev_examples']} dev examples) {tried}"
-                )
-            else:
-                gap = 100 * (v["value"] - c["value"])
-                spread = " — one seed, so no interval"
-                if abs(gap) < 5:
-                    spread += ": differences of a few points are within seed-to-seed spread at this size"
-                side = "equal to its control" if abs(gap) < 0.05 else (
-                    f"{'above' if gap > 0 else 'below'} its control by {abs(gap):.1f} points")  # fmt: skip
-                conclusions.append(f"- {task}: {variant} {side}{spread}.")
-    lines += ["", f"Dev {', '.join(sorted({models[pairs[0][0]]['fine_tuning'][t]['metric'] for t in tasks}))} ×100, "
-              "one seed; each model's fine-tuning learning rate was chosen per task by its score on a held-out "
-              "slice of the training split (the dev set was seen only by the final run), the budget is the "
-              "same for all. For intervals over seeds, see the documentation's \"Results\" page.", "",
+            conclusions.append(f"- {task}: {variant} — {verdict.text}.{note}")
+    seeds = len(models[pairs[0][0]]["fine_tuning"][tasks[0]]["runs"])
+    metrics = ", ".join(sorted({models[pairs[0][0]]["fine_tuning"][t]["metric"] for t in tasks}))
+    lines += ["", f"Dev {metrics} ×100: mean ± 95% half-width over the fine-tuning seeds that learned ({seeds} "
+              "seeds, one pretraining per model); the difference is paired by seed over the seeds where both "
+              "learned. A run that failed, predicted one class (≥ 99% of dev predictions), stayed on its "
+              f"starting loss (last quarter of its logged losses ≥ {verdicts.PLATEAU_SHARE:.0%} of the first) or "
+              "scored below chance (the dev majority share plus 1.96 binomial standard errors) is named and left "
+              "out. Each model's learning rate was chosen per task by its score on a held-out slice of the training "
+              "split; the dev set was seen only by the final runs.", "",
               "What to conclude:", "", *conclusions, ""]  # fmt: skip
     return lines
 
@@ -692,21 +844,24 @@ def report_markdown(results: dict[str, Any]) -> str:
         *answer_lines(results),
         "## All models",
         "",
-        f"| model | parameters | MLM steps | MLM tokens/s † | validation perplexity |{task_headers} wall time † |",
+        f"| model | parameters | MLM steps | MLM tokens/s † | validation perplexity |{task_headers} training time † |",
         "|---|---:|---:|---:|---:|" + "---:|" * len(tasks) + "---:|",
     ]
     for name, entry in results["models"].items():
         pre = entry["pretraining"]
-        scores = "".join(f" {score_text(entry, t)} |" for t in tasks)
+        scores = "".join(f" {score_text(entry['fine_tuning'][t])} |" for t in tasks)
         label = f"{name} (transformers BERT, external reference)" if entry.get("external_reference") else name
         lines.append(
             f"| {label} | {entry['parameters']:,} | {pre['steps']} | {pre['tokens_per_second']:,.0f} | "
-            f"{pre['perplexity']:.2f} |{scores} {entry['wall_seconds']:.0f} s |"
+            f"{pre['perplexity']:.2f} |{scores} {entry['training_seconds']:.0f} s |"
         )
-    lines += ["", "Dev scores ×100; every fine-tuned model was reloaded with `AutoModelForSequenceClassification`",
-              "and its dev score recomputed (equal to the reported one). † Tokens/s and wall time depend on the",
-              "machine's load while each model ran (on a busy machine they reversed the ranking); they are not a",
-              "speed comparison — `scripts/benchmark.py` is.", "", "## Figures", ""]  # fmt: skip
+    lines += ["", "Dev scores ×100 over seeds; every fine-tuned model was reloaded with",
+              "`AutoModelForSequenceClassification` and its dev score recomputed (equal to the reported one).",
+              "† Tokens/s and training time (pretraining plus the final runs) depend on the machine's load",
+              f"while each run trained ({results['settings']['workers']} runs side by side); they are not a speed",
+              "comparison — `scripts/benchmark.py` is.",
+              f"The comparison took {results['wall_seconds']:.0f} s, {results['training_wall_seconds']:.0f} s of "
+              "them training.", "", "## Figures", ""]  # fmt: skip
     without_attention = [n for n, e in results["models"].items() if not e.get("has_attention_probabilities", True)]
     if without_attention:
         lines += [f"No attention maps or ranks for {', '.join(without_attention)}: its token mixer has no attention "

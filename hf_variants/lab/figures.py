@@ -36,14 +36,14 @@ def smoothed(values: list[float], window: int) -> np.ndarray:
 
 def learning_curves(path: Path, models: dict[str, dict[str, Any]], task: str, window: int = 10) -> None:
     """MLM training loss and fine-tuning loss against the optimizer step, per model, smoothed over
-    ``window`` logged points (one seed: no band)."""
+    ``window`` logged points (fine-tuning: the model's first seed that finished; no band)."""
     plt = _pyplot()
     figure, (mlm, fine) = plt.subplots(1, 2, figsize=(11, 3.8))
     for index, (name, entry) in enumerate(models.items()):
         style = {"label": name, "linewidth": 1.2, "color": f"C{index % 10}", "linestyle": LINESTYLES[index // 10 % 4]}
         curve = entry["pretraining_curve"]
         mlm.plot([p["step"] for p in curve], smoothed([p["loss"] for p in curve], window), **style)
-        tuned = entry["fine_tuning"][task]["curve"]
+        tuned = next((run["curve"] for run in entry["fine_tuning"][task]["runs"].values() if "curve" in run), [])
         fine.plot([p["step"] for p in tuned], smoothed([p["loss"] for p in tuned], window), **style)
     mlm.set(title="MLM pretraining", xlabel="step", ylabel=f"masked-token loss (mean of {window} logs)")
     fine.set(title=f"Fine-tuning on {task}", xlabel="step", ylabel=f"training loss (mean of {window} logs)")
@@ -142,8 +142,9 @@ def write_all(
         written.append({"path": f"figures/{name}", "caption": caption})
         return folder / name
 
-    learning_curves(record("learning_curves.png", "Training losses (moving averages). Look for a fine-tuning "
-                           f"loss that stays flat near ln(classes): that model did not learn {task}."), models, task)
+    learning_curves(record("learning_curves.png", "Training losses (moving averages; fine-tuning: each model's "
+                           "first seed). Look for a fine-tuning loss that stays flat near ln(classes): that run did "
+                           f"not learn {task}."), models, task)
     for name, analysis in analyses.items():
         if analysis["attention_maps"] is not None:
             caption = (f"{name}: attention of one dev sentence, every layer and head (rows: queries, columns: keys). "

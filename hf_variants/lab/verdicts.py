@@ -1,0 +1,91 @@
+"""What one fine-tuning run shows (:func:`run_status`) and what a variant's runs against its matched
+control's show over seeds (:func:`pair_verdict`): the rules ``hf-variants compare`` reports with.
+
+A run *counts* only when it learned. One that failed (solver or non-finite stop), predicts one class,
+stayed on its starting loss or scores no better than chance is named as such and left out of the
+means and of the paired interval, never averaged in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .statistics import Interval, guessing_bound, mean_interval, paired_difference
+
+LEARNED = "learned"
+#: Statuses of runs that do not count, in the order a run is tested for them.
+FAILED, ONE_CLASS, ON_PLATEAU, AT_CHANCE = "failed", "did not learn", "stayed on the plateau", "at chance"
+#: A run "stayed on the plateau" when the mean of the last quarter of its logged training losses is
+#: still at least this share of its first logged loss.
+PLATEAU_SHARE = 0.9
+
+
+def stayed_on_plateau(losses: Sequence[float]) -> bool:
+    """Whether a training-loss curve ended where it started (see :data:`PLATEAU_SHARE`); a curve of
+    fewer than four logged losses says nothing and is not flagged."""
+    if len(losses) < 4:
+        return False
+    tail = losses[-max(1, len(losses) // 4) :]
+    return sum(tail) / len(tail) >= PLATEAU_SHARE * losses[0]
+
+
+def run_status(run: Mapping[str, Any]) -> str:
+    """:data:`LEARNED` or why the run does not count (:data:`FAILED`, :data:`ONE_CLASS`,
+    :data:`ON_PLATEAU`, :data:`AT_CHANCE`). ``run`` is a record of ``compare``: ``failed`` (an error
+    text), ``did_not_learn``, ``curve`` (logged losses), and for accuracy ``value``, ``chance`` and
+    ``dev_examples``."""
+    if run.get("failed"):
+        return FAILED
+    if run.get("did_not_learn"):
+        return ONE_CLASS
+    if stayed_on_plateau([point["loss"] for point in run.get("curve", [])]):
+        return ON_PLATEAU
+    chance, examples = run.get("chance"), run.get("dev_examples")
+    is_accuracy = run.get("metric") == "accuracy" and chance is not None and examples
+    return AT_CHANCE if is_accuracy and run["value"] < guessing_bound(chance, examples) else LEARNED
+
+
+def learned_values(runs: Mapping[str, Mapping[str, Any]]) -> dict[int, float]:
+    """Seed → score of the runs that learned."""
+    return {int(seed): run["value"] for seed, run in runs.items() if run_status(run) == LEARNED}
+
+
+def summary(runs: Mapping[str, Mapping[str, Any]]) -> Interval | None:
+    """Mean and 95% interval of the runs that learned (None when none did)."""
+    values = learned_values(runs)
+    return mean_interval(list(values.values())) if values else None
+
+
+@dataclass(frozen=True)
+class PairVerdict:
+    """A variant against its matched control on one task over seeds."""
+
+    difference: Interval | None  # variant − control over the seeds where both learned (None: < 2 such seeds)
+    seeds: int  # seeds run
+    left_out: dict[str, list[str]]  # "variant"/"control" → "seed 43: stayed on the plateau", …
+
+    @property
+    def text(self) -> str:
+        """One sentence: above / below / no difference detected / no verdict, with the interval."""
+        if self.difference is None:
+            return f"no verdict: fewer than 2 of {self.seeds} seeds where both learned"
+        shown = self.difference.difference_text(100)
+        if not self.difference.excludes_zero:
+            return f"no difference detected: {shown} points over {self.difference.n} seeds (the interval holds 0)"
+        side = "above" if self.difference.mean > 0 else "below"
+        return f"{side} its control: {shown} points over {self.difference.n} seeds"
+
+
+def pair_verdict(variant: Mapping[str, Mapping[str, Any]], control: Mapping[str, Mapping[str, Any]]) -> PairVerdict:
+    """The paired verdict of two models' runs (seed text → run record): the interval of the seed-wise
+    difference over the seeds where both learned; at least two such seeds, else no verdict."""
+    left_out = {
+        who: [f"seed {seed}: {status}" for seed, run in runs.items() if (status := run_status(run)) != LEARNED]
+        for who, runs in (("variant", variant), ("control", control))
+    }
+    v, c = learned_values(variant), learned_values(control)
+    both = v.keys() & c.keys()
+    difference = paired_difference(v, c) if len(both) >= 2 else None
+    return PairVerdict(difference, len(variant.keys() | control.keys()), left_out)

@@ -1,0 +1,51 @@
+"""What one fine-tuning run shows and when it counts (``hf_variants.lab.verdicts``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hf_variants.lab import verdicts
+
+
+def curve(*losses: float) -> list[dict[str, float]]:
+    return [{"step": 5 * (index + 1), "loss": loss} for index, loss in enumerate(losses)]
+
+
+@pytest.mark.parametrize(
+    ("losses", "flat"),
+    [
+        ((0.69, 0.70, 0.69, 0.68, 0.69, 0.70, 0.69, 0.69), True),  # ln 2 throughout
+        ((0.69, 0.69, 0.69, 0.69, 0.69, 0.69, 0.40, 0.05), False),  # left it in the last quarter
+        ((0.69, 0.50, 0.30, 0.10, 0.05, 0.02, 0.01, 0.01), False),
+        ((1.10, 1.05, 1.00, 1.00), True),  # 1.00 ≥ 0.9 · 1.10 = 0.99
+        ((0.69, 0.69, 0.69), False),  # too short to say
+    ],
+)
+def test_a_run_that_ends_at_its_starting_loss_stayed_on_the_plateau(losses, flat) -> None:
+    assert verdicts.stayed_on_plateau(list(losses)) is flat
+
+
+def test_run_status_names_why_a_run_does_not_count() -> None:
+    falling = curve(0.69, 0.4, 0.2, 0.1, 0.05, 0.02, 0.01, 0.01)
+    base = {"metric": "accuracy", "value": 0.9, "chance": 0.5, "dev_examples": 400, "curve": falling}
+    assert verdicts.run_status(base) == verdicts.LEARNED
+    assert verdicts.run_status({"failed": "ODESolverError: …"}) == verdicts.FAILED
+    assert verdicts.run_status({**base, "did_not_learn": True}) == verdicts.ONE_CLASS
+    assert verdicts.run_status({**base, "curve": curve(*[0.69] * 8)}) == verdicts.ON_PLATEAU
+    # 0.5 + 1.96 · √(0.25 / 400) = 0.549: 54.5% is a guessing model's score, 56% is not
+    assert verdicts.run_status({**base, "value": 0.545}) == verdicts.AT_CHANCE
+    assert verdicts.run_status({**base, "value": 0.56}) == verdicts.LEARNED
+    assert verdicts.run_status({**base, "metric": "pearson", "value": 0.1, "chance": None}) == verdicts.LEARNED
+
+
+def test_summary_and_pair_verdict_use_only_runs_that_learned() -> None:
+    falling = curve(0.69, 0.4, 0.2, 0.1, 0.05, 0.02, 0.01, 0.01)
+    run = {"metric": "accuracy", "chance": 0.5, "dev_examples": 400, "curve": falling}
+    variant = {"1": {**run, "value": 0.9}, "2": {**run, "value": 0.8}, "3": {"failed": "NonFiniteStepError: …"}}
+    control = {"1": {**run, "value": 0.7}, "2": {**run, "value": 0.7}, "3": {**run, "value": 0.95}}
+    interval = verdicts.summary(variant)
+    assert (interval.mean, interval.n) == (pytest.approx(0.85), 2)
+    verdict = verdicts.pair_verdict(variant, control)
+    assert verdict.difference.mean == pytest.approx(0.15) and verdict.difference.n == 2
+    assert verdict.left_out == {"variant": ["seed 3: failed"], "control": []} and verdict.seeds == 3
+    assert verdicts.summary({"1": {"failed": "x"}}) is None
