@@ -33,7 +33,7 @@ preset's value.
 PRESETS: dict[str, dict[str, object]] = {
     "minutes": {
         "num_layers": 1, "max_seq_length": 32, "pretrain_steps": 100, "finetune_steps": 200,
-        "finetune_learning_rates": [1e-3, 3e-3], "num_seeds": 3,
+        "finetune_learning_rates": [3e-4, 1e-3], "num_seeds": 3,
     },
     "full": {
         "num_layers": 2, "max_seq_length": 64, "pretrain_steps": 200, "finetune_steps": 600,

@@ -198,7 +198,7 @@ def test_learning_rate_is_chosen_on_held_out_training_data(report: Path) -> None
     for name, entry in results["models"].items():
         tuned = entry["fine_tuning"][TASK]
         scores = {float(rate): score for rate, score in tuned["heldout_scores_by_learning_rate"].items()}
-        assert sorted(scores) == [1e-3, 3e-3]  # the default preset's rates
+        assert sorted(scores) == [3e-4, 1e-3]  # the default preset's rates
         assert tuned["learning_rate"] == min(r for r, v in scores.items() if v == max(scores.values())), name
         folder = report / "models" / ModelSpec.parse(name).folder
         for rate, score in scores.items():

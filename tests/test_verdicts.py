@@ -41,11 +41,14 @@ def test_run_status_names_why_a_run_does_not_count() -> None:
 def test_summary_and_pair_verdict_use_only_runs_that_learned() -> None:
     falling = curve(0.69, 0.4, 0.2, 0.1, 0.05, 0.02, 0.01, 0.01)
     run = {"metric": "accuracy", "chance": 0.5, "dev_examples": 400, "curve": falling}
-    variant = {"1": {**run, "value": 0.9}, "2": {**run, "value": 0.8}, "3": {"failed": "NonFiniteStepError: …"}}
+    stopped = {"failed": "NonFiniteStepError: Step 45: non-finite gradient in fc.weight. Nothing was updated"}
+    variant = {"1": {**run, "value": 0.9}, "2": {**run, "value": 0.8}, "3": stopped}
     control = {"1": {**run, "value": 0.7}, "2": {**run, "value": 0.7}, "3": {**run, "value": 0.95}}
     interval = verdicts.summary(variant)
     assert (interval.mean, interval.n) == (pytest.approx(0.85), 2)
     verdict = verdicts.pair_verdict(variant, control)
     assert verdict.difference.mean == pytest.approx(0.15) and verdict.difference.n == 2
-    assert verdict.left_out == {"variant": ["seed 3: failed"], "control": []} and verdict.seeds == 3
+    assert verdict.left_out == {"variant": ["seed 3: failed (NonFiniteStepError: Step 45: non-finite gradient)"],
+                                "control": []}
+    assert verdict.seeds == 3
     assert verdicts.summary({"1": {"failed": "x"}}) is None

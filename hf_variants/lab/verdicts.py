@@ -8,6 +8,7 @@ means and of the paired interval, never averaged in.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +48,16 @@ def run_status(run: Mapping[str, Any]) -> str:
     return AT_CHANCE if is_accuracy and run["value"] < guessing_bound(chance, examples) else LEARNED
 
 
+def reason(run: Mapping[str, Any]) -> str:
+    """The run's status, for a failed run with the error's first clause (``failed (NonFiniteStepError:
+    Step 45: non-finite gradient)``)."""
+    status = run_status(run)
+    if status != FAILED:
+        return status
+    first = re.split(r"\. | in |; ", run["failed"], maxsplit=1)[0]
+    return f"{status} ({first})"
+
+
 def learned_values(runs: Mapping[str, Mapping[str, Any]]) -> dict[int, float]:
     """Seed → score of the runs that learned."""
     return {int(seed): run["value"] for seed, run in runs.items() if run_status(run) == LEARNED}
@@ -82,7 +93,7 @@ def pair_verdict(variant: Mapping[str, Mapping[str, Any]], control: Mapping[str,
     """The paired verdict of two models' runs (seed text → run record): the interval of the seed-wise
     difference over the seeds where both learned; at least two such seeds, else no verdict."""
     left_out = {
-        who: [f"seed {seed}: {status}" for seed, run in runs.items() if (status := run_status(run)) != LEARNED]
+        who: [f"seed {seed}: {reason(run)}" for seed, run in runs.items() if run_status(run) != LEARNED]
         for who, runs in (("variant", variant), ("control", control))
     }
     v, c = learned_values(variant), learned_values(control)
