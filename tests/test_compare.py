@@ -535,3 +535,43 @@ def test_runs_side_by_side_are_the_runs_one_after_another(thread_runs: dict[str,
         for seed, run in alone[name]["fine_tuning"][TASK]["runs"].items():
             other = pooled[name]["fine_tuning"][TASK]["runs"][seed]
             assert (run["curve"], run["value"]) == (other["curve"], other["value"]), (name, seed)
+
+
+def process_state(pid: int) -> str | None:
+    """The state letter of a process (``Z`` for a zombie), None when it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers die with the comparison on Linux")
+def test_a_killed_comparison_takes_its_side_by_side_runs_with_it(tmp_path: Path) -> None:
+    """kill -9 of ``compare --workers 2`` while its workers train: no worker lives on (it would keep
+    training and hold its run folder's lock against the re-run), and the re-run finishes."""
+    import signal
+    import time
+
+    output = tmp_path / "compare"
+    env = {k: v for k, v in os.environ.items() if k != compare.DATA_ENV}
+    env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    command = [str(CLI), "compare", "--output_dir", str(output), *TINY_COMPARE, "--workers", "2",
+               "--pretrain_steps", "400"]  # fmt: skip
+    process = subprocess.Popen(command, env=env, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    children_file = Path(f"/proc/{process.pid}/task/{process.pid}/children")
+    workers: list[int] = []
+    deadline = time.monotonic() + 300
+    while not workers and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.2)
+        if (output / "models" / "bert_control" / "mlm").is_dir():
+            pids = [int(pid) for pid in children_file.read_text().split()]
+            workers = [p for p in pids if "spawn_main" in Path(f"/proc/{p}/cmdline").read_text(errors="replace")]
+    assert workers, "no worker was training before the deadline"
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    deadline = time.monotonic() + 30
+    while any(process_state(pid) not in (None, "Z") for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert all(process_state(pid) in (None, "Z") for pid in workers)
+    rerun = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-4000:]

@@ -438,6 +438,20 @@ def train_all(
     return results, chosen
 
 
+def die_with(parent_pid: int) -> None:
+    """On Linux, have this process killed when ``parent_pid`` (the comparison) ends, even by SIGKILL:
+    an orphaned worker would keep training and hold its run folder's lock against the re-run."""
+    import ctypes
+    import signal
+
+    if not sys.platform.startswith("linux"):
+        return
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if os.getppid() != parent_pid:  # the comparison ended before the request took effect
+        os._exit(1)
+
+
 class InlineExecutor(Executor):
     """Runs each submitted call at once, in this process (``--workers 1``)."""
 
@@ -459,14 +473,16 @@ def executor(args: argparse.Namespace) -> Executor:
         return InlineExecutor()
     threads = max(1, torch.get_num_threads() // args.workers)
     return ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=start_worker, initargs=(threads,))  # fmt: skip
+                               initializer=start_worker, initargs=(threads, os.getpid()))  # fmt: skip
 
 
-def start_worker(threads: int) -> None:
-    """A worker process: its share of the threads, and the libraries' bars off as in the main process."""
+def start_worker(threads: int, comparison_pid: int) -> None:
+    """A worker process: it dies with the comparison (below), takes its share of the threads, and has
+    the libraries' bars off as in the main process."""
     import datasets
     from transformers.utils import logging as transformers_logging
 
+    die_with(comparison_pid)
     torch.set_num_threads(threads)
     datasets.disable_progress_bars()
     transformers_logging.disable_progress_bar()
