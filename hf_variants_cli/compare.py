@@ -15,7 +15,8 @@ DEFAULT_MODELS = ("bert_control", "macaron_bert", "mgk_bert", "transject", "node
 
 DESCRIPTION = """\
 The main job: pretrain every chosen model and its matched control (the same model with only its idea
-turned off) at one size with MLM, fine-tune each at a learning rate chosen on held-out training data,
+turned off) at one size with MLM, fine-tune each with several seeds at a learning rate chosen on
+held-out training data, give each variant-vs-control verdict as a seed-paired interval,
 reload everything through the Auto classes, measure, and write a report folder (report.md,
 results.json, PNG figures).
 
@@ -127,4 +128,7 @@ def parse_args(argv: list[str] | None = None, prog: str = "hf-variants compare")
     for name in ("num_layers", "max_seq_length", "pretrain_steps", "finetune_steps", "num_seeds", "workers"):
         if getattr(args, name) < 1:
             parser.error(f"argument --{name}: must be at least 1, got {getattr(args, name)}.")
+    rates = args.finetune_learning_rates
+    if len(set(rates)) != len(rates) or min(rates) <= 0:
+        parser.error(f"argument --finetune_learning_rates: needs distinct positive rates, got {rates}.")
     return args

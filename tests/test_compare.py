@@ -469,7 +469,9 @@ def test_presets_set_the_budget_and_flags_on_the_command_line_win(capsys: pytest
     full = compare.parse_args(["--preset", "full", "--finetune_steps", "7"])
     assert full.finetune_steps == 7 and full.pretrain_steps == PRESETS["full"]["pretrain_steps"] == 200
     for argv, named in ((["--num_seeds", "0"], "argument --num_seeds"), (["--workers", "0"], "argument --workers"),
-                        (["--preset", "huge"], "argument --preset")):  # fmt: skip
+                        (["--preset", "huge"], "argument --preset"),
+                        (["--finetune_learning_rates", "1e-3", "1e-3"], "argument --finetune_learning_rates"),
+                        (["--finetune_learning_rates", "0"], "argument --finetune_learning_rates")):  # fmt: skip
         with pytest.raises(SystemExit):
             compare.parse_args(argv)
         assert named in capsys.readouterr().err
@@ -537,6 +539,18 @@ def test_runs_side_by_side_are_the_runs_one_after_another(thread_runs: dict[str,
             assert (run["curve"], run["value"]) == (other["curve"], other["value"]), (name, seed)
 
 
+def children(parent: int) -> list[int]:
+    """The processes whose parent is ``parent`` (from ``/proc/<pid>/stat``)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == parent:
+                found.append(int(stat.parent.name))
+        except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+            continue  # ended while the folder was read
+    return found
+
+
 def process_state(pid: int) -> str | None:
     """The state letter of a process (``Z`` for a zombie), None when it is gone."""
     try:
@@ -558,14 +572,13 @@ def test_a_killed_comparison_takes_its_side_by_side_runs_with_it(tmp_path: Path)
     command = [str(CLI), "compare", "--output_dir", str(output), *TINY_COMPARE, "--workers", "2",
                "--pretrain_steps", "400"]  # fmt: skip
     process = subprocess.Popen(command, env=env, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    children_file = Path(f"/proc/{process.pid}/task/{process.pid}/children")
     workers: list[int] = []
     deadline = time.monotonic() + 300
     while not workers and time.monotonic() < deadline and process.poll() is None:
         time.sleep(0.2)
         if (output / "models" / "bert_control" / "mlm").is_dir():
-            pids = [int(pid) for pid in children_file.read_text().split()]
-            workers = [p for p in pids if "spawn_main" in Path(f"/proc/{p}/cmdline").read_text(errors="replace")]
+            workers = [pid for pid in children(process.pid)
+                       if "spawn_main" in Path(f"/proc/{pid}/cmdline").read_text(errors="replace")]  # fmt: skip
     assert workers, "no worker was training before the deadline"
     process.send_signal(signal.SIGKILL)
     process.wait()

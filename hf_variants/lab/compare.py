@@ -427,14 +427,19 @@ def train_all(
 
     with executor(args) as pool:
         pending = {pool.submit(train, args, source, tokenizer, Run(spec)): Run(spec) for spec in specs}
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                run = pending.pop(future)
-                results[run] = future.result()
-                finished(run)
-                for follow in runs_after(run):
-                    pending[pool.submit(train, args, source, tokenizer, follow)] = follow
+        try:
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    run = pending.pop(future)
+                    results[run] = future.result()
+                    finished(run)
+                    for follow in runs_after(run):
+                        pending[pool.submit(train, args, source, tokenizer, follow)] = follow
+        except BaseException:  # runs not started yet are dropped; those training finish and are recorded
+            for future in pending:
+                future.cancel()
+            raise
     return results, chosen
 
 
