@@ -24,11 +24,9 @@ encoder). It also reports each token's norm ratio ‖h_i^(l)‖ / ‖h_i^(l−1)
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +34,7 @@ import torch
 from transformers import BertConfig, BertForSequenceClassification
 
 from hf_variants.core.composition import matched_control
-from hf_variants.core.injective_layer import InjectiveLayer
+from hf_variants.core.injective_layer import layers_as_identity, residual_weights
 from hf_variants.glue import load_glue_local
 from hf_variants.lab.analysis import layer_distance_ratios, summarise
 from hf_variants.tokenization import train_wordpiece_tokenizer
@@ -81,24 +79,6 @@ def build_models(vocab_size: int, hidden: int, layers: int, max_len: int, pad_id
         BertConfig(num_attention_heads=4, intermediate_size=4 * hidden, attn_implementation="eager", **shared)
     )
     return models
-
-
-def residual_weights(model: torch.nn.Module) -> list[float]:
-    """α_l of every injective layer (``tanh(a_l)``, ``sigmoid(a_l)`` or ``a_l``), empty for other layers."""
-    return [m.residual_weight().item() for m in model.modules() if isinstance(m, InjectiveLayer)]
-
-
-@contextlib.contextmanager
-def layers_as_identity(model: torch.nn.Module) -> Iterator[None]:
-    """Every injective layer with α_l = 0 (each layer the identity) inside the block."""
-    layers = [m for m in model.modules() if isinstance(m, InjectiveLayer)]
-    for layer in layers:
-        layer.residual_weight = lambda layer=layer: torch.zeros_like(layer.alpha)
-    try:
-        yield
-    finally:
-        for layer in layers:
-            del layer.residual_weight
 
 
 def train(

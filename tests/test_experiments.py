@@ -349,3 +349,45 @@ def test_a_grid_run_is_the_fine_tuning_engine_with_typed_settings() -> None:
         batch = training.TokenCountingCollator(tokenizer)([split[i] for i in range(len(split))])
         predicted = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.argmax(-1)
     assert record["accuracy"] == (predicted == batch["labels"]).float().mean().item()
+
+
+def test_a_transject_grid_run_records_its_trained_alphas_and_the_accuracy_without_its_layers() -> None:
+    """A TransJect run's record carries α_l of each layer (sigmoid: moved from 0.5 by training) and the
+    accuracy with every α_l set to 0, recomputed here from the trained weights; other models' do not."""
+    import torch
+
+    from hf_variants.core.injective_layer import layers_as_identity
+    from hf_variants.lab import grid_training as training
+    from hf_variants.synthetic import synthetic_sentences
+    from hf_variants.tokenization import train_wordpiece_tokenizer
+
+    sentences = synthetic_sentences(48, seed=1)
+    tokenizer = train_wordpiece_tokenizer(sentences, vocab_size=80, min_frequency=1)
+    labels = [int(s.split()[2].endswith("s")) for s in sentences]
+    split = training.EncodedSplit.encode(tokenizer, sentences, labels, max_length=16)
+    settings = training.RunSettings(learning_rate=3e-2, warmup_ratio=0.25, steps=8, batch_size=8, seed=4)
+    sizes = {"hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 1}
+    trained = {}
+    original = training.AutoModelForSequenceClassification.from_config
+
+    def keep(*args, **kwargs):
+        trained["model"] = original(*args, **kwargs)
+        return trained["model"]
+
+    records = {}
+    training.AutoModelForSequenceClassification.from_config = keep
+    try:
+        for spec in ("transject:residual_weight=sigmoid", "control of transject"):
+            config = ModelSpec.parse(spec).config(sizes, vocab_size=len(tokenizer), num_labels=2,
+                                                  pad_token_id=tokenizer.pad_token_id)  # fmt: skip
+            records[spec] = training.train_and_evaluate(config, tokenizer, split, split, settings)
+            trained[spec] = trained.pop("model")
+    finally:
+        training.AutoModelForSequenceClassification.from_config = original
+    record, model = records["transject:residual_weight=sigmoid"], trained["transject:residual_weight=sigmoid"]
+    assert len(record["residual_weights"]) == 2 and all(abs(a - 0.5) > 1e-4 for a in record["residual_weights"])
+    batch = training.TokenCountingCollator(tokenizer)([split[i] for i in range(len(split))])
+    with torch.no_grad(), layers_as_identity(model.eval()):
+        predicted = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.argmax(-1)
+    assert record["accuracy_with_identity_layers"] == (predicted == batch["labels"]).float().mean().item()
+    assert "residual_weights" not in records["control of transject"]

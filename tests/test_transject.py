@@ -4,7 +4,6 @@ the reconstruction loss and per-forward caching of the orthogonal weights."""
 from __future__ import annotations
 
 import math
-import sys
 from typing import ClassVar
 
 import numpy as np
@@ -24,7 +23,6 @@ from hf_variants.transject import (
 from hf_variants.transject.modeling_transject import sinusoidal_positions
 
 from .common import CommonEncoderTests, make_inputs
-from .helpers import REPO_ROOT
 
 SMALL = {"num_experts": 2, "intermediate_size": 32, "num_attention_heads": 1}
 
@@ -391,23 +389,20 @@ def test_transject_config_errors() -> None:
         small_config(reconstruction_loss_weight=-1.0)
 
 
-def test_the_bounds_scripts_alpha_zero_makes_every_layer_the_identity_and_restores_it() -> None:
-    """``scripts/transject_bounds.py`` reports accuracy "with α_l = 0": inside the block the encoder
-    returns its input embeddings unchanged (every residual step is 0), and α_l comes back after it."""
-    sys.path.insert(0, str(REPO_ROOT / "scripts"))
-    try:
-        import transject_bounds
-    finally:
-        sys.path.remove(str(REPO_ROOT / "scripts"))
+def test_alpha_zero_makes_every_layer_the_identity_and_restores_it() -> None:
+    """The bounds script and the grid report accuracy "with α_l = 0": inside ``layers_as_identity`` the
+    encoder returns its input embeddings unchanged (every residual step is 0), and α_l comes back after."""
+    from hf_variants.core.injective_layer import layers_as_identity, residual_weights
+
     torch.manual_seed(0)
     model = TransJectModel(small_config(residual_weight="sigmoid")).eval()
     inputs = make_inputs(model.config)
     with torch.no_grad():
         before = model(**inputs).last_hidden_state
         embeddings = model.embeddings(input_ids=inputs["input_ids"])
-        with transject_bounds.layers_as_identity(model):
-            assert transject_bounds.residual_weights(model) == [0.0, 0.0, 0.0]
+        with layers_as_identity(model):
+            assert residual_weights(model) == [0.0, 0.0, 0.0]
             torch.testing.assert_close(model(**inputs).last_hidden_state, embeddings, rtol=0, atol=0)
-        assert transject_bounds.residual_weights(model) == [0.5, 0.5, 0.5]
+        assert residual_weights(model) == [0.5, 0.5, 0.5]
         torch.testing.assert_close(model(**inputs).last_hidden_state, before, rtol=0, atol=0)
     assert not torch.allclose(before, embeddings)  # the layers act when α_l = 0.5

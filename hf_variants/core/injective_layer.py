@@ -17,7 +17,8 @@ for them. The scheme has no LayerNorm, so a pre-LN config gets no final LayerNor
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
@@ -164,3 +165,23 @@ class InjectiveLayer(HoldsOrthogonalLinears, LayerScheme):
     def feed_forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """The orthogonal residual FFN's update ``ELU(ELU(x W1 + b1) W2 + b2)`` (eq. 6), position-wise."""
         return F.elu(self.ffn_out(F.elu(self.ffn_in(hidden_states))))
+
+
+def residual_weights(model: nn.Module) -> list[float]:
+    """α_l of every injective layer of ``model`` (``tanh(a_l)``, ``sigmoid(a_l)`` or ``a_l``); empty when
+    it has none. With α_l near 0 the layers do nothing and the model is its embeddings and pooling."""
+    return [m.residual_weight().item() for m in model.modules() if isinstance(m, InjectiveLayer)]
+
+
+@contextlib.contextmanager
+def layers_as_identity(model: nn.Module) -> Iterator[None]:
+    """Every injective layer of ``model`` with α_l = 0 (each layer the identity) inside the block: what
+    the layers contribute is the score lost with them."""
+    layers = [m for m in model.modules() if isinstance(m, InjectiveLayer)]
+    for layer in layers:
+        layer.residual_weight = lambda layer=layer: torch.zeros_like(layer.alpha)
+    try:
+        yield
+    finally:
+        for layer in layers:
+            del layer.residual_weight

@@ -93,6 +93,21 @@ class RunSettings:
         )  # fmt: skip
 
 
+def injective_layer_effect(model: torch.nn.Module, trainer: GlueTrainer, evaluation: EncodedSplit) -> dict:
+    """For a model with injective layers (TransJect's scheme): the trained α_l and the accuracy with every
+    α_l set to 0 — how much the layers carry; nothing for other models."""
+    from ..core.injective_layer import layers_as_identity, residual_weights
+
+    alphas = residual_weights(model)
+    if not alphas:
+        return {}
+    with layers_as_identity(model):
+        predictions = trainer.predict(evaluation).predictions.argmax(-1).tolist()
+    correct = sum(p == y for p, y in zip(predictions, evaluation.labels, strict=True))
+    return {"residual_weights": [round(alpha, 6) for alpha in alphas],
+            "accuracy_with_identity_layers": correct / len(predictions)}  # fmt: skip
+
+
 def train_and_evaluate(
     config: Any,
     tokenizer: PreTrainedTokenizerFast,
@@ -135,6 +150,7 @@ def train_and_evaluate(
     return {
         "status": "finished",
         "accuracy": correct / len(predictions),
+        **injective_layer_effect(model, trainer, evaluation),
         "prediction_counts": counts,
         "predicts_one_class": predicts_one_class(counts),
         "final_train_loss": sum(tail) / len(tail),
