@@ -342,7 +342,7 @@ def finished_stage(folder: Path, argv: list[str], inputs: Sequence[Path],
 @dataclass(frozen=True)
 class Run:
     """One training run of the comparison: a model's MLM pretraining (no ``task``), a held-out run for
-    choosing the learning rate, or a final fine-tuning run at one seed."""
+    choosing the learning rate (at ``--seed``), or a final fine-tuning run at one seed."""
 
     spec: ModelSpec
     task: str | None = None
@@ -369,8 +369,8 @@ def train(args: argparse.Namespace, source: DataSource, tokenizer: str, run: Run
         if run.task is None:
             return pretrain(args, source, tokenizer, run.spec)
         try:
-            return fine_tune(args, source, run.spec, run.task, run.learning_rate, run.folder_name,
-                             args.seed if run.heldout else run.seed, heldout=run.heldout)  # fmt: skip
+            return fine_tune(args, source, run.spec, run.task, run.learning_rate, run.folder_name, run.seed,
+                             heldout=run.heldout)  # fmt: skip
         except (ODESolverError, FloatingPointError) as error:
             return {"failed": f"{type(error).__name__}: {error}"}
 
@@ -398,31 +398,30 @@ def fine_tuning_seeds(args: argparse.Namespace) -> list[int]:
 def train_all(
     args: argparse.Namespace, source: DataSource, tokenizer: str, specs: Sequence[ModelSpec], tasks: Sequence[str],
     finished: Callable[[Run], None],
-) -> tuple[dict[Run, dict[str, Any]], dict[tuple[str, str], float]]:
+) -> tuple[dict[Run, dict[str, Any]], dict[tuple[str, str], tuple[float, dict[float, float | None]]]]:
     """Every run of the comparison, ``--workers`` at a time: each model's pretraining, then per task
     its held-out runs (one per rate, when there are several), then its final runs at the chosen rate,
-    one per seed. Returns each run's result and the chosen rate per (model, task); ``finished`` is
-    called as each run ends."""
+    one per seed. Returns each run's result and, per (model name, task), the chosen rate with every
+    held-out rate's score (:func:`choose_learning_rate`); ``finished`` is called as each run ends."""
     from concurrent.futures import FIRST_COMPLETED, wait
 
     results: dict[Run, dict[str, Any]] = {}
-    chosen: dict[tuple[str, str], float] = {}
+    choices: dict[tuple[str, str], tuple[float, dict[float, float | None]]] = {}
     rates = sorted(args.finetune_learning_rates)
 
-    def final_runs(spec: ModelSpec, task: str, rate: float) -> list[Run]:
-        chosen[spec.name, task] = rate
-        return [Run(spec, task, rate, seed) for seed in fine_tuning_seeds(args)]
+    def final_runs(spec: ModelSpec, task: str, choice: tuple[float, dict[float, float | None]]) -> list[Run]:
+        choices[spec.name, task] = choice
+        return [Run(spec, task, choice[0], seed) for seed in fine_tuning_seeds(args)]
 
     def runs_after(run: Run) -> list[Run]:
         if run.task is None:  # pretrained: the held-out runs, or with one rate the final runs
             if len(rates) == 1:
-                return [r for task in tasks for r in final_runs(run.spec, task, rates[0])]
-            return [Run(run.spec, task, rate, heldout=True) for task in tasks for rate in rates]
+                return [r for task in tasks for r in final_runs(run.spec, task, (rates[0], {}))]
+            return [Run(run.spec, task, rate, args.seed, heldout=True) for task in tasks for rate in rates]
         if run.heldout:
-            sweep = {rate: results.get(Run(run.spec, run.task, rate, heldout=True)) for rate in rates}
+            sweep = {rate: results.get(Run(run.spec, run.task, rate, args.seed, heldout=True)) for rate in rates}
             if all(result is not None for result in sweep.values()):
-                rate, _ = choose_learning_rate(run.task, sweep)
-                return final_runs(run.spec, run.task, rate)
+                return final_runs(run.spec, run.task, choose_learning_rate(run.task, sweep))
         return []
 
     with executor(args) as pool:
@@ -440,7 +439,7 @@ def train_all(
             for future in pending:
                 future.cancel()
             raise
-    return results, chosen
+    return results, choices
 
 
 def die_with(parent_pid: int) -> None:
@@ -659,7 +658,7 @@ def compare_models(args: argparse.Namespace, argv: Sequence[str] | None) -> dict
         overall.update()
 
     training_started = time.perf_counter()
-    outcomes, chosen = train_all(args, source, tokenizer_name, specs, tasks, finished)
+    outcomes, choices = train_all(args, source, tokenizer_name, specs, tasks, finished)
     overall.close()
     training_seconds = time.perf_counter() - training_started
 
@@ -686,10 +685,8 @@ def compare_models(args: argparse.Namespace, argv: Sequence[str] | None) -> dict
             "fine_tuning": {},
         }  # fmt: skip
         for task in tasks:
-            rates = sorted(args.finetune_learning_rates)
-            sweep = {rate: outcomes[Run(spec, task, rate, heldout=True)] for rate in rates} if len(rates) > 1 else {}
-            scores = choose_learning_rate(task, sweep)[1] if sweep else {}
-            rate = chosen[spec.name, task]
+            rate, scores = choices[spec.name, task]
+            sweep = {r: outcomes[Run(spec, task, r, args.seed, heldout=True)] for r in scores}
             runs = {str(seed): final_run(args, source, tokenizer, spec, Run(spec, task, rate, seed), outcomes)
                     for seed in fine_tuning_seeds(args)}  # fmt: skip
             interval = verdicts.summary(runs)
