@@ -532,6 +532,25 @@ class CommonEncoderTests:
         with torch.no_grad():
             assert torch.equal(first_output(loaded, inputs), first_output(model, inputs))
 
+    def test_every_head_refuses_a_misspelt_keyword_and_gives_tuples_on_request(self) -> None:
+        """transformers 5's forward convention (``**kwargs: Unpack[TransformersKwargs]``, ``can_return_tuple``)
+        without its hole: a keyword the model does not know is an error naming it, not silently ignored."""
+        config = self.config(num_labels=3)
+        for head in HEADS:
+            model = self.variant.models[head](config).eval()
+            inputs = make_multiple_choice_inputs(config) if head.endswith("MultipleChoice") else make_inputs(config)
+            with pytest.raises(TypeError, match="'output_attention'"):
+                model(**inputs, output_attention=True)
+            with torch.no_grad():
+                as_output, as_tuple = model(**inputs, output_hidden_states=True), model(
+                    **inputs, output_hidden_states=True, return_dict=False
+                )
+            assert isinstance(as_tuple, tuple) and len(as_tuple) == len(as_output.to_tuple())
+            for got, expected in zip(as_tuple, as_output.to_tuple(), strict=True):
+                same = torch.equal if isinstance(got, torch.Tensor) else lambda a, b: all(map(torch.equal, a, b))
+                assert same(got, expected)
+            assert len(as_output.hidden_states) == config.num_hidden_layers + 1  # the keyword reached the backbone
+
     def test_forward_signature_names_the_inputs(self) -> None:
         """The Trainer keeps dataset columns that ``forward`` names (``remove_unused_columns``)."""
         parameters = inspect.signature(self.variant.models["AutoModel"].forward).parameters

@@ -42,7 +42,8 @@ from transformers.loss.loss_utils import (
     ForSequenceClassificationLoss,
     ForTokenClassification,
 )
-from transformers.utils import logging
+from transformers.processing_utils import Unpack
+from transformers.utils import TransformersKwargs, can_return_tuple, logging
 
 from .composition import (
     LAYER_SCHEMES,
@@ -259,29 +260,6 @@ class EncoderPreTrainedModel(PreTrainedModel):
             "diagnostics": outputs.diagnostics if requested else None,
         }
 
-    def _backbone(
-        self,
-        input_ids: torch.Tensor | None,
-        attention_mask: torch.Tensor | None,
-        token_type_ids: torch.Tensor | None,
-        position_ids: torch.Tensor | None,
-        inputs_embeds: torch.Tensor | None,
-        output_attentions: bool | None,
-        output_hidden_states: bool | None,
-    ) -> EncoderOutput:
-        """Run the backbone of a head with the standard inputs; always returns the output object."""
-        return self.base_model(
-            input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-            output_diagnostics=True,  # the head adds the auxiliary loss to its task loss
-            return_dict=True,
-        )
-
 
 class EncoderModel(EncoderPreTrainedModel):
     """The bare encoder: embeddings → layers → (pooler). Outputs :class:`EncoderOutput`."""
@@ -310,6 +288,7 @@ class EncoderModel(EncoderPreTrainedModel):
         self.parametrized = any(parametrize.is_parametrized(m) for m in self.modules())
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
@@ -317,15 +296,13 @@ class EncoderModel(EncoderPreTrainedModel):
         token_type_ids: torch.Tensor | None = None,
         position_ids: torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
         output_diagnostics: bool | None = None,
-        return_dict: bool | None = None,
-    ) -> EncoderOutput | tuple[torch.Tensor, ...]:
-        output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
-        if output_hidden_states is None:
-            output_hidden_states = self.config.output_hidden_states
-        return_dict = self.config.return_dict if return_dict is None else return_dict
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> EncoderOutput:
+        r"""``output_attentions`` / ``output_hidden_states`` (keyword arguments, default: the config's) add
+        every layer's attention probabilities / hidden states; ``output_diagnostics`` the auxiliary loss and
+        the pair's diagnostics; ``return_dict=False`` gives a tuple (``can_return_tuple``)."""
+        output_attentions, output_hidden_states = _requested_outputs(self.config, kwargs)
         # Orthogonally parametrised weights are computed once per forward pass, not once per use.
         with parametrize.cached() if self.parametrized else contextlib.nullcontext():
             embeddings = self.embeddings(
@@ -347,7 +324,7 @@ class EncoderModel(EncoderPreTrainedModel):
                 outputs.pooler_output = self.pooler(outputs.last_hidden_state, padding_mask)
         if not self.training:
             check_finite_output(outputs.last_hidden_state, embeddings)
-        return outputs if return_dict else outputs.to_tuple()
+        return outputs
 
     def prepare_layer_inputs(self, embeddings: torch.Tensor, padding_mask: torch.Tensor | None) -> LayerInputs:
         """Extra per-forward tensors for every layer, plus an auxiliary loss and diagnostics, from the
@@ -397,6 +374,7 @@ class EncoderForMaskedLM(EncoderPreTrainedModel):
     def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
         self.lm_head.decoder = new_embeddings
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
@@ -405,26 +383,24 @@ class EncoderForMaskedLM(EncoderPreTrainedModel):
         position_ids: torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
         output_diagnostics: bool | None = None,
-        return_dict: bool | None = None,
-    ) -> EncoderMaskedLMOutput | tuple[torch.Tensor, ...]:
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> EncoderMaskedLMOutput:
         r"""``labels``: ``(batch, seq_len)`` token ids, ``-100`` where no prediction is scored.
 
         With ``config.sparse_prediction`` and labels given, the head runs only at the scored
         positions (MosaicBERT-style): ``logits`` is ``(num_scored_tokens, vocab_size)`` in row-major
         order of the scored positions, and the loss equals the dense path's.
         """
-        return_dict = self.config.return_dict if return_dict is None else return_dict
-        outputs = self._backbone(
+        outputs = self.base_model(
             input_ids,
-            attention_mask,
-            token_type_ids,
-            position_ids,
-            inputs_embeds,
-            output_attentions,
-            output_hidden_states,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_diagnostics=True,  # the head adds the auxiliary loss to its task loss
+            return_dict=True,
+            **kwargs,
         )
         hidden_states = outputs.last_hidden_state
         sparse = labels is not None and self.config.sparse_prediction
@@ -436,7 +412,7 @@ class EncoderForMaskedLM(EncoderPreTrainedModel):
         if labels is not None:
             loss = ForMaskedLMLoss(logits, labels, vocab_size=logits.shape[-1])
         result = EncoderMaskedLMOutput(logits=logits, **self._head_fields(loss, outputs, output_diagnostics))
-        return result if return_dict else result.to_tuple()
+        return result
 
 
 class _ClassifierHeadMixin:
@@ -460,6 +436,7 @@ class EncoderForSequenceClassification(_ClassifierHeadMixin, EncoderPreTrainedMo
         self._build_classifier(config, config.num_labels)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
@@ -468,21 +445,19 @@ class EncoderForSequenceClassification(_ClassifierHeadMixin, EncoderPreTrainedMo
         position_ids: torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
         output_diagnostics: bool | None = None,
-        return_dict: bool | None = None,
-    ) -> EncoderSequenceClassifierOutput | tuple[torch.Tensor, ...]:
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> EncoderSequenceClassifierOutput:
         r"""``labels``: ``(batch,)`` class ids, floats for regression, or ``(batch, num_labels)`` multi-hot."""
-        return_dict = self.config.return_dict if return_dict is None else return_dict
-        outputs = self._backbone(
+        outputs = self.base_model(
             input_ids,
-            attention_mask,
-            token_type_ids,
-            position_ids,
-            inputs_embeds,
-            output_attentions,
-            output_hidden_states,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_diagnostics=True,  # the head adds the auxiliary loss to its task loss
+            return_dict=True,
+            **kwargs,
         )
         logits = self.classifier(self.dropout(outputs.pooler_output))
         loss = None
@@ -490,7 +465,7 @@ class EncoderForSequenceClassification(_ClassifierHeadMixin, EncoderPreTrainedMo
             _check_class_labels(labels, self.num_labels, self.config.problem_type)
             loss = ForSequenceClassificationLoss(labels, logits, self.config)
         result = EncoderSequenceClassifierOutput(logits=logits, **self._head_fields(loss, outputs, output_diagnostics))
-        return result if return_dict else result.to_tuple()
+        return result
 
 
 class EncoderForTokenClassification(_ClassifierHeadMixin, EncoderPreTrainedModel):
@@ -503,6 +478,7 @@ class EncoderForTokenClassification(_ClassifierHeadMixin, EncoderPreTrainedModel
         self._build_classifier(config, config.num_labels)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
@@ -511,21 +487,19 @@ class EncoderForTokenClassification(_ClassifierHeadMixin, EncoderPreTrainedModel
         position_ids: torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
         output_diagnostics: bool | None = None,
-        return_dict: bool | None = None,
-    ) -> EncoderTokenClassifierOutput | tuple[torch.Tensor, ...]:
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> EncoderTokenClassifierOutput:
         r"""``labels``: ``(batch, seq_len)`` class ids in ``[0, num_labels)``, ``-100`` to ignore."""
-        return_dict = self.config.return_dict if return_dict is None else return_dict
-        outputs = self._backbone(
+        outputs = self.base_model(
             input_ids,
-            attention_mask,
-            token_type_ids,
-            position_ids,
-            inputs_embeds,
-            output_attentions,
-            output_hidden_states,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_diagnostics=True,  # the head adds the auxiliary loss to its task loss
+            return_dict=True,
+            **kwargs,
         )
         logits = self.classifier(self.dropout(outputs.last_hidden_state))
         loss = None
@@ -533,7 +507,7 @@ class EncoderForTokenClassification(_ClassifierHeadMixin, EncoderPreTrainedModel
             _check_class_labels(labels, self.num_labels, "single_label_classification", ignore_index=-100)
             loss = ForTokenClassification(logits, labels, self.config)
         result = EncoderTokenClassifierOutput(logits=logits, **self._head_fields(loss, outputs, output_diagnostics))
-        return result if return_dict else result.to_tuple()
+        return result
 
 
 class EncoderForQuestionAnswering(EncoderPreTrainedModel):
@@ -545,6 +519,7 @@ class EncoderForQuestionAnswering(EncoderPreTrainedModel):
         self.qa_outputs = nn.Linear(config.hidden_size, 2)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
@@ -554,22 +529,20 @@ class EncoderForQuestionAnswering(EncoderPreTrainedModel):
         inputs_embeds: torch.Tensor | None = None,
         start_positions: torch.Tensor | None = None,
         end_positions: torch.Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
         output_diagnostics: bool | None = None,
-        return_dict: bool | None = None,
-    ) -> EncoderQuestionAnsweringOutput | tuple[torch.Tensor, ...]:
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> EncoderQuestionAnsweringOutput:
         r"""``start_positions``/``end_positions``: ``(batch,)`` token indices of the answer span
         (positions outside the sequence are ignored, as in BERT)."""
-        return_dict = self.config.return_dict if return_dict is None else return_dict
-        outputs = self._backbone(
+        outputs = self.base_model(
             input_ids,
-            attention_mask,
-            token_type_ids,
-            position_ids,
-            inputs_embeds,
-            output_attentions,
-            output_hidden_states,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_diagnostics=True,  # the head adds the auxiliary loss to its task loss
+            return_dict=True,
+            **kwargs,
         )
         start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).split(1, dim=-1)
         start_logits = start_logits.squeeze(-1).contiguous()
@@ -580,7 +553,7 @@ class EncoderForQuestionAnswering(EncoderPreTrainedModel):
         result = EncoderQuestionAnsweringOutput(
             start_logits=start_logits, end_logits=end_logits, **self._head_fields(loss, outputs, output_diagnostics)
         )
-        return result if return_dict else result.to_tuple()
+        return result
 
 
 class EncoderForMultipleChoice(_ClassifierHeadMixin, EncoderPreTrainedModel):
@@ -593,6 +566,7 @@ class EncoderForMultipleChoice(_ClassifierHeadMixin, EncoderPreTrainedModel):
         self._build_classifier(config, 1)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
@@ -601,13 +575,10 @@ class EncoderForMultipleChoice(_ClassifierHeadMixin, EncoderPreTrainedModel):
         position_ids: torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
         output_diagnostics: bool | None = None,
-        return_dict: bool | None = None,
-    ) -> EncoderMultipleChoiceOutput | tuple[torch.Tensor, ...]:
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> EncoderMultipleChoiceOutput:
         r"""``labels``: ``(batch,)`` index of the correct choice in ``[0, num_choices)``."""
-        return_dict = self.config.return_dict if return_dict is None else return_dict
         reference = input_ids if input_ids is not None else inputs_embeds
         if reference is None or reference.dim() < 3:
             raise ValueError("Multiple-choice inputs must have shape (batch_size, num_choices, seq_len).")
@@ -616,14 +587,15 @@ class EncoderForMultipleChoice(_ClassifierHeadMixin, EncoderPreTrainedModel):
         def flat(tensor: torch.Tensor | None) -> torch.Tensor | None:
             return None if tensor is None else tensor.reshape(-1, *tensor.shape[2:])
 
-        outputs = self._backbone(
+        outputs = self.base_model(
             flat(input_ids),
-            flat(attention_mask),
-            flat(token_type_ids),
-            flat(position_ids),
-            flat(inputs_embeds),
-            output_attentions,
-            output_hidden_states,
+            attention_mask=flat(attention_mask),
+            token_type_ids=flat(token_type_ids),
+            position_ids=flat(position_ids),
+            inputs_embeds=flat(inputs_embeds),
+            output_diagnostics=True,  # the head adds the auxiliary loss to its task loss
+            return_dict=True,
+            **kwargs,
         )
         logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)
         loss = None
@@ -631,7 +603,20 @@ class EncoderForMultipleChoice(_ClassifierHeadMixin, EncoderPreTrainedModel):
             _check_class_labels(labels, num_choices, "single_label_classification")
             loss = nn.functional.cross_entropy(logits.float(), labels.view(-1))
         result = EncoderMultipleChoiceOutput(logits=logits, **self._head_fields(loss, outputs, output_diagnostics))
-        return result if return_dict else result.to_tuple()
+        return result
+
+
+def _requested_outputs(config: PretrainedConfig, kwargs: dict[str, Any]) -> tuple[bool, bool]:
+    """``output_attentions`` and ``output_hidden_states`` from a forward's keyword arguments (default: the
+    config's). Any other keyword argument is refused by name: ``**kwargs`` must not swallow a misspelt one."""
+    unknown = sorted(set(kwargs) - {"output_attentions", "output_hidden_states"})
+    if unknown:
+        raise TypeError(f"forward() got unexpected keyword argument(s) {', '.join(map(repr, unknown))}.")
+    attentions, hidden_states = kwargs.get("output_attentions"), kwargs.get("output_hidden_states")
+    return (
+        config.output_attentions if attentions is None else attentions,
+        config.output_hidden_states if hidden_states is None else hidden_states,
+    )
 
 
 def _add_optional(first: torch.Tensor | None, second: torch.Tensor | None) -> torch.Tensor | None:
