@@ -16,7 +16,7 @@ import pytest
 from hf_variants.lab.grid import Grid, GridSettings, chosen_learning_rate, load_grid
 from hf_variants.lab.spec import ModelSpec, spec_folder
 from hf_variants.lab.statistics import mean_interval, paired_difference, predicts_one_class
-from hf_variants.lab.tables import comparison_table, rate_text, summarize_role
+from hf_variants.lab.tables import comparison_table, injective_layer_table, rate_text, reading_table, summarize_role
 from hf_variants.lab.text_classification import load_task
 from hf_variants.training.checkpoints import CheckpointError
 
@@ -240,6 +240,56 @@ def test_table_reports_means_pairs_and_did_not_learn_from_the_files(tmp_path: Pa
         set_seed("control", seed, 0.25, one_class=True)
     row = comparison_table(tmp_path / "out", ["ag_news"]).splitlines()[2]
     assert f"did not learn (chance {100 * chance:.1f})" in row and "| — |" in row
+
+
+def write_grid_records(folder: Path, pairs: list[str], runs: dict[str, dict[int, dict]]) -> None:
+    """A task folder of result files with chosen numbers: ``runs[pair][seed]`` → the variant's record."""
+    settings = {"task": "ag_news", "pairs": pairs, "learning_rates": [1e-3], "seeds": [1, 2, 3], "steps": 10}
+    folder.mkdir(parents=True)
+    (folder / "run_fingerprint.json").write_text(json.dumps(settings))
+    (folder / "data.json").write_text(json.dumps({"test_majority_share": 0.25, "test_examples": 400}))
+    for pair, seeds in runs.items():
+        cell = folder / spec_folder(pair) / "variant"
+        cell.mkdir(parents=True)
+        for seed, fields in seeds.items():
+            record = {"status": "finished", "predicts_one_class": False, "prediction_counts": [100] * 4, **fields}
+            (cell / f"seed{seed}.json").write_text(json.dumps(record))
+
+
+def test_injective_layer_table_gives_the_trained_alphas_and_what_zeroing_them_costs(tmp_path: Path) -> None:
+    runs = {
+        "transject": {
+            1: {"accuracy": 0.80, "residual_weights": [0.10, -0.20], "accuracy_with_identity_layers": 0.70},
+            2: {"accuracy": 0.90, "residual_weights": [0.30, -0.40], "accuracy_with_identity_layers": 0.70},
+        },
+        "bert_control": {1: {"accuracy": 0.5}, 2: {"accuracy": 0.6}},  # no injective layers: no row
+    }
+    write_grid_records(tmp_path / "ag_news", ["transject", "bert_control"], runs)
+    rows = injective_layer_table(tmp_path, ["ag_news"]).splitlines()[2:]
+    assert len(rows) == 1 and rows[0].startswith("| ag_news | `transject` |")
+    # α per layer over the seeds: layer 1 from 0.10 to 0.30, layer 2 from -0.40 to -0.20.
+    assert "+0.100 … +0.300; -0.400 … -0.200" in rows[0]
+    # Zeroing costs 0.10 and 0.20: mean 0.15, half-width t(1) · s / √2 with s = 0.0707.
+    half = T_975[1] * math.sqrt((0.05**2 + 0.05**2) / 1) / math.sqrt(2)
+    assert f"{100 * 0.15:+.1f} [{100 * (0.15 - half):+.1f}, {100 * (0.15 + half):+.1f}]" in rows[0]
+    assert "| 85.0 ± " in rows[0] and "| 70.0 ± 0.0 |" in rows[0]
+
+
+def test_a_reading_is_paired_by_seed_with_the_default_and_only_on_the_same_grid(tmp_path: Path) -> None:
+    default, other = "transject", "transject:embedding_init=standard_normal"
+    write_grid_records(tmp_path / "base" / "ag_news", [default],
+                       {default: {1: {"accuracy": 0.80}, 2: {"accuracy": 0.84}, 3: {"accuracy": 0.70}}})  # fmt: skip
+    write_grid_records(tmp_path / "other" / "ag_news", [other],
+                       {other: {1: {"accuracy": 0.70}, 2: {"accuracy": 0.80}, 3: {"accuracy": 0.66}}})  # fmt: skip
+    reading = (tmp_path / "other", other)
+    row = reading_table((tmp_path / "base", "transject"), [reading], ["ag_news"]).splitlines()[2]
+    differences = [-0.10, -0.04, -0.04]  # by seed; unpaired means would give the same mean, not this interval
+    interval = mean_interval(differences)
+    assert f"{100 * interval.mean:+.1f} [{100 * interval.low:+.1f}, {100 * interval.high:+.1f}]" in row
+    # Another data split: seed s is not the same data order, so the table refuses to pair them.
+    (tmp_path / "other" / "ag_news" / "data.json").write_text(json.dumps({"test_majority_share": 0.3}))
+    with pytest.raises(ValueError, match=r"other/ag_news .* do not pair"):
+        reading_table((tmp_path / "base", "transject"), [reading], ["ag_news"])
 
 
 def test_committed_tables_are_rendered_from_the_committed_results() -> None:

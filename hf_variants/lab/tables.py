@@ -165,3 +165,73 @@ def transject_bounds_table(results_file: Path) -> str:
         zeroed_text = "—" if zeroed is None else f"{100 * zeroed:.1f}%"
         lines.append(f"| {name} | {100 * model['dev_accuracy']:.1f}% | {zeroed_text} | {ratios} | {alpha_text} |")
     return "\n".join(lines) + "\n"
+
+
+def injective_layer_table(grid_dir: Path, tasks: list[str]) -> str:
+    """What the injective layers of each TransJect row carry: per task and pair, the variant's test accuracy,
+    its trained residual weights α_l (per layer, lowest and highest over the seeds), its accuracy with every
+    α_l set to 0 (the layers as the identity) and the accuracy that zeroing costs, paired by run. Reads the
+    ``residual_weights`` and ``accuracy_with_identity_layers`` fields the grid records for models with
+    injective layers (:mod:`.grid_training`); pairs without them have no row. Every finished run counts here,
+    including one that did not learn: the question is what the trained layers carry, not how well the model does."""
+    lines = [
+        "| task | model | test acc. % | trained α_l by layer (lowest … highest over seeds) | acc. % with every "
+        "α_l = 0 | lost by zeroing α_l (paired, 95% CI) |",
+        "|---|---|---:|---|---:|---:|",
+    ]
+    for task, grid in task_grids(grid_dir, tasks):
+        for spec, roles in grid["cells"].items():
+            runs = {seed: record for seed, record in roles["variant"]["seeds"].items()
+                    if record["status"] == "finished" and "residual_weights" in record}  # fmt: skip
+            if not runs:
+                continue
+            accuracy = {seed: record["accuracy"] for seed, record in runs.items()}
+            zeroed = {seed: record["accuracy_with_identity_layers"] for seed, record in runs.items()}
+            by_layer = zip(*(record["residual_weights"] for record in runs.values()), strict=True)
+            alphas = "; ".join(f"{min(layer):+.3f} … {max(layer):+.3f}" for layer in by_layer)
+            lost = paired_difference_if_any(accuracy, zeroed)
+            lines.append(
+                f"| {task} | `{spec}` | {mean_interval(list(accuracy.values())).mean_text(100)} | "
+                f"{alphas} | {mean_interval(list(zeroed.values())).mean_text(100)} | "
+                f"{'—' if lost is None else lost.difference_text(100)} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def same_grid_settings(first: dict[str, Any], second: dict[str, Any]) -> bool:
+    """Whether two task folders of a grid ran on the same data and settings (their pairs may differ), so
+    that their runs of one seed pair up."""
+    settings = [{k: v for k, v in grid["settings"].items() if k != "pairs"} for grid in (first, second)]
+    return settings[0] == settings[1] and first["data"] == second["data"]
+
+
+def reading_table(reference: tuple[Path, str], readings: list[tuple[Path, str]], tasks: list[str]) -> str:
+    """One model read two ways: each reading's variant (``(grid folder, pair)``) against the ``reference``
+    reading's variant, paired by seed — e.g. TransJect's ``residual_weight="sigmoid"`` against its default.
+    Folders must hold the same grid settings and data (else ``ValueError`` naming them): only then is seed
+    s the same data order in both."""
+    lines = [
+        f"| task | reading | test acc. % | `{reference[1]}` test acc. % | reading − `{reference[1]}` "
+        "(paired, 95% CI) |",
+        "|---|---|---:|---:|---:|",
+    ]
+    reference_grids = dict(task_grids(reference[0], tasks))
+    for task in tasks:
+        if task not in reference_grids or reference[1] not in reference_grids[task]["cells"]:
+            continue
+        base_grid = reference_grids[task]
+        chance = base_grid["data"].get("test_majority_share", math.nan)
+        base = summarize_role(base_grid["cells"][reference[1]]["variant"], chance)
+        for folder, spec in readings:
+            grids = dict(task_grids(folder, [task]))
+            if task not in grids or not grids[task]["cells"].get(spec, {}).get("variant", {}).get("seeds"):
+                continue
+            if not same_grid_settings(grids[task], base_grid):
+                raise ValueError(f"{folder / task} and {reference[0] / task} hold grids of other settings or data: "
+                                 "their seeds do not pair.")  # fmt: skip
+            reading = summarize_role(grids[task]["cells"][spec]["variant"], chance)
+            lines.append(
+                f"| {task} | `{spec}` | {reading['text']} | {base['text']} | "
+                f"{difference_text(reading['learned'], base['learned'])} |"
+            )
+    return "\n".join(lines) + "\n"

@@ -39,7 +39,9 @@ class TransJectConfig(EncoderConfig):
         embedding_init: How the token half of the injective embedding starts: ``"initializer_range"``
             (default, BERT's N(0, initializer_range²): with std 0.02 against the sinusoidal half's rms
             0.71, X⁽⁰⁾ and Σ start almost purely positional) or ``"standard_normal"`` (the authors'
-            code: ``nn.Embedding``'s N(0, 1), padding row 0). Training only: a checkpoint's loaded
+            code: ``nn.Embedding``'s N(0, 1), padding row 0). The default is kept by measurement: on the
+            classification grid (3 tasks, 3 seeds; docs/results.md) N(0, 1) scored 15.3 points lower on AG
+            News and 9.3 on IMDb, +2.9 [−1.1, +6.8] on ListOps. Training only: a checkpoint's loaded
             embeddings are never re-initialised.
         **kwargs: The remaining ``EncoderConfig`` fields and those of the selected pair.
     """
