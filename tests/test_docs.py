@@ -61,3 +61,13 @@ def test_every_variant_has_a_page_in_the_site_navigation() -> None:
         page = REPO_ROOT / "docs" / "variants" / f"{model_type}.md"
         assert f"<!-- model-card: {model_type} -->" in page.read_text()
         assert f"variants/{model_type}.md" in listed
+
+
+def test_the_recipe_for_a_new_layer_scheme_runs(tmp_path) -> None:
+    """docs/mix-and-match.md's recipe, run as a user would: a scheme registered from outside the package is
+    built under two token mixers, gets its matched control, and its own validation runs where it is selected."""
+    (recipe,) = [block for block in python_blocks((REPO_ROOT / "docs" / "mix-and-match.md").read_text())
+                 if "LAYER_SCHEMES[" in block]  # fmt: skip
+    result = run_python(recipe, cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "layer_norm_position must be 'pre'" in result.stdout

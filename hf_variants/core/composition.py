@@ -12,7 +12,11 @@ only to the pair a config selects.
 Adding a token mixer: write a :class:`~hf_variants.core.encoder_layers.TokenMixer` module
 (``cls(config, layer_idx=...)``, called as ``mixer(hidden_states, padding_mask, *context,
 output_attentions=...)`` → ``(output, probabilities or None)``) and add one line to ``ATTENTION_TYPES``
-(the class itself, or ``"module:Class"`` for a module of this package).
+(the class itself, or ``"module:Class"`` for a module of this package). Adding a layer scheme: a
+:class:`~hf_variants.core.encoder_layers.LayerScheme` (``cls(config, layer_idx, make_attention)``, called as
+``layer(hidden_states, padding_mask, *context, output_attentions=...)`` → ``(output, probabilities or None)``,
+its ``control_overrides`` naming its matched control) and one line in ``LAYER_SCHEMES``; docs/mix-and-match.md
+has a worked example, run by the test suite.
 
 The registries name each idea's module instead of importing it (:class:`IdeaRegistry`), so a model
 imports the modules of its own pair only, and a Hub export ships only those (``hf_variants.hub``).
