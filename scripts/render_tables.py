@@ -2,12 +2,12 @@
 """Render the comparison tables of the results page (docs/results.md) and docs/experiments/ from the
 committed result files (``hf_variants.lab.tables``); nothing in them is typed by hand.
 
-    python scripts/render_tables.py            # rewrite docs/experiments/classification.md and the page's blocks
+    python scripts/render_tables.py            # rewrite docs/experiments/{classification,transject_*}.md and the blocks
     python scripts/render_tables.py --check    # exit 1 if either is out of date with the result files
 
 The page's blocks lie between ``<!-- BEGIN generated: NAME -->`` and ``<!-- END generated: NAME -->``
-(NAME: ``classification``, ``transject-bounds``, ``pretraining-budget``, ``pretraining-budget-long``,
-``glue-after-pretraining``).
+(NAME: ``classification``, ``transject-bounds``, ``transject-readings``, ``pretraining-budget``,
+``pretraining-budget-long``, ``glue-after-pretraining``).
 """
 
 from __future__ import annotations
