@@ -260,6 +260,11 @@ class EncoderPreTrainedModel(PreTrainedModel):
             "diagnostics": outputs.diagnostics if requested else None,
         }
 
+    def _run_backbone(self, input_ids: torch.Tensor | None, **inputs: Any) -> EncoderOutput:
+        """The backbone on a head's inputs, always as the output object and with the auxiliary loss and
+        diagnostics, which the head adds to its task loss and reports as asked (:meth:`_head_fields`)."""
+        return self.base_model(input_ids, output_diagnostics=True, return_dict=True, **inputs)
+
 
 class EncoderModel(EncoderPreTrainedModel):
     """The bare encoder: embeddings → layers → (pooler). Outputs :class:`EncoderOutput`."""
@@ -392,14 +397,12 @@ class EncoderForMaskedLM(EncoderPreTrainedModel):
         positions (MosaicBERT-style): ``logits`` is ``(num_scored_tokens, vocab_size)`` in row-major
         order of the scored positions, and the loss equals the dense path's.
         """
-        outputs = self.base_model(
+        outputs = self._run_backbone(
             input_ids,
             attention_mask=attention_mask,
             token_type_ids=token_type_ids,
             position_ids=position_ids,
             inputs_embeds=inputs_embeds,
-            output_diagnostics=True,  # the head adds the auxiliary loss to its task loss
-            return_dict=True,
             **kwargs,
         )
         hidden_states = outputs.last_hidden_state
@@ -449,14 +452,12 @@ class EncoderForSequenceClassification(_ClassifierHeadMixin, EncoderPreTrainedMo
         **kwargs: Unpack[TransformersKwargs],
     ) -> EncoderSequenceClassifierOutput:
         r"""``labels``: ``(batch,)`` class ids, floats for regression, or ``(batch, num_labels)`` multi-hot."""
-        outputs = self.base_model(
+        outputs = self._run_backbone(
             input_ids,
             attention_mask=attention_mask,
             token_type_ids=token_type_ids,
             position_ids=position_ids,
             inputs_embeds=inputs_embeds,
-            output_diagnostics=True,  # the head adds the auxiliary loss to its task loss
-            return_dict=True,
             **kwargs,
         )
         logits = self.classifier(self.dropout(outputs.pooler_output))
@@ -491,14 +492,12 @@ class EncoderForTokenClassification(_ClassifierHeadMixin, EncoderPreTrainedModel
         **kwargs: Unpack[TransformersKwargs],
     ) -> EncoderTokenClassifierOutput:
         r"""``labels``: ``(batch, seq_len)`` class ids in ``[0, num_labels)``, ``-100`` to ignore."""
-        outputs = self.base_model(
+        outputs = self._run_backbone(
             input_ids,
             attention_mask=attention_mask,
             token_type_ids=token_type_ids,
             position_ids=position_ids,
             inputs_embeds=inputs_embeds,
-            output_diagnostics=True,  # the head adds the auxiliary loss to its task loss
-            return_dict=True,
             **kwargs,
         )
         logits = self.classifier(self.dropout(outputs.last_hidden_state))
@@ -534,14 +533,12 @@ class EncoderForQuestionAnswering(EncoderPreTrainedModel):
     ) -> EncoderQuestionAnsweringOutput:
         r"""``start_positions``/``end_positions``: ``(batch,)`` token indices of the answer span
         (positions outside the sequence are ignored, as in BERT)."""
-        outputs = self.base_model(
+        outputs = self._run_backbone(
             input_ids,
             attention_mask=attention_mask,
             token_type_ids=token_type_ids,
             position_ids=position_ids,
             inputs_embeds=inputs_embeds,
-            output_diagnostics=True,  # the head adds the auxiliary loss to its task loss
-            return_dict=True,
             **kwargs,
         )
         start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).split(1, dim=-1)
@@ -587,14 +584,12 @@ class EncoderForMultipleChoice(_ClassifierHeadMixin, EncoderPreTrainedModel):
         def flat(tensor: torch.Tensor | None) -> torch.Tensor | None:
             return None if tensor is None else tensor.reshape(-1, *tensor.shape[2:])
 
-        outputs = self.base_model(
+        outputs = self._run_backbone(
             flat(input_ids),
             attention_mask=flat(attention_mask),
             token_type_ids=flat(token_type_ids),
             position_ids=flat(position_ids),
             inputs_embeds=flat(inputs_embeds),
-            output_diagnostics=True,  # the head adds the auxiliary loss to its task loss
-            return_dict=True,
             **kwargs,
         )
         logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)
