@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from hf_variants.lab.grid import Grid, GridSettings, chosen_learning_rate, load_grid
+from hf_variants.lab.grid import Grid, GridSettings, held_out_run, load_grid
 from hf_variants.lab.spec import ModelSpec, spec_folder
 from hf_variants.lab.statistics import mean_interval, paired_difference, predicts_one_class
 from hf_variants.lab.tables import comparison_table, injective_layer_table, rate_text, reading_table, summarize_role
 from hf_variants.lab.text_classification import load_task
+from hf_variants.lab.verdicts import HeldOutRun
 from hf_variants.training.checkpoints import CheckpointError
 
 from .helpers import middle_parameter, poison_gradient
@@ -130,12 +131,13 @@ def tiny_settings(**overrides) -> GridSettings:
     return GridSettings(**{**fields, **overrides})
 
 
-def test_chosen_learning_rate_is_the_best_held_out_one() -> None:
-    finished = lambda accuracy: {"status": "finished", "accuracy": accuracy}  # noqa: E731
-    assert chosen_learning_rate({1e-3: finished(0.6), 3e-3: finished(0.7)}) == 3e-3
-    assert chosen_learning_rate({1e-3: finished(0.7), 3e-3: finished(0.7)}) == 1e-3  # tie: the smaller
-    assert chosen_learning_rate({1e-3: {"status": "diverged"}, 3e-3: finished(0.2)}) == 3e-3
-    assert chosen_learning_rate({1e-3: {"status": "diverged"}}) is None
+def test_a_grid_sweep_record_is_read_as_the_protocols_held_out_run() -> None:
+    """Accuracy and the one-class flag of a finished run; a diverged or failed run has no score."""
+    finished = {"status": "finished", "accuracy": 0.7, "predicts_one_class": False}
+    assert held_out_run(finished) == HeldOutRun(0.7, one_class=False)
+    assert held_out_run({**finished, "predicts_one_class": True}) == HeldOutRun(0.7, one_class=True)
+    assert held_out_run({"status": "diverged", "error": "Step 3: non-finite gradient"}) == HeldOutRun(None)
+    assert held_out_run({"status": "solver_failed", "predicts_one_class": True}) == HeldOutRun(None)
 
 
 def test_grid_runs_sweeps_on_the_held_out_slice_then_seeds_and_resumes(tmp_path: Path) -> None:
@@ -311,11 +313,13 @@ def test_a_solver_failure_is_recorded_as_the_runs_outcome(tmp_path: Path) -> Non
     failed = json.loads((cell / "variant" / "sweep-lr0.001.json").read_text())
     assert failed["status"] == "solver_failed" and failed["failed_at_step"] == 0
     assert "N-ODE block 0: the dopri5 solver failed" in failed["error"]
-    assert json.loads((cell / "variant" / "choice.json").read_text())["chosen_learning_rate"] is None
+    # every rate failed: the smallest is chosen and its seed runs show the failure (never averaged in)
+    assert json.loads((cell / "variant" / "choice.json").read_text())["chosen_learning_rate"] == 1e-3
+    assert json.loads((cell / "variant" / "seed1.json").read_text())["status"] == "solver_failed"
     control = json.loads((cell / "control" / "seed1.json").read_text())  # vanilla blocks: no solver
     assert control["status"] == "finished"
     row = comparison_table(tmp_path / "out", ["ag_news"]).splitlines()[2]
-    assert "| every learning rate failed |" in row and "| — |" in row
+    assert "| 1/1 seeds solver_failed |" in row and "| — |" in row
 
 
 def test_a_non_finite_gradient_stops_the_run_before_any_weight_changes(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -52,3 +52,34 @@ def test_summary_and_pair_verdict_use_only_runs_that_learned() -> None:
                                 "control": []}
     assert verdict.seeds == 3
     assert verdicts.summary({"1": {"failed": "x"}}) is None
+
+
+# --------------------------------------------------------------------------------------------
+# The learning-rate choice: one rule for compare, the grid and the GLUE studies
+# --------------------------------------------------------------------------------------------
+Run = verdicts.HeldOutRun
+
+
+def test_the_rate_is_the_best_held_out_score_among_runs_that_learned() -> None:
+    assert verdicts.choose_learning_rate({1e-3: Run(0.6), 3e-3: Run(0.7)}) == 3e-3
+    assert verdicts.choose_learning_rate({3e-3: Run(0.7), 1e-3: Run(0.7)}) == 1e-3  # tie: the smaller
+    assert verdicts.choose_learning_rate({1e-3: Run(0.6), 3e-3: Run(0.9, one_class=True)}) == 1e-3
+    assert verdicts.choose_learning_rate({1e-3: Run(None), 3e-3: Run(0.2)}) == 3e-3  # a failure is never chosen
+    assert verdicts.choose_learning_rate({1e-3: Run(float("nan")), 3e-3: Run(0.1)}) == 3e-3
+
+
+def test_without_a_run_that_learned_the_best_finished_then_the_smallest_rate() -> None:
+    one_class = {1e-3: Run(0.5, one_class=True), 3e-3: Run(0.52, one_class=True), 1e-2: Run(None)}
+    assert verdicts.choose_learning_rate(one_class) == 3e-3
+    assert verdicts.choose_learning_rate({3e-3: Run(None), 1e-3: Run(None), 1e-2: Run(None)}) == 1e-3
+    with pytest.raises(ValueError, match="sweep is empty"):
+        verdicts.choose_learning_rate({})
+
+
+@pytest.mark.parametrize(
+    ("metrics", "expected"),
+    [({"largest_class_share": 0.995}, True), ({"largest_class_share": 0.6}, False),
+     ({"prediction_std": 0.0}, True), ({"prediction_std": 0.3}, False)],
+)  # fmt: skip
+def test_run_glue_collapse_measures_say_one_class(metrics: dict, expected: bool) -> None:
+    assert verdicts.collapsed(metrics) is expected

@@ -375,19 +375,15 @@ def train(args: argparse.Namespace, source: DataSource, tokenizer: str, run: Run
             return {"failed": f"{type(error).__name__}: {error}"}
 
 
-def choose_learning_rate(
-    task: str, outcomes: dict[float, dict[str, Any]]
-) -> tuple[float, dict[float, float | None]]:
-    """The rate whose held-out run scored best (ties: the smaller) and every rate's score (None for a
-    run that failed, which is never chosen). When every rate failed, the smallest: the final runs then
-    show over seeds what happens at the most cautious rate, instead of one failure ending the comparison."""
-    scores = {rate: None if "failed" in result else headline(task, result["eval"]["validation"])[1]
-              for rate, result in sorted(outcomes.items())}  # fmt: skip
-    finished = {rate: score for rate, score in scores.items() if score is not None}
-    if not finished:
-        return min(scores), scores
-    best = max(finished.values())
-    return min(rate for rate, score in finished.items() if score == best), scores
+def choose_learning_rate(task: str, outcomes: dict[float, dict[str, Any]]) -> tuple[float, dict[float, float | None]]:
+    """The protocol's choice (:func:`~.verdicts.choose_learning_rate`) among the held-out runs, and every
+    rate's score (None for a run that failed, which is never chosen)."""
+    sweep = {
+        rate: verdicts.HeldOutRun(None) if "failed" in result else verdicts.HeldOutRun(
+            headline(task, result["eval"]["validation"])[1], verdicts.collapsed(result["eval"]["validation"]))
+        for rate, result in sorted(outcomes.items())
+    }  # fmt: skip
+    return verdicts.choose_learning_rate(sweep), {rate: run.score for rate, run in sweep.items()}
 
 
 def fine_tuning_seeds(args: argparse.Namespace) -> list[int]:

@@ -31,7 +31,8 @@ from typing import Any
 
 from ..glue import get_task
 from ..training import checkpoints
-from .statistics import ONE_CLASS_SHARE, Interval, mean_interval, paired_difference_if_any
+from . import verdicts
+from .statistics import Interval, mean_interval, paired_difference_if_any
 
 #: The chance score shown next to "did not learn" (dev majority share for SST-2 comes from the data).
 NO_SKILL = {"matthews_correlation": 0.0, "pearson": 0.0}
@@ -167,21 +168,17 @@ def score(results: dict[str, Any], task: str) -> float:
 
 
 def did_not_learn(results: dict[str, Any], task: str) -> bool:
-    """≥ 99% of predictions one class, or one constant score (``run_glue``'s collapse measures)."""
-    metrics = results["eval"]["validation"]
-    if get_task(task).is_regression:
-        return metrics["prediction_std"] == 0 or not math.isfinite(score(results, task))
-    return metrics["largest_class_share"] >= ONE_CLASS_SHARE
+    """≥ 99% of predictions one class, or one constant score (``run_glue``'s collapse measures), or an
+    undefined correlation on a regression task."""
+    undefined = get_task(task).is_regression and not math.isfinite(score(results, task))
+    return undefined or verdicts.collapsed(results["eval"]["validation"])
 
 
 def choose_learning_rate(sweep: dict[float, dict[str, Any]], task: str) -> float:
-    """The swept rate with the best held-out score among runs that learned (ties: the smaller rate);
-    when none learned, the best score overall (the cell will then show what happened)."""
-    learned = {rate: score(r, task) for rate, r in sweep.items() if not did_not_learn(r, task)}
-    candidates = learned or {rate: score(r, task) for rate, r in sweep.items()}
-    finite = {rate: value for rate, value in candidates.items() if math.isfinite(value)} or candidates
-    best = max(finite.values())
-    return min(rate for rate, value in finite.items() if value == best)
+    """The protocol's choice (:func:`~.verdicts.choose_learning_rate`) among the held-out sweep's runs."""
+    return verdicts.choose_learning_rate(
+        {rate: verdicts.HeldOutRun(score(r, task), did_not_learn(r, task)) for rate, r in sweep.items()}
+    )
 
 
 @dataclass

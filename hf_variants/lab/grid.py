@@ -9,8 +9,9 @@ Layout of ``output_dir/<task>/`` (small JSON files, meant to be committed as the
     <pair>/<role>/seed<s>.json               trained on the whole training split at the chosen rate,
                                              scored on the test split
 
-The chosen rate is the sweep's best held-out accuracy (ties: the smaller rate); the test split is never
-seen before the choice. A run's file is written only when it ends (atomically), so a killed grid
+The chosen rate is the protocol's (:func:`~.verdicts.choose_learning_rate`: the best held-out accuracy
+among runs that learned, ties to the smaller rate, the smallest when every run failed); the test split is
+never seen before the choice. A run's file is written only when it ends (atomically), so a killed grid
 restarts its unfinished run from scratch and skips every finished one; a finished seed whose rate is
 not the sweep's choice is refused. Each run is trained by the fine-tuning engine
 (:mod:`.grid_training`), which the fingerprint names: a folder made by another engine is another grid.
@@ -33,6 +34,7 @@ from .grid_training import ENGINE, EncodedSplit, RunSettings, train_and_evaluate
 from .spec import ModelSpec, spec_folder
 from .statistics import majority_share
 from .text_classification import TextClassificationData, load_task
+from .verdicts import HeldOutRun, choose_learning_rate
 
 logger = logging.getLogger(__name__)
 ROLES = ("variant", "control")
@@ -72,13 +74,10 @@ def write_result(path: Path, record: dict[str, Any]) -> None:
     os.replace(temporary, path)
 
 
-def chosen_learning_rate(sweep: dict[float, dict[str, Any]]) -> float | None:
-    """The swept rate with the best held-out accuracy (ties: the smaller); ``None`` if every run diverged."""
-    finished = {lr: r["accuracy"] for lr, r in sweep.items() if r["status"] == "finished"}
-    if not finished:
-        return None
-    best = max(finished.values())
-    return min(lr for lr, accuracy in finished.items() if accuracy == best)
+def held_out_run(record: dict[str, Any]) -> HeldOutRun:
+    """A sweep record as the protocol's learning-rate choice sees it."""
+    finished = record["status"] == "finished"
+    return HeldOutRun(record["accuracy"] if finished else None, finished and bool(record.get("predicts_one_class")))
 
 
 class Grid:
@@ -180,11 +179,7 @@ class Grid:
                         lr: self.run_one(cell / f"sweep-lr{lr:g}.json", spec, role, "sweep", lr, s.sweep_seed)
                         for lr in s.learning_rates
                     }
-                    chosen = chosen_learning_rate(sweep)
-                    if chosen is None:
-                        no_rate = {"chosen_learning_rate": None, "reason": "every rate diverged"}
-                        write_result(cell / "choice.json", no_rate)
-                        continue
+                    chosen = choose_learning_rate({lr: held_out_run(record) for lr, record in sweep.items()})
                     write_result(cell / "choice.json", {"chosen_learning_rate": chosen})
                     for seed in s.seeds:
                         self.run_one(cell / f"seed{seed}.json", spec, role, "final", chosen, seed)

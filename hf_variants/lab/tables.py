@@ -37,17 +37,21 @@ PAPER_NUMBERS = {
 
 
 def summarize_role(role: dict[str, Any], chance: float) -> dict[str, Any]:
-    """Accuracies of the finished seeds that learned, and the seeds that did not (one class)."""
+    """Accuracies of the finished seeds that learned, and the seeds that did not (one class) or failed
+    (a non-finite stop or a solver failure), named by status."""
     seeds = role["seeds"]
     learned = {s: r["accuracy"] for s, r in seeds.items() if r["status"] == "finished" and not r["predicts_one_class"]}
     failed = sorted(s for s in seeds if s not in learned)
     crashed = [s for s in failed if seeds[s]["status"] != "finished"]
-    chance_text = f"did not learn (chance {100 * chance:.1f})"
-    text = mean_interval(list(learned.values())).mean_text(100) if learned else chance_text
-    if learned and len(failed) > len(crashed):
-        text += f" ({len(failed) - len(crashed)}/{len(seeds)} seeds did not learn)"
+    one_class = len(failed) - len(crashed)
+    text = mean_interval(list(learned.values())).mean_text(100) if learned else ""
+    if not learned and one_class:
+        text = f"did not learn (chance {100 * chance:.1f})"
+    elif one_class:
+        text += f" ({one_class}/{len(seeds)} seeds did not learn)"
     if crashed:
-        text += f" ({len(crashed)}/{len(seeds)} seeds {', '.join(sorted({seeds[s]['status'] for s in crashed}))})"
+        statuses = f"{len(crashed)}/{len(seeds)} seeds {', '.join(sorted({seeds[s]['status'] for s in crashed}))}"
+        text = f"{text} ({statuses})" if text else statuses
     return {"learned": learned, "failed": failed, "text": text}
 
 
@@ -60,12 +64,6 @@ def task_grids(grid_dir: Path, tasks: list[str]) -> list[tuple[str, dict[str, An
     """``(task, load_grid(...))`` for each task that has a grid folder, in ``tasks`` order."""
     present = [task for task in tasks if (grid_dir / task / "run_fingerprint.json").is_file()]
     return [(task, load_grid(grid_dir / task)) for task in present]
-
-
-def unfinished_state(role: dict[str, Any], learning_rates: list[float]) -> str:
-    """Why a role has no seeds: its whole sweep ran and no rate finished, or it has not run yet."""
-    swept_all = len(role["sweep"]) == len(learning_rates)
-    return "every learning rate failed" if swept_all and role["chosen_learning_rate"] is None else "not run yet"
 
 
 def rate_text(chosen: float, swept: list[float]) -> str:
@@ -86,8 +84,7 @@ def comparison_table(grid_dir: Path, tasks: list[str]) -> str:
         chance = grid["data"].get("test_majority_share", math.nan)
         for spec, roles in grid["cells"].items():
             if not roles["variant"]["seeds"] or not roles["control"]["seeds"]:
-                variant, control = (unfinished_state(roles[r], grid["settings"]["learning_rates"]) for r in ROLES)
-                lines.append(f"| {task} | {PAIR_LABELS.get(spec, spec)} | {variant} | {control} | — | | |")
+                lines.append(f"| {task} | {PAIR_LABELS.get(spec, spec)} | not run yet | not run yet | — | | |")
                 continue
             variant, control = (summarize_role(roles[r], chance) for r in ROLES)
             swept = grid["settings"]["learning_rates"]

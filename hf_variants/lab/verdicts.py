@@ -1,5 +1,7 @@
-"""What one fine-tuning run shows (:func:`run_status`) and what a variant's runs against its matched
-control's show over seeds (:func:`pair_verdict`): the rules ``hf-variants compare`` reports with.
+"""The protocol's rules, shared by ``hf-variants compare``, the classification grid and the GLUE studies:
+which learning rate a held-out sweep chooses (:func:`choose_learning_rate`), what one fine-tuning run
+shows (:func:`run_status`) and what a variant's runs against its matched control's show over seeds
+(:func:`pair_verdict`).
 
 A run *counts* only when it learned. One that failed (solver or non-finite stop), predicts one class,
 stayed on its starting loss or scores no better than chance is named as such and left out of the
@@ -8,12 +10,13 @@ means and of the paired interval, never averaged in.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .statistics import Interval, guessing_bound, mean_interval, paired_difference
+from .statistics import ONE_CLASS_SHARE, Interval, guessing_bound, mean_interval, paired_difference
 
 LEARNED = "learned"
 #: Statuses of runs that do not count, in the order a run is tested for them.
@@ -21,6 +24,39 @@ FAILED, ONE_CLASS, ON_PLATEAU, AT_CHANCE = "failed", "did not learn", "stayed on
 #: A run "stayed on the plateau" when the mean of the last quarter of its logged training losses is
 #: still at least this share of its first logged loss.
 PLATEAU_SHARE = 0.9
+
+
+@dataclass(frozen=True)
+class HeldOutRun:
+    """One run of a learning-rate sweep, scored on a held-out slice of the training split (never on dev)."""
+
+    score: float | None  # the task's headline metric; None when the run failed (non-finite stop, solver)
+    one_class: bool = False  # ≥ ONE_CLASS_SHARE of its predictions one class (or one constant score)
+
+    @property
+    def finished(self) -> bool:
+        return self.score is not None and math.isfinite(self.score)
+
+
+def collapsed(metrics: Mapping[str, float]) -> bool:
+    """Whether ``run_glue``'s collapse measures (``largest_class_share`` or ``prediction_std``) say the
+    run predicted one class (≥ :data:`ONE_CLASS_SHARE` of its predictions) or one constant score."""
+    return metrics.get("prediction_std") == 0 or metrics.get("largest_class_share", 0.0) >= ONE_CLASS_SHARE
+
+
+def choose_learning_rate(sweep: Mapping[float, HeldOutRun]) -> float:
+    """The rate whose held-out run scored best among the runs that learned (finished, not one class);
+    when none learned, among the runs that finished; ties go to the smaller rate. When every run failed,
+    the smallest rate: the final runs then show over seeds what happens at the most cautious rate (and
+    are reported as failures, never averaged in), instead of one failure ending the comparison."""
+    if not sweep:
+        raise ValueError("choose_learning_rate: the sweep is empty")
+    learned = {rate: run.score for rate, run in sweep.items() if run.finished and not run.one_class}
+    finished = learned or {rate: run.score for rate, run in sweep.items() if run.finished}
+    if not finished:
+        return min(sweep)
+    best = max(finished.values())
+    return min(rate for rate, score in finished.items() if score == best)
 
 
 def stayed_on_plateau(losses: Sequence[float]) -> bool:

@@ -1,0 +1,55 @@
+"""The one learning-rate rule (``hf_variants.lab.verdicts.choose_learning_rate``) against every committed
+study: compare, the classification grids and the GLUE studies each chose their rates with a rule of their
+own before; each cell's seed runs must have been trained at the rate the shared rule picks from the
+cell's committed held-out runs, so the committed numbers stand unchanged."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hf_variants.lab import verdicts
+from hf_variants.lab.glue_after_pretraining import choose_learning_rate as glue_choice
+from hf_variants.lab.grid import held_out_run, load_grid
+
+ROOT = Path(__file__).resolve().parents[1]
+EXPERIMENTS = ROOT / "docs" / "experiments"
+GRIDS = sorted(path.parent for path in EXPERIMENTS.glob("*/*/run_fingerprint.json"))
+GLUE_CELLS = sorted({path.parent for path in EXPERIMENTS.glob("pretraining_budget*/runs/**/seed*.json")})
+COMPARISONS = sorted(ROOT.glob("docs/compare/**/results.json"))
+
+
+def test_there_are_committed_studies_of_each_kind() -> None:
+    assert len(GRIDS) >= 9 and len(GLUE_CELLS) >= 20 and COMPARISONS
+
+
+@pytest.mark.parametrize("folder", GRIDS, ids=lambda p: p.relative_to(EXPERIMENTS).as_posix())
+def test_every_grid_cell_was_run_at_the_protocols_rate(folder: Path) -> None:
+    for spec, roles in load_grid(folder)["cells"].items():
+        for role, cell in roles.items():
+            if not cell["seeds"]:
+                continue
+            chosen = verdicts.choose_learning_rate({lr: held_out_run(r) for lr, r in cell["sweep"].items()})
+            assert cell["chosen_learning_rate"] == chosen, (spec, role)
+            assert {r["learning_rate"] for r in cell["seeds"].values()} == {chosen}, (spec, role)
+
+
+@pytest.mark.parametrize("folder", GLUE_CELLS, ids=lambda p: p.relative_to(EXPERIMENTS).as_posix())
+def test_every_glue_cell_was_run_at_the_protocols_rate(folder: Path) -> None:
+    sweep = {float(p.stem.removeprefix("sweep-lr")): json.loads(p.read_text()) for p in folder.glob("sweep-lr*.json")}
+    seeds = [json.loads(p.read_text()) for p in folder.glob("seed*.json")]
+    trained_at = {float(r["command"].split("--learning_rate ")[1].split()[0]) for r in seeds}
+    assert trained_at == {glue_choice(sweep, folder.name)}
+
+
+@pytest.mark.parametrize("results", COMPARISONS, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_compared_model_was_run_at_the_protocols_rate(results: Path) -> None:
+    for name, model in json.loads(results.read_text())["models"].items():
+        for task, tuned in model.get("fine_tuning", {}).items():
+            scores = tuned.get("heldout_scores_by_learning_rate")
+            if not scores or len(scores) < 2:
+                continue
+            sweep = {float(rate): verdicts.HeldOutRun(score) for rate, score in scores.items()}
+            assert tuned["learning_rate"] == verdicts.choose_learning_rate(sweep), (name, task)
