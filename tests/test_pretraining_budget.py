@@ -63,25 +63,49 @@ def test_an_exported_checkpoint_is_the_model_at_that_step(corpus: Path, tokenize
         export_checkpoint_model(run / "checkpoint-4", other, tmp_path / "wrong")
 
 
-def test_a_record_of_another_command_is_refused(tmp_path: Path) -> None:
+def test_a_record_of_other_settings_is_refused_naming_the_fields(tmp_path: Path) -> None:
+    """A study's finished run is recognised by its typed settings (``run_glue.requested_arguments``), in a
+    record that holds them or, for an older record, in its command line; other settings are refused by name."""
+    from hf_variants.training import run_glue
+
     protocol = FineTuning()
-    argv = protocol.run_argv(Path("glue"), Path("m"), "sst2", 1e-3, 1, tmp_path / "w", random_init=False, heldout=True)
+    settings = protocol.run_settings(Path("glue"), Path("m"), "sst2", 1e-3, 1, tmp_path / "w", random_init=False,
+                                     heldout=True)  # fmt: skip
     record = tmp_path / "sweep.json"
-    assert finished_run(record, argv) is None
-    record.write_text(json.dumps({"command": " ".join(["run_glue.py", *argv]), "x": 1}))
-    assert finished_run(record, argv)["x"] == 1
-    other = protocol.run_argv(Path("glue"), Path("m"), "sst2", 3e-4, 1, tmp_path / "w", random_init=False, heldout=True)
-    with pytest.raises(CheckpointError, match=r"sweep\.json holds a run made with another command"):
-        finished_run(record, other)
+    assert finished_run(record, settings) is None
+    record.write_text(json.dumps({"arguments": run_glue.requested_arguments(*settings), "x": 1}))
+    assert finished_run(record, settings)["x"] == 1
+    other = protocol.run_settings(Path("glue"), Path("m"), "sst2", 3e-4, 2, tmp_path / "elsewhere", random_init=False,
+                                  heldout=True)  # fmt: skip
+    with pytest.raises(CheckpointError, match=r"(?s)sweep\.json holds a run made with other settings:\n"
+                       r"  training\.learning_rate: recorded 0\.001, this study 0\.0003\n  training\.seed: recorded 1"):
+        finished_run(record, other)  # the output folder has no effect: not named
+    command = ("run_glue.py --glue_dir glue --model_name_or_path m --task_name SST-2 --do_train --do_eval "
+               "--max_train_samples 8000 --max_seq_length 64 --no_pad_to_max_length --per_device_train_batch_size 32 "
+               "--per_device_eval_batch_size 128 --learning_rate 0.001 --num_train_epochs 3 --warmup_steps 0.1 "
+               "--weight_decay 0.01 --seed 1 --save_strategy no --report_to none --output_dir w "
+               "--heldout_fraction 0.1 --heldout_seed 0")  # fmt: skip
+    record.write_text(json.dumps({"command": command, "x": 2}))  # a record from before settings were recorded
+    assert finished_run(record, settings)["x"] == 2
+    with pytest.raises(CheckpointError, match=r"data\.heldout_fraction: recorded 0\.1, this study None"):
+        finished_run(record, protocol.run_settings(Path("glue"), Path("m"), "sst2", 1e-3, 1, tmp_path / "w",
+                                                   random_init=False, heldout=False))  # fmt: skip
+    record.write_text(json.dumps({"command": "run_glue.py --task_name sst2 --learning_rate fast"}))
+    with pytest.raises(CheckpointError, match=r"sweep\.json: run_glue cannot read its command"):
+        finished_run(record, settings)
+    record.write_text(json.dumps({"eval": {}}))
+    with pytest.raises(CheckpointError, match=r"sweep\.json records neither the run's arguments nor its command"):
+        finished_run(record, settings)
 
 
-def test_held_out_runs_and_random_init_are_flagged_in_the_command() -> None:
+def test_held_out_runs_and_random_init_are_in_the_settings() -> None:
     protocol = FineTuning()
-    held = protocol.run_argv(Path("glue"), Path("m"), "cola", 1e-3, 0, Path("w"), random_init=True, heldout=True)
-    final = protocol.run_argv(Path("glue"), Path("m"), "cola", 1e-3, 2, Path("w"), random_init=False, heldout=False)
-    assert held[held.index("--heldout_fraction") + 1] == "0.1" and "--random_init" in held
-    assert "--heldout_fraction" not in final and "--random_init" not in final
-    assert final[final.index("--seed") + 1] == "2"
+    model, data, training, _ = protocol.run_settings(Path("glue"), Path("m"), "cola", 1e-3, 0, Path("w"),
+                                                     random_init=True, heldout=True)  # fmt: skip
+    assert data.heldout_fraction == 0.1 and model.random_init and training.seed == 0
+    model, data, training, _ = protocol.run_settings(Path("glue"), Path("m"), "cola", 1e-3, 2, Path("w"),
+                                                     random_init=False, heldout=False)  # fmt: skip
+    assert data.heldout_fraction is None and not model.random_init and training.seed == 2
 
 
 def test_the_rate_is_chosen_among_runs_that_learned() -> None:
@@ -151,7 +175,8 @@ def test_fine_tuning_chooses_the_rate_on_held_out_runs_and_resumes(
         assert cells[name, "sst2"].learning_rate == best
         finals = {seed: json.loads((runs / f"seed{seed}.json").read_text()) for seed in protocol.seeds}
         assert {r["evaluated_on"] for r in finals.values()} == {"dev set"}
-        assert all(f"--learning_rate {best:g}" in r["command"] for r in finals.values())
+        assert {r["arguments"]["training"]["learning_rate"] for r in finals.values()} == {best}
+        assert {r["command"] for r in finals.values()} == {None}  # the engine was called as a function
         expected = {seed: 100 * r["eval"]["validation"]["accuracy"] for seed, r in finals.items()
                     if r["eval"]["validation"]["largest_class_share"] < 0.99}  # fmt: skip
         assert cells[name, "sst2"].scores == pytest.approx(expected)
@@ -234,7 +259,7 @@ def test_the_budget_table_is_rendered_from_the_committed_files_alone(tmp_path: P
         folder.mkdir(parents=True)
         for seed, value in enumerate(values, 1):
             run = result(task, value / 100, share=1.0 if (model, seed) == ("step0", 3) else 0.6)
-            record = {"command": "run_glue.py --learning_rate 0.0003", **run}
+            record = {"arguments": {"training": {"learning_rate": 3e-4}}, **run}
             (folder / f"seed{seed}.json").write_text(json.dumps(record))
     text = budget_study_table(tmp_path)
     assert "Smallest budget that beats random initialisation on SST-2 and another task" in text

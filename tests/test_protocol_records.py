@@ -53,3 +53,28 @@ def test_every_compared_model_was_run_at_the_protocols_rate(results: Path) -> No
                 continue
             sweep = {float(rate): verdicts.HeldOutRun(score) for rate, score in scores.items()}
             assert tuned["learning_rate"] == verdicts.choose_learning_rate(sweep), (name, task)
+
+
+@pytest.mark.parametrize("study", ["pretraining_budget", "pretraining_budget_long"])
+def test_committed_glue_runs_are_recognised_from_the_studys_typed_settings(study: str) -> None:
+    """Every committed run of a GLUE study (recorded by command line) is the run its typed settings ask for,
+    at the rate the protocol chooses: a resumed study reuses them all instead of running them again."""
+    from hf_variants.lab.glue_after_pretraining import FineTuning, finished_run
+
+    protocol, work = FineTuning(), Path("runs") / study.replace("_", "-")
+    records = sorted((EXPERIMENTS / study / "runs").glob("*/*/*.json"))
+    assert len(records) >= 50
+    for record in records:
+        model, task, run = record.parent.parent.name, record.parent.name, record.stem
+        heldout = run.startswith("sweep-lr")
+        if heldout:
+            rate, seed = float(run.removeprefix("sweep-lr")), protocol.sweep_seed
+        else:
+            sweep = {float(p.stem.removeprefix("sweep-lr")): json.loads(p.read_text())
+                     for p in record.parent.glob("sweep-lr*.json")}  # fmt: skip
+            rate, seed = glue_choice(sweep, task), int(run.removeprefix("seed"))
+        settings = protocol.run_settings(
+            Path("../shared/data/glue"), work / "mlm" if model == "step0" else work / "models" / model, task, rate,
+            seed, work / "glue" / model / task / run, random_init=model == "step0", heldout=heldout,
+        )  # fmt: skip
+        assert finished_run(record, settings) == json.loads(record.read_text()), record

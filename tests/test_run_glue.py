@@ -141,6 +141,35 @@ def dev_predictions(model_dir: Path, glue_dir: Path, task: str, pair: bool) -> t
     return logits, np.asarray(dev["label"])
 
 
+def test_the_engine_called_with_typed_settings_is_the_command_line_run(
+    checkpoints: dict[str, Path], glue_dir: Path, tmp_path: Path
+) -> None:
+    """``run_glue.run`` with typed settings (as the studies call it) trains the same model as the command
+    line with the same values, and records the same settings with an effect."""
+    from transformers import TrainingArguments
+
+    from hf_variants_cli.finetune import DataTrainingArguments, ModelArguments, RunArguments
+
+    extra = ("--do_train", "--do_eval", "--max_steps", "6", "--print_logs", "false")
+    command = run_glue.main(glue_args(checkpoints["macaron_bert"], "sst2", glue_dir, tmp_path / "command", *extra))
+    typed = run_glue.run(
+        ModelArguments(model_name_or_path=str(checkpoints["macaron_bert"])),
+        DataTrainingArguments(task_name="sst2", glue_dir=str(glue_dir), max_seq_length=32),
+        TrainingArguments(
+            output_dir=str(tmp_path / "typed"), per_device_train_batch_size=16, per_device_eval_batch_size=32,
+            learning_rate=3e-3, report_to="none", disable_tqdm=True, log_level="warning",
+            dataloader_pin_memory=False, do_train=True, do_eval=True, max_steps=6,
+        ),
+        RunArguments(print_logs=False),
+    )  # fmt: skip
+    assert typed["command"] is None and command["command"].startswith("run_glue.py --model_name_or_path")
+    assert typed["arguments"] == command["arguments"] and typed["arguments"]["training"]["max_steps"] == 6
+    assert typed["eval"]["validation"]["accuracy"] == command["eval"]["validation"]["accuracy"]
+    weights = [load_file(tmp_path / run / "model.safetensors") for run in ("command", "typed")]
+    assert weights[0].keys() == weights[1].keys()
+    assert all(torch.equal(weights[0][key], weights[1][key]) for key in weights[0])
+
+
 @pytest.mark.parametrize("model_type", sorted(TINY))
 def test_fine_tuning_reports_the_saved_models_dev_accuracy(
     model_type: str, checkpoints: dict[str, Path], glue_dir: Path, tmp_path: Path

@@ -12,8 +12,9 @@ learning rate chosen on held-out training data — shared by two studies:
 
 Fine-tuning (``FineTuning``), per model and task: the learning rate is chosen on a held-out slice of the
 *training* split (``run_glue --heldout_fraction``), never on dev; then one run per seed on the training
-split, scored on dev. Every run's ``results.json`` is copied next to the study (a few KB, committed), and
-a run whose copy exists with the same command is not run again, so a study resumes across sessions. A run
+split, scored on dev. Each run is the fine-tuning engine called as a function with typed settings
+(``run_glue.run``); its ``results.json`` is copied next to the study (a few KB, committed), and a run
+whose copy holds the same settings is not run again, so a study resumes across sessions. A run
 whose dev predictions are ≥ 99% one class (or one constant score) "did not learn": it is named, and left
 out of means and pairs.
 """
@@ -27,13 +28,20 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..glue import get_task
 from ..training import checkpoints
 from . import verdicts
 from .statistics import Interval, mean_interval, paired_difference_if_any
 
+if TYPE_CHECKING:
+    from transformers import TrainingArguments
+
+    from hf_variants_cli.finetune import DataTrainingArguments, ModelArguments, RunArguments
+
+#: One fine-tuning run's typed settings, the arguments of :func:`hf_variants.training.run_glue.run`.
+FineTuningRun = tuple["ModelArguments", "DataTrainingArguments", "TrainingArguments", "RunArguments"]
 #: The chance score shown next to "did not learn" (dev majority share for SST-2 comes from the data).
 NO_SKILL = {"matthews_correlation": 0.0, "pearson": 0.0}
 #: Size of every pretrained model here: the BERT control's (the budget study) and, for the variant
@@ -104,25 +112,31 @@ class FineTuning:
     max_seq_length: int = 64
     batch_size: int = 32
 
-    def run_argv(
+    def run_settings(
         self, glue_dir: Path, model_dir: Path, task: str, learning_rate: float, seed: int, output_dir: Path, *,
         random_init: bool, heldout: bool,
-    ) -> list[str]:  # fmt: skip
-        """``run_glue`` arguments of one fine-tuning run (a held-out run when ``heldout``)."""
-        argv = [
-            "--glue_dir", str(glue_dir), "--model_name_or_path", str(model_dir), "--task_name", task,
-            "--do_train", "--do_eval",
-            "--max_train_samples", str(self.max_train_samples), "--max_seq_length", str(self.max_seq_length),
-            "--no_pad_to_max_length", "--per_device_train_batch_size", str(self.batch_size),
-            "--per_device_eval_batch_size", "128", "--learning_rate", f"{learning_rate:g}",
-            "--num_train_epochs", f"{self.num_train_epochs:g}", "--warmup_steps", "0.1", "--weight_decay", "0.01",
-            "--seed", str(seed), "--save_strategy", "no", "--report_to", "none", "--disable_tqdm", "true",
-            "--print_logs", "false", "--log_level", "warning", "--dataloader_pin_memory", "false",
-            "--output_dir", str(output_dir),
-        ]  # fmt: skip
-        if heldout:
-            argv += ["--heldout_fraction", f"{self.heldout_fraction:g}", "--heldout_seed", str(self.heldout_seed)]
-        return argv + (["--random_init"] if random_init else [])
+    ) -> FineTuningRun:  # fmt: skip
+        """The typed settings of one fine-tuning run (a held-out run when ``heldout``) for
+        :func:`hf_variants.training.run_glue.run`."""
+        from transformers import TrainingArguments
+
+        from hf_variants_cli.finetune import DataTrainingArguments, ModelArguments, RunArguments
+
+        held_out = {"heldout_fraction": self.heldout_fraction, "heldout_seed": self.heldout_seed} if heldout else {}
+        return (
+            ModelArguments(model_name_or_path=str(model_dir), random_init=random_init),
+            DataTrainingArguments(
+                task_name=task, glue_dir=str(glue_dir), max_seq_length=self.max_seq_length, pad_to_max_length=False,
+                max_train_samples=self.max_train_samples, **held_out,
+            ),
+            TrainingArguments(
+                output_dir=str(output_dir), do_train=True, do_eval=True, per_device_train_batch_size=self.batch_size,
+                per_device_eval_batch_size=128, learning_rate=learning_rate, num_train_epochs=self.num_train_epochs,
+                warmup_steps=0.1, weight_decay=0.01, seed=seed, save_strategy="no", report_to="none",
+                disable_tqdm=True, log_level="warning", dataloader_pin_memory=False,
+            ),
+            RunArguments(print_logs=False),
+        )  # fmt: skip
 
 
 def export_checkpoint_model(checkpoint: Path, final_model: Path, destination: Path) -> Path:
@@ -147,16 +161,25 @@ def export_checkpoint_model(checkpoint: Path, final_model: Path, destination: Pa
     return destination
 
 
-def finished_run(record: Path, argv: Sequence[str]) -> dict[str, Any] | None:
-    """The recorded results of exactly this ``run_glue`` command, or None when it has not run. A record of
-    another command is an error (a study repeated with other settings into the same folder), never reused."""
+def finished_run(record: Path, settings: FineTuningRun) -> dict[str, Any] | None:
+    """The recorded results of a run with exactly these settings, or None when it has not run. A record of
+    other settings is an error naming the fields (a study repeated with other settings into the same
+    folder), never reused. Fields that one transformers version has and the other lacks are not compared."""
+    from ..training import run_glue
+
     if not record.is_file():
         return None
-    results, expected = checkpoints.load_json(record), " ".join(["run_glue.py", *argv])
-    if results.get("command") != expected:
+    results = checkpoints.load_json(record)
+    recorded, expected = run_glue.recorded_arguments(results, record), run_glue.requested_arguments(*settings)
+    differing = [
+        f"{group}.{name}: recorded {recorded[group][name]!r}, this study {value!r}"
+        for group, values in expected.items() for name, value in values.items()
+        if name in recorded.get(group, {}) and recorded[group][name] != value
+    ]  # fmt: skip
+    if differing:
         raise checkpoints.CheckpointError(
-            f"{record} holds a run made with another command:\n  {results.get('command')}\nthis study would run:"
-            f"\n  {expected}\nChoose another output folder for other settings, or delete that file to redo it."
+            f"{record} holds a run made with other settings:\n  " + "\n  ".join(differing)
+            + "\nChoose another output folder for other settings, or delete that file to redo it."
         )
     return results
 
@@ -214,14 +237,14 @@ class ModelToTune:
     random_init: bool = False
 
 
-def run_in_worker(argv: list[str]) -> dict[str, Any]:
-    """One ``run_glue`` run in a pool worker, on one CPU thread (several run side by side)."""
+def run_in_worker(settings: FineTuningRun) -> dict[str, Any]:
+    """One fine-tuning run in a pool worker, on one CPU thread (several run side by side)."""
     import torch
 
     torch.set_num_threads(1)
     from ..training import run_glue
 
-    return run_glue.main(argv)
+    return run_glue.run(*settings)
 
 
 def fine_tune(
@@ -238,22 +261,22 @@ def fine_tune(
     results to ``record_dir/<model>/<task>/<run>.json`` (``on_record`` is called on each new one); recorded
     runs are skipped. Returns ``{(model, task): Cell}``."""
 
-    def job(name: str, task: str, run: str, rate: float, seed: int, heldout: bool) -> tuple[Path, Path, list[str]]:
+    def job(name: str, task: str, run: str, rate: float, seed: int, heldout: bool) -> tuple[Path, Path, FineTuningRun]:
         model, work = models[name], work_dir / name / task / run
-        argv = protocol.run_argv(glue_dir, model.folder, task, rate, seed, work, random_init=model.random_init,
-                                 heldout=heldout)  # fmt: skip
-        return work, record_dir / name / task / f"{run}.json", argv
+        settings = protocol.run_settings(glue_dir, model.folder, task, rate, seed, work,
+                                         random_init=model.random_init, heldout=heldout)  # fmt: skip
+        return work, record_dir / name / task / f"{run}.json", settings
 
-    def run_all(jobs: list[tuple[Path, Path, list[str]]]) -> None:
-        pending = [(work, record, argv) for work, record, argv in jobs if finished_run(record, argv) is None]
+    def run_all(jobs: list[tuple[Path, Path, FineTuningRun]]) -> None:
+        pending = [(work, record, settings) for work, record, settings in jobs if not finished_run(record, settings)]
         with contextlib.ExitStack() as stack:
             if workers > 1:
                 pool = stack.enter_context(ProcessPoolExecutor(max_workers=workers))
-                outcomes = pool.map(run_in_worker, [argv for _, _, argv in pending])
+                outcomes = pool.map(run_in_worker, [settings for _, _, settings in pending])
             else:
                 from ..training import run_glue
 
-                outcomes = (run_glue.main(argv) for _, _, argv in pending)
+                outcomes = (run_glue.run(*settings) for _, _, settings in pending)
             for (work, record, _), _ in zip(pending, outcomes, strict=True):
                 record.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(work / "results.json", record)
@@ -283,10 +306,14 @@ def recorded_cells(record_dir: Path) -> dict[tuple[str, str], Cell]:
     """The cells of a study from its committed result files alone: ``{(model, task): Cell}`` for every
     ``<model>/<task>/`` folder (``<model>`` may be nested, e.g. ``mgk_bert/variant``) that holds seed runs;
     the rate is the one the seed runs were trained with (chosen on the held-out sweep by :func:`fine_tune`)."""
+    from ..training import run_glue
+
     cells = {}
     for task_folder in sorted({path.parent for path in record_dir.rglob("seed*.json")}):
-        runs = {int(p.stem.removeprefix("seed")): checkpoints.load_json(p) for p in task_folder.glob("seed*.json")}
-        rates = {float(r["command"].split("--learning_rate ")[1].split()[0]) for r in runs.values()}
+        files = {int(p.stem.removeprefix("seed")): p for p in task_folder.glob("seed*.json")}
+        runs = {seed: checkpoints.load_json(path) for seed, path in files.items()}
+        settings = [run_glue.recorded_arguments(runs[seed], path) for seed, path in files.items()]
+        rates = {arguments["training"]["learning_rate"] for arguments in settings}
         if len(rates) != 1:
             raise checkpoints.CheckpointError(f"{task_folder}: its seed runs used different learning rates {rates}.")
         name, task = task_folder.parent.relative_to(record_dir).as_posix(), task_folder.name

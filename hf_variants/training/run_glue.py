@@ -22,7 +22,9 @@ architecture with fresh weights — the control for "did pretraining help?"), ``
 dev results; ``--push_to_hub`` uploads that folder for hf-variants models). ``--do_predict`` writes
 run_glue's ``predict_results_<task>.txt`` and the file GLUE's submission server expects
 (``SST-2.tsv``, ``MNLI-m.tsv``, ...; MNLI also predicts ``AX.tsv`` when the diagnostic set is found).
-Results: ``all_results.json`` (Trainer) and ``results.json`` (task, seed, parameters, metrics, command).
+Results: ``all_results.json`` (Trainer) and ``results.json`` (task, seed, parameters, metrics, the command
+line and the typed settings with an effect). Studies call the engine as a function, :func:`run`, with
+typed settings; only :func:`main` parses a command line.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import copy
 import json
 import logging
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -312,11 +315,7 @@ def run_fingerprint(model_args, data_args, training_args, run_args, tokenizer) -
     by_content |= {"config_name"} if config_files else set()
     files, locations = run_identity.describe_files([*(model_files or []), *(config_files or []), *data_files])
     return {
-        "model": run_identity.arguments_with_effect(vars(model_args), MODEL_ARGUMENTS_WITHOUT_EFFECT | by_content),
-        "data": run_identity.arguments_with_effect(vars(data_args), DATA_ARGUMENTS_WITHOUT_EFFECT | by_content),
-        "training": run_identity.arguments_with_effect(
-            {**training_args.to_dict(), **vars(run_args)}, TRAINING_ARGUMENTS_WITHOUT_EFFECT
-        ),
+        **requested_arguments(model_args, data_args, training_args, run_args, frozenset(by_content)),
         "tokenizer_sha256": run_identity.tokenizer_sha256(tokenizer),
         "files": files,
         "locations": locations,
@@ -397,18 +396,63 @@ def parse_args(argv: Sequence[str] | None):
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """``hf-variants finetune``: the command line parsed into typed settings, then :func:`run`."""
+    settings = parse_args(argv)
+    return run(*settings, command=" ".join(["run_glue.py", *(argv if argv is not None else sys.argv[1:])]))
+
+
+def run(
+    model_args: ModelArguments,
+    data_args: DataTrainingArguments,
+    training_args: TrainingArguments,
+    run_args: RunArguments | None = None,
+    command: str | None = None,
+) -> dict[str, Any]:
+    """The engine called as a function, with typed settings (:mod:`hf_variants_cli.finetune`'s groups and
+    ``TrainingArguments``), inside the output folder's lock; ``command`` is the command line it came from,
+    if any, recorded in ``results.json`` beside the settings (:func:`requested_arguments`)."""
     import hf_variants  # noqa: F401  (registers the variants with the Auto classes)
 
-    model_args, data_args, training_args, run_args = parse_args(argv)
+    run_args = run_args if run_args is not None else RunArguments()
     lock = checkpoints.OutputDirLock(Path(training_args.output_dir)) if training_args.process_index == 0 else None
     try:
-        return fine_tune(model_args, data_args, training_args, run_args, argv)
+        return fine_tune(model_args, data_args, training_args, run_args, command)
     finally:
         if lock is not None:
             lock.release()
 
 
-def fine_tune(model_args, data_args, training_args, run_args, argv: Sequence[str] | None) -> dict[str, Any]:
+def requested_arguments(
+    model_args, data_args, training_args, run_args, by_content: frozenset[str] = frozenset()
+) -> dict[str, dict[str, Any]]:
+    """The run's settings with an effect, by group, as JSON values: recorded in ``results.json`` (paths as
+    given) so that a study tells a finished run of the same settings from another, and the arguments of
+    :func:`run_fingerprint` (which leaves out the paths in ``by_content`` and describes those inputs by
+    content instead)."""
+    return {
+        "model": run_identity.arguments_with_effect(vars(model_args), MODEL_ARGUMENTS_WITHOUT_EFFECT | by_content),
+        "data": run_identity.arguments_with_effect(vars(data_args), DATA_ARGUMENTS_WITHOUT_EFFECT | by_content),
+        "training": run_identity.arguments_with_effect(
+            {**training_args.to_dict(), **vars(run_args)}, TRAINING_ARGUMENTS_WITHOUT_EFFECT
+        ),
+    }
+
+
+def recorded_arguments(results: dict[str, Any], record: Path) -> dict[str, dict[str, Any]]:
+    """The settings the run whose ``results.json`` is ``record`` was made with (:func:`requested_arguments`):
+    its ``arguments``, or, in a record written before they were recorded, its command line read by this
+    engine's parser. A record with neither, or with a command the parser refuses, is an error naming it."""
+    if results.get("arguments") is not None:
+        return results["arguments"]
+    if not isinstance(results.get("command"), str):
+        raise checkpoints.CheckpointError(f"{record} records neither the run's arguments nor its command.")
+    try:
+        return requested_arguments(*parse_args(shlex.split(results["command"])[1:]))
+    except SystemExit:  # argparse has printed why
+        raise checkpoints.CheckpointError(f"{record}: run_glue cannot read its command (see above).") from None
+
+
+def fine_tune(model_args, data_args, training_args, run_args, command: str | None) -> dict[str, Any]:
     """The run itself, inside the output folder's lock."""
     logging.basicConfig(format="%(asctime)s - %(levelname)s - %(name)s - %(message)s", level=logging.INFO)
     log_level = training_args.get_process_log_level()
@@ -547,7 +591,8 @@ def fine_tune(model_args, data_args, training_args, run_args, argv: Sequence[str
         if not training_args.disable_tqdm:
             trainer.add_callback(SilentLogProgressCallback)
     results: dict[str, Any] = {
-        "command": " ".join(["run_glue.py", *(argv if argv is not None else sys.argv[1:])]),
+        "command": command,
+        "arguments": requested_arguments(model_args, data_args, training_args, run_args),
         "task": data_args.task_name,
         "model_name_or_path": model_args.model_name_or_path,
         "model_type": model.config.model_type,
