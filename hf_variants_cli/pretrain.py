@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .checks import above, at_least, half_open_interval, open_interval
@@ -58,13 +60,13 @@ def build_parser(prog: str = "hf-variants pretrain") -> argparse.ArgumentParser:
     data.add_argument("--validation_file", help="Validation file (default: a split of the training data).")
     data.add_argument("--dataset_name", help="A Hub dataset, e.g. wikitext.")
     data.add_argument("--dataset_config_name", help="The dataset's configuration, e.g. wikitext-2-raw-v1.")
-    data.add_argument("--text_column", default="text", help="Column of the texts in CSV/JSON/Hub data.")
-    data.add_argument("--validation_split_percentage", type=open_interval(0, 100), default=5.0,
+    data.add_argument("--text_column", help="Column of the texts in CSV/JSON/Hub data.")
+    data.add_argument("--validation_split_percentage", type=open_interval(0, 100),
                       help="Share of the training data held out when no validation file is given.")  # fmt: skip
-    data.add_argument("--max_seq_length", type=at_least(3), default=128,
+    data.add_argument("--max_seq_length", type=at_least(3),
                       help="Tokens per example ([CLS], at least one text token, [SEP]).")  # fmt: skip
     data.add_argument("--line_by_line", action="store_true", help="One example per line instead of packed blocks.")
-    data.add_argument("--mlm_probability", type=open_interval(0, 1), default=0.15, help="Share of tokens masked.")
+    data.add_argument("--mlm_probability", type=open_interval(0, 1), help="Share of tokens masked.")
     data.add_argument("--max_eval_samples", type=at_least(1), help="Evaluate on at most this many validation examples.")
     data.add_argument("--preprocessing_num_workers", type=at_least(1), help="Processes for tokenizing the data.")
     tokenizer = parser.add_argument_group("tokenizer")
@@ -73,19 +75,19 @@ def build_parser(prog: str = "hf-variants pretrain") -> argparse.ArgumentParser:
                            help="Train a WordPiece tokenizer of this size.")  # fmt: skip
     training = parser.add_argument_group("training")
     training.add_argument("--output_dir", type=Path, required=True, help="Folder of the run (locked while it runs).")
-    training.add_argument("--per_device_train_batch_size", type=at_least(1), default=16,
+    training.add_argument("--per_device_train_batch_size", type=at_least(1),
                           help="Examples per process and step.")  # fmt: skip
-    training.add_argument("--per_device_eval_batch_size", type=at_least(1), default=32,
+    training.add_argument("--per_device_eval_batch_size", type=at_least(1),
                           help="Examples per evaluation batch.")  # fmt: skip
-    training.add_argument("--gradient_accumulation_steps", type=at_least(1), default=1, help="Micro-batches per step.")
-    training.add_argument("--learning_rate", type=above(0), default=5e-4, help="Peak learning rate of AdamW.")
-    training.add_argument("--weight_decay", type=at_least(0, float), default=0.01,
+    training.add_argument("--gradient_accumulation_steps", type=at_least(1), help="Micro-batches per step.")
+    training.add_argument("--learning_rate", type=above(0), help="Peak learning rate of AdamW.")
+    training.add_argument("--weight_decay", type=at_least(0, float),
                           help="AdamW weight decay (not on biases/norms).")  # fmt: skip
-    training.add_argument("--adam_beta1", type=half_open_interval(0, 1), default=0.9, help="AdamW beta1.")
-    training.add_argument("--adam_beta2", type=half_open_interval(0, 1), default=0.98, help="AdamW beta2.")
-    training.add_argument("--max_grad_norm", type=at_least(0, float), default=1.0,
+    training.add_argument("--adam_beta1", type=half_open_interval(0, 1), help="AdamW beta1.")
+    training.add_argument("--adam_beta2", type=half_open_interval(0, 1), help="AdamW beta2.")
+    training.add_argument("--max_grad_norm", type=at_least(0, float),
                           help="Gradient clipping norm; 0 means no clipping (as in transformers).")  # fmt: skip
-    training.add_argument("--num_train_epochs", type=above(0), default=1.0, help="Passes over the training data.")
+    training.add_argument("--num_train_epochs", type=above(0), help="Passes over the training data.")
     training.add_argument(
         "--max_train_steps", type=at_least(1),
         help="Optimizer steps (overrides --num_train_epochs). Raising it on a finished run in the same --output_dir "
@@ -93,16 +95,16 @@ def build_parser(prog: str = "hf-variants pretrain") -> argparse.ArgumentParser:
         "(a constant schedule continues exactly as one longer run would).",
     )  # fmt: skip
     training.add_argument("--time_budget_seconds", type=above(0), help="Stop after this much training time.")
-    training.add_argument("--lr_scheduler_type", default="linear",
+    training.add_argument("--lr_scheduler_type",
                           choices=["linear", "cosine", "constant", "constant_with_warmup"],
                           help="Learning-rate schedule (transformers' get_scheduler).")  # fmt: skip
-    training.add_argument("--num_warmup_steps", type=at_least(0, float), default=0.06,
+    training.add_argument("--num_warmup_steps", type=at_least(0, float),
                           help="Warmup steps, or a fraction (< 1) of all steps.")  # fmt: skip
     training.add_argument("--mixed_precision", choices=["no", "fp16", "bf16"],
                           help="Overrides the launcher's setting (accelerate launch / accelerate config).")  # fmt: skip
     training.add_argument("--cpu", action="store_true", help="Train on the CPU even when a GPU is available.")
-    training.add_argument("--seed", type=int, default=42, help="Seed of the initialisation, data order and masks.")
-    training.add_argument("--logging_steps", type=at_least(1), default=10, help="Log the training loss every N steps.")
+    training.add_argument("--seed", type=int, help="Seed of the initialisation, data order and masks.")
+    training.add_argument("--logging_steps", type=at_least(1), help="Log the training loss every N steps.")
     training.add_argument("--eval_steps", type=at_least(1), help="Evaluate every N steps (default: only at the end).")
     training.add_argument("--checkpointing_steps", type=at_least(1), help="Save a resumable checkpoint every N steps.")
     training.add_argument(
@@ -118,7 +120,7 @@ def build_parser(prog: str = "hf-variants pretrain") -> argparse.ArgumentParser:
         help="Skip an optimizer step whose loss or gradient is NaN/inf (counted in the results) instead of stopping.",
     )  # fmt: skip
     training.add_argument(
-        "--report_to", nargs="+", default=["csv"], metavar="TRACKER",
+        "--report_to", nargs="+", metavar="TRACKER",
         help=f"Where metrics go: csv (metrics.csv in --output_dir), none, or accelerate's trackers: "
         f"{', '.join(TRACKERS)}.",
     )  # fmt: skip
@@ -129,26 +131,122 @@ def build_parser(prog: str = "hf-variants pretrain") -> argparse.ArgumentParser:
     export.add_argument("--export_dir", type=Path, help="Also write a Hub folder (remote code and model card) here.")
     export.add_argument("--push_to_hub", action="store_true", help="Upload that folder to --hub_model_id.")
     export.add_argument("--hub_model_id", help="The Hub repository, e.g. you/macaron-bert-small.")
+    parser.set_defaults(**PretrainingArguments.defaults())  # one place for the defaults: the settings class
     return parser
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """Parse and check the combinations argparse cannot express."""
+@dataclass
+class PretrainingArguments:
+    """``hf-variants pretrain``'s settings, typed: one field per flag of :func:`build_parser` (same name;
+    the flags' defaults are these). The engine (``hf_variants.training.run_mlm.run``) takes them; build them
+    in Python, or parse a command line into them (:func:`parse_args`). Either way every value is checked
+    by its flag's own type and choices, and the combinations by :meth:`check`: a bad value is a
+    ``ValueError`` naming the field."""
+
+    output_dir: Path
+    # model (exactly one of model_type, config_name, model_name_or_path)
+    model_type: str | None = None
+    config_name: str | None = None
+    model_name_or_path: str | None = None
+    config_overrides: str | None = None
+    allow_function_changes: bool = False
+    trust_remote_code: bool = False
+    # data (one of train_file, dataset_name)
+    train_file: str | None = None
+    validation_file: str | None = None
+    dataset_name: str | None = None
+    dataset_config_name: str | None = None
+    text_column: str = "text"
+    validation_split_percentage: float = 5.0
+    max_seq_length: int = 128
+    line_by_line: bool = False
+    mlm_probability: float = 0.15
+    max_eval_samples: int | None = None
+    preprocessing_num_workers: int | None = None
+    # tokenizer
+    tokenizer_name: str | None = None
+    train_tokenizer_vocab_size: int | None = None
+    # training
+    per_device_train_batch_size: int = 16
+    per_device_eval_batch_size: int = 32
+    gradient_accumulation_steps: int = 1
+    learning_rate: float = 5e-4
+    weight_decay: float = 0.01
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.98
+    max_grad_norm: float = 1.0
+    num_train_epochs: float = 1.0
+    max_train_steps: int | None = None
+    time_budget_seconds: float | None = None
+    lr_scheduler_type: str = "linear"
+    num_warmup_steps: float = 0.06
+    mixed_precision: str | None = None
+    cpu: bool = False
+    seed: int = 42
+    logging_steps: int = 10
+    eval_steps: int | None = None
+    checkpointing_steps: int | None = None
+    resume_from_checkpoint: str | None = None
+    overwrite_output_dir: bool = False
+    skip_nonfinite_steps: bool = False
+    report_to: list[str] = field(default_factory=lambda: ["csv"])
+    with_tracking: bool = False
+    disable_tqdm: bool = False
+    # export
+    export_dir: Path | None = None
+    push_to_hub: bool = False
+    hub_model_id: str | None = None
+
+    @classmethod
+    def defaults(cls) -> dict[str, object]:
+        """Every field's default (the flags show them in ``--help``)."""
+        return {
+            f.name: f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+            for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING
+            or f.default_factory is not dataclasses.MISSING
+        }  # fmt: skip
+
+    def __post_init__(self) -> None:
+        self.output_dir = Path(self.output_dir)
+        self.export_dir = None if self.export_dir is None else Path(self.export_dir)
+        self.report_to = list(self.report_to)
+        for action in build_parser()._actions:
+            value = getattr(self, action.dest, None)
+            if action.dest == "help" or value is None or isinstance(value, bool):
+                continue
+            try:
+                checked = action.type(str(value)) if action.type is not None else value
+            except (argparse.ArgumentTypeError, ValueError) as error:
+                raise ValueError(f"{action.dest}={value!r}: {error}") from None
+            if action.choices is not None and checked not in action.choices:
+                raise ValueError(f"{action.dest}={value!r}: choose from {', '.join(map(str, action.choices))}")
+            setattr(self, action.dest, checked if action.type is not Path else value)
+        self.check()
+
+    def check(self) -> None:
+        """The combinations a flag's type cannot express."""
+        sources = [self.model_type, self.config_name, self.model_name_or_path]
+        if sum(s is not None for s in sources) != 1:
+            raise ValueError("give exactly one of --model_type, --config_name, --model_name_or_path")
+        if self.train_file is None and self.dataset_name is None:
+            raise ValueError("give --train_file or --dataset_name")
+        if self.push_to_hub and not self.hub_model_id:
+            raise ValueError("--push_to_hub needs --hub_model_id")
+        unknown = sorted(set(self.report_to) - {"csv", "none", *TRACKERS})
+        if unknown:
+            raise ValueError(f"--report_to: unknown tracker(s) {', '.join(unknown)}; "
+                             f"choose from csv, none, {', '.join(TRACKERS)}")  # fmt: skip
+        if "none" in self.report_to and len(self.report_to) > 1:
+            raise ValueError("--report_to none cannot be combined with other trackers")
+        if self.with_tracking and "all" not in self.report_to:
+            self.report_to = [name for name in self.report_to if name != "none"] + ["all"]
+
+
+def parse_args(argv: list[str] | None = None) -> PretrainingArguments:
+    """The command line as typed settings; a bad value or combination is argparse's usage error."""
     parser = build_parser()
-    args = parser.parse_args(argv)
-    sources = [args.model_type, args.config_name, args.model_name_or_path]
-    if sum(s is not None for s in sources) != 1:
-        parser.error("give exactly one of --model_type, --config_name, --model_name_or_path")
-    if args.train_file is None and args.dataset_name is None:
-        parser.error("give --train_file or --dataset_name")
-    if args.push_to_hub and not args.hub_model_id:
-        parser.error("--push_to_hub needs --hub_model_id")
-    unknown = sorted(set(args.report_to) - {"csv", "none", *TRACKERS})
-    if unknown:
-        parser.error(f"--report_to: unknown tracker(s) {', '.join(unknown)}; "
-                     f"choose from csv, none, {', '.join(TRACKERS)}")
-    if "none" in args.report_to and len(args.report_to) > 1:
-        parser.error("--report_to none cannot be combined with other trackers")
-    if args.with_tracking and "all" not in args.report_to:
-        args.report_to = [name for name in args.report_to if name != "none"] + ["all"]
-    return args
+    namespace = parser.parse_args(argv)
+    try:
+        return PretrainingArguments(**vars(namespace))
+    except ValueError as error:
+        parser.error(str(error))

@@ -24,7 +24,7 @@ from hf_variants.lab.glue_after_pretraining import (
     ModelToTune,
     chance_scores,
     fine_tune,
-    mlm_argv,
+    mlm_settings,
     pair_overrides,
     pair_table,
     pretrain,
@@ -59,9 +59,9 @@ def main(argv: list[str] | None = None) -> None:
         for role in ("variant", "control"):
             name = f"{spec_folder(spec)}/{role}"
             model_type, overrides = pair_overrides(spec, SIZES, control=role == "control")
-            command = mlm_argv(model_type, overrides, args.data_dir, tokenizer, args.steps, 500,
-                               args.work_dir / "mlm" / name)  # fmt: skip
-            results = pretrain(command)
+            settings = mlm_settings(model_type, overrides, args.data_dir, tokenizer, args.steps, 500,
+                                    args.work_dir / "mlm" / name)  # fmt: skip
+            results = pretrain(settings)
             record = args.output_dir / name / "pretraining.json"
             record.parent.mkdir(parents=True, exist_ok=True)
             checkpoints.write_json(record, results)

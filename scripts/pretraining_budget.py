@@ -8,7 +8,7 @@ GLUE tasks (rate chosen on a held-out slice of the training split, then --seeds 
         --output_dir docs/experiments/pretraining_budget --work_dir runs/pretraining-budget --git_commit
 
 Resumable: the pretraining run resumes from its newest checkpoint, and a fine-tuning run whose result file
-exists (made with the same command) is skipped. ``--git_commit`` commits each finished run's result file.
+exists (made with the same settings) is skipped. ``--git_commit`` commits each finished run's result file.
 Large files (checkpoints, fine-tuned models) stay in --work_dir; the small result files go to --output_dir.
 """
 
@@ -28,12 +28,12 @@ from hf_variants.lab.glue_after_pretraining import (
     checkpoint_record,
     export_checkpoint_model,
     fine_tune,
-    mlm_argv,
+    mlm_settings,
     pretrain,
     smallest_helpful_budget,
     wikitext_tokenizer,
 )
-from hf_variants.training import checkpoints
+from hf_variants.training import checkpoints, run_mlm
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -50,11 +50,11 @@ def main(argv: list[str] | None = None) -> None:
 
     tokenizer = wikitext_tokenizer(args.data_dir, args.work_dir / "tokenizer")
     run = args.work_dir / "mlm"
-    command = mlm_argv("bert_control", PRETRAINING_SIZES, args.data_dir, tokenizer, max(args.budgets),
-                       args.checkpoint_every, run)  # fmt: skip
-    final = pretrain(command)
+    settings = mlm_settings("bert_control", PRETRAINING_SIZES, args.data_dir, tokenizer, max(args.budgets),
+                            args.checkpoint_every, run)  # fmt: skip
+    final = pretrain(settings)
     budgets = {b: checkpoint_record(run / f"checkpoint-{b}", b) for b in args.budgets}
-    record = {"command": "run_mlm.py " + " ".join(command), "final": final,
+    record = {"arguments": run_mlm.requested_arguments(settings), "final": final,
               "budgets": {str(b): info for b, info in budgets.items()}}  # fmt: skip
     args.output_dir.mkdir(parents=True, exist_ok=True)
     checkpoints.write_json(args.output_dir / "pretraining.json", record)

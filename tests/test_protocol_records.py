@@ -78,3 +78,23 @@ def test_committed_glue_runs_are_recognised_from_the_studys_typed_settings(study
             seed, work / "glue" / model / task / run, random_init=model == "step0", heldout=heldout,
         )  # fmt: skip
         assert finished_run(record, settings) == json.loads(record.read_text()), record
+
+
+@pytest.mark.parametrize(("study", "steps", "every"), [("pretraining_budget", 3000, 500),
+                                                      ("pretraining_budget_long", 10000, 1000)])  # fmt: skip
+def test_committed_pretraining_runs_are_recognised_from_the_studys_typed_settings(
+    study: str, steps: int, every: int
+) -> None:
+    """The committed budget studies' pretraining (recorded by command line) is the run the study's typed
+    settings ask for, so a resumed study does not pretrain again."""
+    from hf_variants.lab.glue_after_pretraining import PRETRAINING_SIZES, mlm_settings
+    from hf_variants.training import run_mlm
+
+    record = EXPERIMENTS / study / "pretraining.json"
+    work = Path("runs") / study.replace("_", "-")
+    settings = mlm_settings("bert_control", PRETRAINING_SIZES, Path("../shared/data"), work / "tokenizer", steps,
+                            every, work / "mlm")  # fmt: skip
+    recorded = run_mlm.recorded_arguments({"command": json.loads(record.read_text())["command"]}, record)
+    assert recorded == run_mlm.requested_arguments(settings)
+    assert run_mlm.requested_arguments(mlm_settings("bert_control", PRETRAINING_SIZES, Path("../shared/data"),
+                                                    work / "tokenizer", steps, 2 * every, work / "mlm")) != recorded

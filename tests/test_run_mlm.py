@@ -253,3 +253,52 @@ def test_continuing_pretraining_never_starts_a_fresh_head_or_another_function(
                            "--allow_function_changes"))  # fmt: skip
     assert AutoConfig.from_pretrained(tmp_path / "relu-on-purpose").hidden_act == "relu"
     run_mlm.main(continued(tmp_path / "first", "no-dropout", "--config_overrides", "hidden_dropout_prob=0.0"))
+
+
+def test_typed_settings_are_the_command_lines_flags_with_their_defaults() -> None:
+    """One field per flag (same name), the flags' defaults are the fields', and a value given in Python is
+    checked by its flag's own type: a bad one is an error naming the field."""
+    import dataclasses
+
+    from hf_variants_cli.pretrain import PretrainingArguments, build_parser
+
+    flags = {action.dest: action.default for action in build_parser()._actions if action.dest != "help"}
+    assert set(flags) == {field.name for field in dataclasses.fields(PretrainingArguments)}
+    minimal = {"model_type": "macaron_bert", "train_file": "t.txt", "output_dir": "o"}
+    parsed = run_mlm.parse_args([f"--{key}={value}" for key, value in minimal.items()])
+    assert parsed == PretrainingArguments(**minimal)
+    assert {key: vars(parsed)[key] for key in flags if key not in minimal} == {
+        key: value for key, value in flags.items() if key not in minimal
+    }
+    built = PretrainingArguments(**minimal, num_warmup_steps=200, max_seq_length="64")  # as the flag would read them
+    assert built.num_warmup_steps == 200.0 and isinstance(built.num_warmup_steps, float) and built.max_seq_length == 64
+    for bad, message in [({"learning_rate": 0}, "learning_rate=0: 0 must be greater than 0"),
+                         ({"max_seq_length": 2.5}, "max_seq_length=2.5: '2.5' is not an integer"),
+                         ({"lr_scheduler_type": "cos"}, "lr_scheduler_type='cos': choose from linear"),
+                         ({"config_name": "c"}, "give exactly one of --model_type, --config_name"),
+                         ({"report_to": ["csv", "none"]}, "--report_to none cannot be combined")]:  # fmt: skip
+        with pytest.raises(ValueError, match=message):
+            PretrainingArguments(**{**minimal, **bad})
+
+
+def test_the_engine_called_with_typed_settings_is_the_command_line_run(
+    corpus: Path, tokenizer_dir: Path, tmp_path: Path
+) -> None:
+    """``run_mlm.run`` with typed settings (as the studies call it) trains the same model as the command line
+    with the same values, records the same settings, and a record without them is read by its command."""
+    from hf_variants_cli.pretrain import PretrainingArguments
+
+    argv = mlm_args(corpus, tokenizer_dir, tmp_path / "command", "macaron_bert", "--max_train_steps", "4")
+    command = run_mlm.main(argv)
+    typed = run_mlm.run(PretrainingArguments(
+        model_type="macaron_bert", config_overrides=TINY["macaron_bert"], train_file=str(corpus),
+        tokenizer_name=str(tokenizer_dir), max_seq_length=24, per_device_train_batch_size=8, learning_rate=3e-3,
+        num_warmup_steps=0, output_dir=tmp_path / "typed", disable_tqdm=True, logging_steps=1, max_train_steps=4,
+    ))  # fmt: skip
+    assert typed["command"] is None and command["command"].startswith("run_mlm.py --model_type macaron_bert")
+    differing = {k for k in typed["arguments"] if typed["arguments"][k] != command["arguments"][k]}
+    assert differing == {"output_dir"}
+    assert run_mlm.recorded_arguments({"command": command["command"]}, tmp_path) == command["arguments"]
+    assert typed["eval_loss"] == command["eval_loss"]
+    weights = [load_file(tmp_path / run / "model.safetensors") for run in ("command", "typed")]
+    assert all(torch.equal(weights[0][key], weights[1][key]) for key in weights[0])

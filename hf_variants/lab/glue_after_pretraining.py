@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from transformers import TrainingArguments
 
     from hf_variants_cli.finetune import DataTrainingArguments, ModelArguments, RunArguments
+    from hf_variants_cli.pretrain import PretrainingArguments
 
 #: One fine-tuning run's typed settings, the arguments of :func:`hf_variants.training.run_glue.run`.
 FineTuningRun = tuple["ModelArguments", "DataTrainingArguments", "TrainingArguments", "RunArguments"]
@@ -49,21 +50,23 @@ NO_SKILL = {"matthews_correlation": 0.0, "pearson": 0.0}
 PRETRAINING_SIZES = "hidden_size=128,num_hidden_layers=2,num_attention_heads=2,intermediate_size=512"
 
 
-def mlm_argv(
+def mlm_settings(
     model_type: str, overrides: str, data_dir: Path, tokenizer: Path, steps: int, checkpoint_every: int, output: Path
-) -> list[str]:
-    """``run_mlm`` arguments: WikiText-2, 128-token blocks, 32 per step, lr 1e-3 constant after 200 warmup
-    steps (so that a checkpoint at step s is the budget-s model), validation perplexity at each checkpoint."""
+) -> PretrainingArguments:
+    """The pretraining engine's settings: WikiText-2, 128-token blocks, 32 per step, lr 1e-3 constant after
+    200 warmup steps (so that a checkpoint at step s is the budget-s model), validation perplexity at each
+    checkpoint."""
+    from hf_variants_cli.pretrain import PretrainingArguments
+
     corpus = data_dir / "wikitext-2"
-    return [
-        "--model_type", model_type, "--config_overrides", overrides,
-        "--train_file", str(corpus / "train.txt"), "--validation_file", str(corpus / "valid.txt"),
-        "--tokenizer_name", str(tokenizer), "--max_seq_length", "128", "--per_device_train_batch_size", "32",
-        "--learning_rate", "1e-3", "--lr_scheduler_type", "constant_with_warmup", "--num_warmup_steps", "200",
-        "--max_train_steps", str(steps), "--checkpointing_steps", str(checkpoint_every),
-        "--eval_steps", str(checkpoint_every), "--max_eval_samples", "512", "--seed", "42",
-        "--logging_steps", "50", "--output_dir", str(output), "--disable_tqdm",
-    ]  # fmt: skip
+    return PretrainingArguments(
+        model_type=model_type, config_overrides=overrides, train_file=str(corpus / "train.txt"),
+        validation_file=str(corpus / "valid.txt"), tokenizer_name=str(tokenizer), max_seq_length=128,
+        per_device_train_batch_size=32, learning_rate=1e-3, lr_scheduler_type="constant_with_warmup",
+        num_warmup_steps=200, max_train_steps=steps, checkpointing_steps=checkpoint_every,
+        eval_steps=checkpoint_every, max_eval_samples=512, seed=42, logging_steps=50, output_dir=output,
+        disable_tqdm=True,
+    )  # fmt: skip
 
 
 def wikitext_tokenizer(data_dir: Path, folder: Path) -> Path:
@@ -76,14 +79,15 @@ def wikitext_tokenizer(data_dir: Path, folder: Path) -> Path:
     return folder
 
 
-def pretrain(argv: list[str]) -> dict[str, Any]:
-    """Run ``run_mlm`` (which resumes from the newest checkpoint of the same run) unless this exact run has
-    finished; its results."""
+def pretrain(settings: PretrainingArguments) -> dict[str, Any]:
+    """Run the pretraining engine (which resumes from the newest checkpoint of the same run) unless a run
+    with these settings has finished in ``settings.output_dir``; its results."""
     from ..training import run_mlm
 
-    done = Path(argv[argv.index("--output_dir") + 1]) / "results.json"
-    if not (done.is_file() and checkpoints.load_json(done)["command"] == " ".join(["run_mlm.py", *argv])):
-        run_mlm.main(argv)
+    done = settings.output_dir / "results.json"
+    expected = run_mlm.requested_arguments(settings)
+    if not (done.is_file() and run_mlm.recorded_arguments(checkpoints.load_json(done), done) == expected):
+        run_mlm.run(settings)
     return checkpoints.load_json(done)
 
 

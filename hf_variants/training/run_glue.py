@@ -33,7 +33,6 @@ import copy
 import json
 import logging
 import os
-import shlex
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -441,15 +440,10 @@ def requested_arguments(
 def recorded_arguments(results: dict[str, Any], record: Path) -> dict[str, dict[str, Any]]:
     """The settings the run whose ``results.json`` is ``record`` was made with (:func:`requested_arguments`):
     its ``arguments``, or, in a record written before they were recorded, its command line read by this
-    engine's parser. A record with neither, or with a command the parser refuses, is an error naming it."""
-    if results.get("arguments") is not None:
-        return results["arguments"]
-    if not isinstance(results.get("command"), str):
-        raise checkpoints.CheckpointError(f"{record} records neither the run's arguments nor its command.")
-    try:
-        return requested_arguments(*parse_args(shlex.split(results["command"])[1:]))
-    except SystemExit:  # argparse has printed why
-        raise checkpoints.CheckpointError(f"{record}: run_glue cannot read its command (see above).") from None
+    engine's parser."""
+    return run_identity.recorded_arguments(
+        results, record, lambda argv: requested_arguments(*parse_args(argv)), "run_glue"
+    )
 
 
 def fine_tune(model_args, data_args, training_args, run_args, command: str | None) -> dict[str, Any]:

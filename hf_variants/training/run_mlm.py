@@ -33,7 +33,6 @@ skips such steps instead and counts them).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import math
@@ -53,6 +52,7 @@ from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer, PreTrainedTokenizerBase, get_scheduler
 
 from hf_variants_cli import pretrain as cli_arguments
+from hf_variants_cli.pretrain import PretrainingArguments
 
 from ..core.overrides import parse_overrides
 from ..core.registration import VARIANTS
@@ -87,19 +87,39 @@ def model_types() -> list[str]:
     return sorted(VARIANTS) + list(BASELINE_MODEL_TYPES)
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """The arguments of ``hf-variants pretrain`` (defined in :mod:`hf_variants_cli.pretrain`, which
-    imports nothing heavy, so that ``--help`` is fast); the model type is checked against the live
-    registry, which includes variants registered by the user."""
-    args = cli_arguments.parse_args(None if argv is None else list(argv))
-    if args.model_type is not None and args.model_type not in model_types():
-        cli_arguments.build_parser().error(
-            f"unknown --model_type {args.model_type!r}; choose from {', '.join(model_types())}"
-        )
-    return args
+def check_model_type(settings: PretrainingArguments) -> None:
+    """The model type against the live registry, which includes variants registered by the user."""
+    if settings.model_type is not None and settings.model_type not in model_types():
+        raise ValueError(f"unknown --model_type {settings.model_type!r}; choose from {', '.join(model_types())}")
 
 
-def build_tokenizer(args: argparse.Namespace, corpus) -> PreTrainedTokenizerBase:
+def parse_args(argv: Sequence[str] | None = None) -> PretrainingArguments:
+    """The command line of ``hf-variants pretrain`` as typed settings (defined in
+    :mod:`hf_variants_cli.pretrain`, which imports nothing heavy, so that ``--help`` is fast)."""
+    settings = cli_arguments.parse_args(None if argv is None else list(argv))
+    try:
+        check_model_type(settings)
+    except ValueError as error:
+        cli_arguments.build_parser().error(str(error))
+    return settings
+
+
+def requested_arguments(settings: PretrainingArguments) -> dict[str, Any]:
+    """Every setting as a JSON value (paths as given), recorded in ``results.json`` so that a study tells
+    a finished run of the same settings from another."""
+    return run_identity.arguments_with_effect(vars(settings), frozenset())
+
+
+def recorded_arguments(results: dict[str, Any], record: Path) -> dict[str, Any]:
+    """The settings the run whose ``results.json`` is ``record`` was made with (:func:`requested_arguments`):
+    its ``arguments``, or, in a record written before they were recorded, its command line read by this
+    engine's parser."""
+    return run_identity.recorded_arguments(
+        results, record, lambda argv: requested_arguments(parse_args(argv)), "run_mlm"
+    )
+
+
+def build_tokenizer(args: PretrainingArguments, corpus) -> PreTrainedTokenizerBase:
     if args.train_tokenizer_vocab_size:
         return train_wordpiece_tokenizer(
             corpus["train"]["text"], vocab_size=args.train_tokenizer_vocab_size, model_max_length=args.max_seq_length
@@ -110,7 +130,7 @@ def build_tokenizer(args: argparse.Namespace, corpus) -> PreTrainedTokenizerBase
     return AutoTokenizer.from_pretrained(name, trust_remote_code=args.trust_remote_code)
 
 
-def build_model(args: argparse.Namespace, tokenizer: PreTrainedTokenizerBase) -> transformers.PreTrainedModel:
+def build_model(args: PretrainingArguments, tokenizer: PreTrainedTokenizerBase) -> transformers.PreTrainedModel:
     """A new model (model_type/config_name + overrides, vocabulary sized to the tokenizer) or a checkpoint."""
     overrides = parse_overrides(args.config_overrides)
     if args.model_name_or_path is not None:
@@ -212,7 +232,15 @@ def check_parallelism(accelerator: Accelerator) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    args = parse_args(argv)
+    """``hf-variants pretrain``: the command line parsed into typed settings, then :func:`run`."""
+    settings = parse_args(argv)
+    return run(settings, command=" ".join(["run_mlm.py", *(argv if argv is not None else sys.argv[1:])]))
+
+
+def run(args: PretrainingArguments, command: str | None = None) -> dict[str, Any]:
+    """The engine called as a function, with typed settings, inside the output folder's lock; ``command``
+    is the command line they came from, if any, recorded in ``results.json`` beside the settings."""
+    check_model_type(args)
     # Mixed precision and the processes come from `accelerate launch` / `accelerate config` unless a flag is
     # given (``mixed_precision=None`` reads the launcher's). Without a GPU, processes started by
     # `accelerate launch --multi_gpu` / torchrun use gloo on the CPU.
@@ -225,13 +253,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     check_parallelism(accelerator)
     lock = checkpoints.OutputDirLock(args.output_dir) if accelerator.is_main_process else None
     try:
-        return train(args, accelerator, argv)
+        return train(args, accelerator, command)
     finally:
         if lock is not None:
             lock.release()
 
 
-def train(args: argparse.Namespace, accelerator: Accelerator, argv: Sequence[str] | None) -> dict[str, Any]:
+def train(args: PretrainingArguments, accelerator: Accelerator, command: str | None) -> dict[str, Any]:
     """The run itself, inside the output folder's lock."""
     set_seed(args.seed)
 
@@ -409,7 +437,8 @@ def train(args: argparse.Namespace, accelerator: Accelerator, argv: Sequence[str
     accelerator.wait_for_everyone()
     unwrapped = accelerator.unwrap_model(model)
     results = {
-        "command": " ".join(["run_mlm.py", *(argv if argv is not None else sys.argv[1:])]),
+        "command": command,
+        "arguments": requested_arguments(args),
         "model_type": unwrapped.config.model_type,
         "parameters": parameters,
         "steps": state["global_step"],
@@ -429,13 +458,13 @@ def train(args: argparse.Namespace, accelerator: Accelerator, argv: Sequence[str
         (args.output_dir / "train_history.json").write_text(json.dumps(history) + "\n")
         export_if_asked(args, unwrapped, tokenizer, results)
         checkpoints.write_manifest(args.output_dir, files_before, "pretrain")
-    accelerator.print(json.dumps({k: v for k, v in results.items() if k != "command"}, indent=2))
+    accelerator.print(json.dumps({k: v for k, v in results.items() if k not in ("command", "arguments")}, indent=2))
     accelerator.end_training()
     return results
 
 
 def run_fingerprint(
-    args: argparse.Namespace, tokenizer: PreTrainedTokenizerBase, mixed_precision: str = "no"
+    args: PretrainingArguments, tokenizer: PreTrainedTokenizerBase, mixed_precision: str = "no"
 ) -> dict[str, Any]:
     """What makes two runs the same run: every argument that changes the result, the effective mixed
     precision (flag or launcher), the data files (size and SHA-256) and the tokenizer's vocabulary.
@@ -459,7 +488,7 @@ def run_fingerprint(
     return fingerprint
 
 
-def schedule_depends_on_length(args: argparse.Namespace) -> bool:
+def schedule_depends_on_length(args: PretrainingArguments) -> bool:
     """Whether the learning rate of a step depends on how many steps the run has in all."""
     warmup_is_a_fraction = 0 < args.num_warmup_steps < 1
     return args.lr_scheduler_type not in ("constant", "constant_with_warmup") or warmup_is_a_fraction
@@ -555,7 +584,7 @@ def check_checkpoint_tokenizer(checkpoint: Path, tokenizer: PreTrainedTokenizerB
         )
 
 
-def export_if_asked(args: argparse.Namespace, model, tokenizer, results: dict) -> None:
+def export_if_asked(args: PretrainingArguments, model, tokenizer, results: dict) -> None:
     if args.export_dir is None and not args.push_to_hub:
         return
     if model.config.model_type not in VARIANTS:
