@@ -5,8 +5,13 @@ a bare ``ZeroDivisionError`` later. One function per kind of range; each says wh
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 def _number(kind: type, text: str) -> int | float:
@@ -52,3 +57,38 @@ def open_interval(low: float, high: float) -> Callable[[str], float]:
 def half_open_interval(low: float, high: float) -> Callable[[str], float]:
     """A number in ``[low, high)``."""
     return _ranged(float, lambda value: low <= value < high, f"must lie in [{low}, {high})", f"in [{low}, {high})")
+
+
+def field_defaults(settings_class: type) -> dict[str, Any]:
+    """Every default of a settings dataclass, for ``parser.set_defaults`` (its flags then show them)."""
+    return {
+        field.name: field.default if field.default_factory is dataclasses.MISSING else field.default_factory()
+        for field in dataclasses.fields(settings_class)
+        if field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
+    }
+
+
+def check_fields(settings: Any, parser: argparse.ArgumentParser) -> None:
+    """Check and convert each field of a settings dataclass by its flag's own type and choices, as if it had
+    been given on the command line; a bad value is a ``ValueError`` naming the field."""
+    for action in parser._actions:
+        value = getattr(settings, action.dest, None)
+        if action.dest == "help" or value is None or isinstance(value, bool):
+            continue
+        try:
+            checked = action.type(str(value)) if action.type is not None else value
+        except (argparse.ArgumentTypeError, ValueError) as error:
+            raise ValueError(f"{action.dest}={value!r}: {error}") from None
+        if action.choices is not None and checked not in action.choices:
+            raise ValueError(f"{action.dest}={value!r}: choose from {', '.join(map(str, action.choices))}")
+        setattr(settings, action.dest, Path(value) if action.type is Path else checked)
+
+
+def parse_into(settings_class: type[T], parser: argparse.ArgumentParser, argv: list[str] | None) -> T:
+    """The command line as typed settings (``settings_class(**flags)``); a bad value or combination, which
+    the settings class refuses with a ``ValueError``, is argparse's usage error naming it."""
+    namespace = parser.parse_args(argv)
+    try:
+        return settings_class(**vars(namespace))
+    except ValueError as error:
+        parser.error(str(error))

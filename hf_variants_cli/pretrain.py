@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .checks import above, at_least, half_open_interval, open_interval
+from .checks import above, at_least, check_fields, field_defaults, half_open_interval, open_interval, parse_into
+from .corpus import CorpusArguments
 from .formatting import HelpFormatter
 
 #: The package's model types (``hf_variants.VARIANTS``; tests/test_cli.py checks they agree) and
@@ -135,13 +135,13 @@ def build_parser(prog: str = "hf-variants pretrain") -> argparse.ArgumentParser:
     return parser
 
 
-@dataclass
-class PretrainingArguments:
+@dataclass(kw_only=True)
+class PretrainingArguments(CorpusArguments):
     """``hf-variants pretrain``'s settings, typed: one field per flag of :func:`build_parser` (same name;
-    the flags' defaults are these). The engine (``hf_variants.training.run_mlm.run``) takes them; build them
-    in Python, or parse a command line into them (:func:`parse_args`). Either way every value is checked
-    by its flag's own type and choices, and the combinations by :meth:`check`: a bad value is a
-    ``ValueError`` naming the field."""
+    the corpus fields from :class:`~.corpus.CorpusArguments`; the flags' defaults are these). The engine
+    (``hf_variants.training.run_mlm.run``) takes them; build them in Python, or parse a command line into
+    them (:func:`parse_args`). Either way every value is checked by its flag's own type and choices, and
+    the combinations by :meth:`check`: a bad value is a ``ValueError`` naming the field."""
 
     output_dir: Path
     # model (exactly one of model_type, config_name, model_name_or_path)
@@ -151,12 +151,8 @@ class PretrainingArguments:
     config_overrides: str | None = None
     allow_function_changes: bool = False
     trust_remote_code: bool = False
-    # data (one of train_file, dataset_name)
-    train_file: str | None = None
+    # data (one of train_file, dataset_name: CorpusArguments)
     validation_file: str | None = None
-    dataset_name: str | None = None
-    dataset_config_name: str | None = None
-    text_column: str = "text"
     validation_split_percentage: float = 5.0
     max_seq_length: int = 128
     line_by_line: bool = False
@@ -200,27 +196,11 @@ class PretrainingArguments:
     @classmethod
     def defaults(cls) -> dict[str, object]:
         """Every field's default (the flags show them in ``--help``)."""
-        return {
-            f.name: f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
-            for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING
-            or f.default_factory is not dataclasses.MISSING
-        }  # fmt: skip
+        return field_defaults(cls)
 
     def __post_init__(self) -> None:
-        self.output_dir = Path(self.output_dir)
-        self.export_dir = None if self.export_dir is None else Path(self.export_dir)
         self.report_to = list(self.report_to)
-        for action in build_parser()._actions:
-            value = getattr(self, action.dest, None)
-            if action.dest == "help" or value is None or isinstance(value, bool):
-                continue
-            try:
-                checked = action.type(str(value)) if action.type is not None else value
-            except (argparse.ArgumentTypeError, ValueError) as error:
-                raise ValueError(f"{action.dest}={value!r}: {error}") from None
-            if action.choices is not None and checked not in action.choices:
-                raise ValueError(f"{action.dest}={value!r}: choose from {', '.join(map(str, action.choices))}")
-            setattr(self, action.dest, checked if action.type is not Path else value)
+        check_fields(self, build_parser())
         self.check()
 
     def check(self) -> None:
@@ -228,8 +208,7 @@ class PretrainingArguments:
         sources = [self.model_type, self.config_name, self.model_name_or_path]
         if sum(s is not None for s in sources) != 1:
             raise ValueError("give exactly one of --model_type, --config_name, --model_name_or_path")
-        if self.train_file is None and self.dataset_name is None:
-            raise ValueError("give --train_file or --dataset_name")
+        self.check_corpus()
         if self.push_to_hub and not self.hub_model_id:
             raise ValueError("--push_to_hub needs --hub_model_id")
         unknown = sorted(set(self.report_to) - {"csv", "none", *TRACKERS})
@@ -244,9 +223,4 @@ class PretrainingArguments:
 
 def parse_args(argv: list[str] | None = None) -> PretrainingArguments:
     """The command line as typed settings; a bad value or combination is argparse's usage error."""
-    parser = build_parser()
-    namespace = parser.parse_args(argv)
-    try:
-        return PretrainingArguments(**vars(namespace))
-    except ValueError as error:
-        parser.error(str(error))
+    return parse_into(PretrainingArguments, build_parser(), argv)

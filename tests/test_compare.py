@@ -209,7 +209,8 @@ def test_learning_rate_is_chosen_on_held_out_training_data(report: Path) -> None
         for seed in SEEDS:
             final = json.loads((folder / f"{TASK}-seed{seed}" / "results.json").read_text())
             assert final["evaluated_on"] == "dev set" and final["eval"]["validation"]["samples"] == 400
-            assert final["seed"] == int(seed) and f"--learning_rate {tuned['learning_rate']} " in final["command"]
+            assert final["seed"] == int(seed) and final["command"] is None  # the engine, called as a function
+            assert final["arguments"]["training"]["learning_rate"] == tuned["learning_rate"]
 
 
 def test_export_writes_a_card_with_the_fine_tuning_result(report: Path, tmp_path: Path) -> None:
@@ -277,21 +278,24 @@ def test_default_models_keep_their_sizes_and_specs_add_theirs() -> None:
 
 def test_overwrite_reaches_both_training_scripts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Re-running compare with other settings into one folder is refused by run_mlm/run_glue (another
-    run's folder) unless --overwrite_output_dir, which compare passes on to both."""
+    run's folder) unless --overwrite_output_dir, which compare passes on to both engines' typed settings."""
     from hf_variants.training import run_glue, run_mlm
 
-    seen: dict[str, list[str]] = {}
-    monkeypatch.setattr(run_mlm, "main", lambda argv: seen.setdefault("mlm", argv))
-    monkeypatch.setattr(run_glue, "main", lambda argv: seen.setdefault("glue", argv))
+    seen: dict[str, object] = {}
+    monkeypatch.setattr(run_mlm, "run", lambda settings: seen.setdefault("mlm", settings) and {})
+    monkeypatch.setattr(run_glue, "run", lambda *settings: seen.setdefault("glue", settings) and {})
     source = compare.synthetic_source(tmp_path / "data", seed=0)
-    for flag, expected_glue in (([], "false"), (["--overwrite_output_dir"], "true")):
+    for flag, overwrite in (([], False), (["--overwrite_output_dir"], True)):
         seen.clear()
         args = compare.parse_args(["--output_dir", str(tmp_path), *flag])
         compare.pretrain(args, source, "tok", ModelSpec("bert_control"))
         compare.fine_tune(args, source, ModelSpec("bert_control"), compare.SYNTHETIC_TASK, 1e-3, "run", seed=1)
-        assert ("--overwrite_output_dir" in seen["mlm"]) == bool(flag)
-        glue = seen["glue"]
-        assert glue[glue.index("--overwrite_output_dir") + 1] == expected_glue
+        assert seen["mlm"].overwrite_output_dir is overwrite
+        assert seen["mlm"].train_file == source.corpus["train_file"] and seen["mlm"].tokenizer_name == "tok"
+        model, data, training, run = seen["glue"]
+        assert run.overwrite_output_dir is overwrite and training.learning_rate == 1e-3 and training.seed == 1
+        assert model.model_name_or_path == str(seen["mlm"].output_dir)  # the pretrained model
+        assert data.train_file == source.tasks[compare.SYNTHETIC_TASK]["train_file"] and data.heldout_fraction is None
 
 
 def test_info_lists_every_model_type() -> None:
@@ -322,18 +326,18 @@ def test_resolution_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(compare, "hub_reachable", lambda timeout=10.0: True)
     monkeypatch.setenv(compare.DATA_ENV, str(from_env))
     source = compare.resolve_data(given, None, tmp_path / "out", seed=0)
-    assert source.kind == "data_dir" and str(given) in source.corpus_args[1]
+    assert source.kind == "data_dir" and str(given) in source.corpus["train_file"]
     source = compare.resolve_data(None, None, tmp_path / "out", seed=0)
-    assert source.kind == "env" and str(from_env) in source.corpus_args[1]
-    assert source.task_args["sst2"] == ["--task_name", "sst2", "--glue_dir", str(from_env / "glue")]
+    assert source.kind == "env" and str(from_env) in source.corpus["train_file"]
+    assert source.tasks["sst2"] == {"task_name": "sst2", "glue_dir": str(from_env / "glue")}
     monkeypatch.delenv(compare.DATA_ENV)
     source = compare.resolve_data(None, None, tmp_path / "out", seed=0)
-    assert source.kind == "hub" and source.corpus_args[:2] == ["--dataset_name", "wikitext"]
+    assert source.kind == "hub" and source.corpus["dataset_name"] == "wikitext"
     monkeypatch.setattr(compare, "hub_reachable", lambda timeout=10.0: False)
     source = compare.resolve_data(None, None, tmp_path / "out", seed=0)
     assert source.kind == "synthetic" and (tmp_path / "out" / "data" / f"{TASK}_train.csv").is_file()
     source = compare.resolve_data(given, ["agreement"], tmp_path / "out", seed=0)  # an embedded task, by name
-    assert source.kind == "synthetic" and list(source.task_args) == ["agreement"]
+    assert source.kind == "synthetic" and list(source.tasks) == ["agreement"]
 
 
 def test_offline_hub_is_not_reachable(monkeypatch: pytest.MonkeyPatch) -> None:

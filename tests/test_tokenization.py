@@ -39,3 +39,27 @@ def test_special_tokens_and_round_trip() -> None:
 def test_empty_corpus_is_refused() -> None:
     with pytest.raises(ValueError, match="no non-empty line"):
         train_wordpiece_tokenizer(["", "  \n"])
+
+
+def test_the_tokenizer_engine_takes_the_command_lines_flags_as_typed_settings(tmp_path) -> None:
+    """``TokenizerArguments`` has one field per flag of ``hf-variants train-tokenizer`` with the flags'
+    defaults; the engine called with them saves the tokenizer the command line saves; a bad value set in
+    Python is an error naming the field."""
+    import dataclasses
+
+    from hf_variants.training import train_tokenizer
+    from hf_variants_cli.tokenizer import TokenizerArguments, build_parser
+
+    flags = {action.dest: action.default for action in build_parser()._actions if action.dest != "help"}
+    fields = {field.name: field.default for field in dataclasses.fields(TokenizerArguments)}
+    assert flags == {**fields, "output_dir": None}  # output_dir: required, no default
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(tie_heavy_corpus()) + "\n")
+    train_tokenizer.main(["--train_file", str(corpus), "--vocab_size", "300", "--output_dir", str(tmp_path / "cli")])
+    typed = TokenizerArguments(train_file=str(corpus), vocab_size=300, output_dir=tmp_path / "typed")
+    assert train_tokenizer.train_tokenizer(typed) == tmp_path / "typed"
+    assert (tmp_path / "cli" / "tokenizer.json").read_text() == (tmp_path / "typed" / "tokenizer.json").read_text()
+    with pytest.raises(ValueError, match=r"vocab_size='many': 'many' is not an integer"):
+        TokenizerArguments(train_file=str(corpus), vocab_size="many", output_dir=tmp_path)
+    with pytest.raises(ValueError, match="give --train_file or --dataset_name"):
+        TokenizerArguments(output_dir=tmp_path)

@@ -18,15 +18,16 @@ The report folder is owned like the engines' run folders (:mod:`hf_variants.trai
 lock taken before anything is written, a fingerprint of the settings (another comparison in the folder
 is refused before its tokenizer or data could replace this one's, unless ``--overwrite_output_dir``),
 and a manifest of what it wrote. After a kill, a re-run takes each finished stage's result from the
-record written when the stage finished (:func:`finished_stage`), when its arguments, the content of its
-inputs and its folder are unchanged.
+record written when the stage finished (:func:`finished_stage`), when its settings, the content of its
+inputs and its folder are unchanged. Each stage is an engine called as a function with typed settings
+(``run_mlm.run``, ``run_glue.run``, ``train_tokenizer.train_tokenizer``); only ``main`` parses a command
+line.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import itertools
 import json
 import os
 import sys
@@ -57,19 +58,21 @@ NODE_MAX_STEPS = 50
 
 @dataclass
 class DataSource:
-    """Where the corpus and the tasks come from, as run_mlm / run_glue arguments."""
+    """Where the corpus and the tasks come from, as the engines' settings: ``corpus`` holds fields of
+    ``PretrainingArguments`` (``train_file`` and ``validation_file``, or ``dataset_name`` and
+    ``dataset_config_name``), ``tasks`` per task fields of run_glue's ``DataTrainingArguments``."""
 
     kind: str  # "data_dir", "env", "hub" or "synthetic"
     description: str
-    corpus_args: list[str]
-    task_args: dict[str, list[str]] = field(default_factory=dict)
+    corpus: dict[str, str]
+    tasks: dict[str, dict[str, str]] = field(default_factory=dict)
     glue_dir: Path | None = None  # local GLUE folder (data_dir / env)
     synthetic_dir: Path | None = None  # folder of the embedded default
 
     def input_files(self, task: str | None = None) -> list[Path]:
         """The local files the corpus (``task=None``) or a task is read from (none for Hub data)."""
-        arguments = self.corpus_args if task is None else self.task_args[task]
-        files = [Path(value) for flag, value in itertools.pairwise(arguments) if flag.endswith("_file")]
+        settings = self.corpus if task is None else self.tasks[task]
+        files = [Path(value) for name, value in settings.items() if name.endswith("_file")]
         if task is not None and self.glue_dir is not None:
             from ..glue import get_task
 
@@ -103,7 +106,7 @@ def local_source(kind: str, folder: Path, tasks: Sequence[str]) -> DataSource:
     for name in ("train.txt", "valid.txt"):
         if not (corpus / name).is_file():
             raise FileNotFoundError(f"{folder} has no corpus file wikitext-2/{name} (expected {corpus / name}).")
-    task_args = {}
+    task_data = {}
     for task_name in tasks:
         task = get_task(task_name)
         task_folder = folder / "glue" / task.folder
@@ -111,13 +114,13 @@ def local_source(kind: str, folder: Path, tasks: Sequence[str]) -> DataSource:
             raise FileNotFoundError(
                 f"{folder} has no GLUE task {task.name}: expected {task_folder}/train.tsv and dev.tsv."
             )
-        task_args[task.name] = ["--task_name", task.name, "--glue_dir", str(folder / "glue")]
+        task_data[task.name] = {"task_name": task.name, "glue_dir": str(folder / "glue")}
     origin = "--data_dir" if kind == "data_dir" else f"${DATA_ENV}"
     return DataSource(
         kind,
-        f"{origin} {folder}: WikiText-2 for MLM, GLUE {', '.join(task_args)} for fine-tuning",
-        ["--train_file", str(corpus / "train.txt"), "--validation_file", str(corpus / "valid.txt")],
-        task_args,
+        f"{origin} {folder}: WikiText-2 for MLM, GLUE {', '.join(task_data)} for fine-tuning",
+        {"train_file": str(corpus / "train.txt"), "validation_file": str(corpus / "valid.txt")},
+        task_data,
         glue_dir=folder / "glue",
     )
 
@@ -151,22 +154,22 @@ def synthetic_source(folder: Path, seed: int, tasks: Sequence[str] = (SYNTHETIC_
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "train.txt").write_text("\n".join(synthetic_sentences(6000, seed=seed)) + "\n")
     (folder / "valid.txt").write_text("\n".join(synthetic_sentences(600, seed=seed + 1)) + "\n")
-    task_args = {}
+    task_data = {}
     for task in tasks:
         for split, count, offset in (("train", 2000, 2), ("dev", 400, 3)):
             rows = generators[task](count, seed=seed + offset)
             lines = ["sentence,label", *(f"{sentence},{label}" for sentence, label in rows)]
             (folder / f"{task}_{split}.csv").write_text("\n".join(lines) + "\n")
-        task_args[task] = ["--train_file", str(folder / f"{task}_train.csv"),
-                           "--validation_file", str(folder / f"{task}_dev.csv")]  # fmt: skip
+        task_data[task] = {"train_file": str(folder / f"{task}_train.csv"),
+                           "validation_file": str(folder / f"{task}_dev.csv")}  # fmt: skip
     described = {"subject_number": "subject number (is the subject plural? the verb's form is no clue)",
                  "agreement": "subject–verb agreement (is the verb form right for the subject's number?)"}  # fmt: skip
     return DataSource(
         "synthetic",
         f"embedded default in {folder}: the package's synthetic language for MLM and its "
         f"{' and '.join(described[task] for task in tasks)} task{'s' if len(tasks) > 1 else ''} for fine-tuning",
-        ["--train_file", str(folder / "train.txt"), "--validation_file", str(folder / "valid.txt")],
-        task_args,
+        {"train_file": str(folder / "train.txt"), "validation_file": str(folder / "valid.txt")},
+        task_data,
         synthetic_dir=folder,
     )
 
@@ -187,8 +190,8 @@ def resolve_data(
         return DataSource(
             "hub",
             f"the Hub: wikitext/wikitext-2-raw-v1 for MLM, nyu-mll/glue {', '.join(glue_tasks)} for fine-tuning",
-            ["--dataset_name", "wikitext", "--dataset_config_name", "wikitext-2-raw-v1"],
-            {task: ["--task_name", task] for task in glue_tasks},
+            {"dataset_name": "wikitext", "dataset_config_name": "wikitext-2-raw-v1"},
+            {task: {"task_name": task} for task in glue_tasks},
         )
     if tasks:
         raise FileNotFoundError(
@@ -247,38 +250,36 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def train_or_take_tokenizer(args: argparse.Namespace, source: DataSource) -> str:
+    from hf_variants_cli.tokenizer import TokenizerArguments
+
     from ..training import train_tokenizer
 
     if args.tokenizer:
         return args.tokenizer
     vocab_size = args.vocab_size or (200 if source.kind == "synthetic" else 8000)
-    folder = args.output_dir / "tokenizer"
-    corpus = source.corpus_args if source.kind == "hub" else source.corpus_args[:2]  # the training text only
-    train_tokenizer.main([*corpus, "--vocab_size", str(vocab_size), "--output_dir", str(folder)])
-    return str(folder)
+    corpus = {name: value for name, value in source.corpus.items() if name != "validation_file"}  # training text
+    settings = TokenizerArguments(**corpus, vocab_size=vocab_size, output_dir=args.output_dir / "tokenizer")
+    return str(train_tokenizer.train_tokenizer(settings))
 
 
 def pretrain(args: argparse.Namespace, source: DataSource, tokenizer: str, spec: ModelSpec) -> dict[str, Any]:
+    """The model's MLM pretraining into ``models/<spec>/mlm`` on the pretraining engine."""
+    from hf_variants_cli.pretrain import PretrainingArguments
+
     from ..training import run_mlm
 
-    argv = [
-        "--model_type", spec.model_type,
-        "--config_overrides", format_overrides(matched_fields(spec, matched_size(args))),
-        *source.corpus_args, "--tokenizer_name", tokenizer, "--max_seq_length", str(args.max_seq_length),
-        "--per_device_train_batch_size", str(args.pretrain_batch_size),
-        "--learning_rate", str(args.pretrain_learning_rate), "--num_warmup_steps", "0.1",
-        "--max_train_steps", str(args.pretrain_steps), "--max_eval_samples", str(args.max_pretrain_eval_samples),
-        "--logging_steps", "5", "--seed", str(args.seed),
-        "--output_dir", str(args.output_dir / "models" / spec.folder / "mlm"),
-    ]  # fmt: skip
-    if args.pretrain_seconds is not None:
-        argv += ["--time_budget_seconds", str(args.pretrain_seconds)]
-    if args.overwrite_output_dir:
-        argv.append("--overwrite_output_dir")
-    if not stage_bars(args):
-        argv.append("--disable_tqdm")
+    settings = PretrainingArguments(
+        model_type=spec.model_type, config_overrides=format_overrides(matched_fields(spec, matched_size(args))),
+        **source.corpus, tokenizer_name=tokenizer, max_seq_length=args.max_seq_length,
+        per_device_train_batch_size=args.pretrain_batch_size, learning_rate=args.pretrain_learning_rate,
+        num_warmup_steps=0.1, max_train_steps=args.pretrain_steps, max_eval_samples=args.max_pretrain_eval_samples,
+        logging_steps=5, seed=args.seed, output_dir=args.output_dir / "models" / spec.folder / "mlm",
+        time_budget_seconds=args.pretrain_seconds, overwrite_output_dir=args.overwrite_output_dir,
+        disable_tqdm=not stage_bars(args),
+    )  # fmt: skip
     inputs = [*source.input_files(), *sorted(Path(tokenizer).glob("*"))]
-    return finished_stage(args.output_dir / "models" / spec.folder / "mlm", argv, inputs, run_mlm.main)
+    return finished_stage(settings.output_dir, run_mlm.requested_arguments(settings), inputs,
+                          lambda: run_mlm.run(settings))  # fmt: skip
 
 
 def stage_bars(args: argparse.Namespace) -> bool:
@@ -291,46 +292,52 @@ def fine_tune(
     args: argparse.Namespace, source: DataSource, spec: ModelSpec, task: str, learning_rate: float,
     output_name: str, seed: int, heldout: bool = False,
 ) -> dict[str, Any]:
-    """One run_glue fine-tuning into ``models/<spec>/<output_name>``; with ``heldout`` it trains on the
-    training split without a held-out slice and is scored on that slice, never on dev."""
+    """One fine-tuning run on the fine-tuning engine into ``models/<spec>/<output_name>``; with ``heldout``
+    it trains on the training split without a held-out slice and is scored on that slice, never on dev."""
+    from transformers import TrainingArguments
+
+    from hf_variants_cli.finetune import DataTrainingArguments, ModelArguments, RunArguments
+
     from ..training import run_glue
 
-    argv = [
-        "--model_name_or_path", str(args.output_dir / "models" / spec.folder / "mlm"), *source.task_args[task],
-        "--do_train", "--do_eval", "--max_steps", str(args.finetune_steps),
-        "--max_train_samples", str(args.finetune_steps * args.finetune_batch_size),
-        "--per_device_train_batch_size", str(args.finetune_batch_size), "--per_device_eval_batch_size", "64",
-        "--learning_rate", str(learning_rate), "--warmup_steps", "0.1",
-        "--max_seq_length", str(args.max_seq_length), "--no_pad_to_max_length", "--seed", str(seed),
-        "--logging_steps", "5", "--save_strategy", "no", "--report_to", "none", "--log_level", "error",
-        "--dataloader_pin_memory", "false", "--disable_tqdm", str(not stage_bars(args)).lower(),
-        "--print_logs", "false",
-        "--output_dir", str(args.output_dir / "models" / spec.folder / output_name),
-        "--overwrite_output_dir", str(args.overwrite_output_dir).lower(),
-    ]  # fmt: skip
-    if heldout:
-        argv += ["--heldout_fraction", str(args.heldout_fraction), "--heldout_seed", "0"]
     pretrained = args.output_dir / "models" / spec.folder / "mlm"
+    held_out = {"heldout_fraction": args.heldout_fraction, "heldout_seed": 0} if heldout else {}
+    settings = (
+        ModelArguments(model_name_or_path=str(pretrained)),
+        DataTrainingArguments(
+            **source.tasks[task], max_train_samples=args.finetune_steps * args.finetune_batch_size,
+            max_seq_length=args.max_seq_length, pad_to_max_length=False, **held_out,
+        ),
+        TrainingArguments(
+            output_dir=str(args.output_dir / "models" / spec.folder / output_name), do_train=True, do_eval=True,
+            max_steps=args.finetune_steps, per_device_train_batch_size=args.finetune_batch_size,
+            per_device_eval_batch_size=64, learning_rate=learning_rate, warmup_steps=0.1, seed=seed, logging_steps=5,
+            save_strategy="no", report_to="none", log_level="error", dataloader_pin_memory=False,
+            disable_tqdm=not stage_bars(args),
+        ),
+        RunArguments(print_logs=False, overwrite_output_dir=args.overwrite_output_dir),
+    )  # fmt: skip
     inputs = [*source.input_files(task), pretrained / checkpoints.MANIFEST_FILE]
-    return finished_stage(args.output_dir / "models" / spec.folder / output_name, argv, inputs, run_glue.main)
+    return finished_stage(Path(settings[2].output_dir), run_glue.requested_arguments(*settings), inputs,
+                          lambda: run_glue.run(*settings))  # fmt: skip
 
 
 STAGE_RECORD_SUFFIX = ".finished.json"
 
 
-def finished_stage(folder: Path, argv: list[str], inputs: Sequence[Path],
-                   run_stage: Callable[[list[str]], dict[str, Any]]) -> dict[str, Any]:  # fmt: skip
-    """``run_stage(argv)`` (a pretraining or fine-tuning run writing ``folder``), recorded next to the
-    folder when it finishes. A re-run after a kill takes the recorded result instead when the arguments
-    and the content of ``inputs`` are the same and the folder is what the stage wrote (its manifest
-    verifies: an altered file is an error naming it)."""
+def finished_stage(folder: Path, arguments: dict[str, Any], inputs: Sequence[Path],
+                   run_stage: Callable[[], dict[str, Any]]) -> dict[str, Any]:  # fmt: skip
+    """``run_stage()`` (a pretraining or fine-tuning run writing ``folder``, whose settings are the engine's
+    ``requested_arguments``), recorded next to the folder when it finishes. A re-run after a kill takes the
+    recorded result instead when the settings and the content of ``inputs`` are the same and the folder is
+    what the stage wrote (its manifest verifies: an altered file is an error naming it)."""
     record = folder.with_name(folder.name + STAGE_RECORD_SUFFIX)
-    identity = {"argv": list(argv), "inputs": run_identity.describe_files(inputs)[0]}
+    identity = {"arguments": arguments, "inputs": run_identity.describe_files(inputs)[0]}
     if record.is_file():
         saved = json.loads(record.read_text(encoding="utf-8"))
         if {key: saved.get(key) for key in identity} == identity and checkpoints.verify_manifest(folder) is not None:
             return saved["result"]
-    result = run_stage(list(argv))
+    result = run_stage()
     record.parent.mkdir(parents=True, exist_ok=True)
     partial = record.with_name(record.name + ".partial")
     partial.write_text(json.dumps({**identity, "result": result}, indent=1) + "\n", encoding="utf-8")
@@ -631,7 +638,7 @@ def compare_models(args: argparse.Namespace, argv: Sequence[str] | None) -> dict
     files_before = {name: state for name, state in checkpoints.file_states(args.output_dir).items()
                     if not name.startswith(OWNED_FOLDERS)}  # fmt: skip
     source = resolve_data(args.data_dir, args.tasks, args.output_dir, args.seed, use_hub=not args.no_hub)
-    tasks = list(source.task_args)
+    tasks = list(source.tasks)
     print(f"[hf-variants compare] Data: {source.description}.", flush=True)
     tokenizer_name = train_or_take_tokenizer(args, source)
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_name)

@@ -6,19 +6,18 @@
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 from itertools import chain
 from pathlib import Path
 
-from hf_variants_cli.tokenizer import parse_args
+from hf_variants_cli.tokenizer import TokenizerArguments, parse_args
 
 from ..tokenization import train_wordpiece_tokenizer
 from .data import load_text_corpus
 
 
-def train_tokenizer(args: argparse.Namespace) -> Path:
-    """Train and save the tokenizer that ``args`` (:func:`hf_variants_cli.tokenizer.parse_args`) describe."""
+def train_tokenizer(args: TokenizerArguments) -> Path:
+    """Train and save the tokenizer that the typed settings ``args`` describe (the engine as a function)."""
     corpus = load_text_corpus(
         args.train_file,
         None,
