@@ -71,11 +71,13 @@ def mlm_settings(
 
 def wikitext_tokenizer(data_dir: Path, folder: Path) -> Path:
     """The 8,000-token WordPiece tokenizer of WikiText-2's training file (trained once, then reused)."""
+    from hf_variants_cli.tokenizer import TokenizerArguments
+
     from ..training import train_tokenizer
 
     if not (folder / "tokenizer.json").is_file():
-        train_tokenizer.main(["--train_file", str(data_dir / "wikitext-2" / "train.txt"), "--vocab_size", "8000",
-                              "--output_dir", str(folder)])  # fmt: skip
+        corpus = str(data_dir / "wikitext-2" / "train.txt")
+        train_tokenizer.train_tokenizer(TokenizerArguments(train_file=corpus, vocab_size=8000, output_dir=folder))
     return folder
 
 
