@@ -232,6 +232,11 @@ def test_matched_control_changes_only_the_variants_idea(model_type: str, layer_n
     assert not any(isinstance(m, NodeTransformerBlock) and m.config.block_type == "ode" for m in models[1].modules())
     mixers = [m for m in models[1].modules() if isinstance(m, TokenMixer)]
     assert mixers and all(type(m) is composition.ATTENTION_TYPES["softmax"] for m in mixers)
+    for model in models:  # device_map keeps each of these whole: the embeddings and the layers the model holds
+        held = {type(model.embeddings).__name__} | {type(layer).__name__ for layer in model.encoder.layer}
+        assert set(model._no_split_modules) == held
+    if model_type == "node_transformer":
+        assert "VanillaTransformerBlock" in models[1]._no_split_modules  # the control's eq. (1) blocks
 
 
 @pytest.mark.parametrize("scheme", list(composition.LAYER_SCHEMES))

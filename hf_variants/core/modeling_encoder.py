@@ -53,7 +53,7 @@ from .composition import (
     has_attention_probabilities,
 )
 from .configuration_encoder import EncoderConfig
-from .encoder_layers import EncoderEmbeddings, LayerInputs, MaskedLMHead, Pooler
+from .encoder_layers import EncoderEmbeddings, LayerInputs, LayerScheme, MaskedLMHead, Pooler
 from .inputs import check_finite_output, key_padding_mask, value_checks_enabled
 from .outputs import (
     EncoderMaskedLMOutput,
@@ -148,10 +148,9 @@ class EncoderPreTrainedModel(PreTrainedModel):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if "_no_split_modules" not in cls.__dict__:
-            # (the ode scheme's vanilla eq. (1) blocks are a layer class of their own)
-            layers = [*LAYER_SCHEMES.class_names(), "VanillaTransformerBlock"]
-            cls._no_split_modules = [cls.embeddings_class.__name__, *layers]
+        if "_no_split_modules" not in cls.__dict__:  # every layer a registered scheme can build; a built
+            # model narrows it to the layer classes it holds (post_init)
+            cls._no_split_modules = [cls.embeddings_class.__name__, *LAYER_SCHEMES.class_names()]
 
     def __init__(self, config: EncoderConfig, *args: Any, **kwargs: Any) -> None:
         config.validate()  # also fills the fields of a pair changed after the config was built
@@ -176,6 +175,14 @@ class EncoderPreTrainedModel(PreTrainedModel):
             init.zeros_(module.original)
         if hasattr(module, "init_extra_parameters"):
             module.init_extra_parameters(self.config)
+
+    def post_init(self) -> None:
+        """transformers' ``post_init``, with ``_no_split_modules`` (the blocks ``device_map`` must keep on one
+        device) read off the model: its embeddings and the classes of the layers it holds, whatever a
+        scheme builds (e.g. the ode scheme's vanilla eq. (1) blocks), with no list of idea names here."""
+        layers = {type(module).__name__ for module in self.modules() if isinstance(module, LayerScheme)}
+        self._no_split_modules = [self.embeddings_class.__name__, *sorted(layers)]
+        super().post_init()
 
     def _refuse_inexact_checkpointing(self) -> None:
         reason = gradient_checkpointing_error(self.config)
