@@ -28,9 +28,10 @@ import json
 import logging
 import os
 import re
+import shlex
 import shutil
 import signal
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -569,3 +570,19 @@ def restore_rng_state(
     random.setstate((version, tuple(state), gauss))
     kind, position, has_gauss, cached = metadata["numpy"]
     np.random.set_state((kind, tensors["numpy_keys"].numpy().astype(np.uint32), position, has_gauss, cached))
+
+
+def recorded_arguments(
+    results: Mapping[str, Any], record: Path, parse: Callable[[list[str]], dict[str, Any]], engine: str
+) -> dict[str, Any]:
+    """The settings an engine's ``results.json`` (``record``) says its run was made with: its ``arguments``,
+    or, in a record written before they were recorded, its ``command`` read by ``parse`` (the engine's own
+    command-line parser). A record with neither, or a command the parser refuses, is an error naming it."""
+    if results.get("arguments") is not None:
+        return results["arguments"]
+    if not isinstance(results.get("command"), str):
+        raise CheckpointError(f"{record} records neither the run's arguments nor its command.")
+    try:
+        return parse(shlex.split(results["command"])[1:])
+    except SystemExit:  # argparse has printed why
+        raise CheckpointError(f"{record}: {engine} cannot read its command (see above).") from None

@@ -441,7 +441,7 @@ def recorded_arguments(results: dict[str, Any], record: Path) -> dict[str, dict[
     """The settings the run whose ``results.json`` is ``record`` was made with (:func:`requested_arguments`):
     its ``arguments``, or, in a record written before they were recorded, its command line read by this
     engine's parser."""
-    return run_identity.recorded_arguments(
+    return checkpoints.recorded_arguments(
         results, record, lambda argv: requested_arguments(*parse_args(argv)), "run_glue"
     )
 

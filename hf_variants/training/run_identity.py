@@ -15,8 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import shlex
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from enum import Enum
 from importlib import metadata
 from pathlib import Path
@@ -163,20 +162,3 @@ def _flatten(value: dict[str, Any], prefix: str = "") -> dict[str, Any]:
             flat[f"{prefix}{key}"] = item
     return flat
 
-
-def recorded_arguments(
-    results: Mapping[str, Any], record: Path, parse: Callable[[list[str]], dict[str, Any]], engine: str
-) -> dict[str, Any]:
-    """The settings an engine's ``results.json`` (``record``) says its run was made with: its ``arguments``,
-    or, in a record written before they were recorded, its ``command`` read by ``parse`` (the engine's own
-    command-line parser). A record with neither, or a command the parser refuses, is an error naming it."""
-    from .checkpoints import CheckpointError
-
-    if results.get("arguments") is not None:
-        return results["arguments"]
-    if not isinstance(results.get("command"), str):
-        raise CheckpointError(f"{record} records neither the run's arguments nor its command.")
-    try:
-        return parse(shlex.split(results["command"])[1:])
-    except SystemExit:  # argparse has printed why
-        raise CheckpointError(f"{record}: {engine} cannot read its command (see above).") from None
