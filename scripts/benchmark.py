@@ -203,7 +203,7 @@ def orthogonal_overhead(model: torch.nn.Module, inputs: dict, repeats: int) -> d
     for module in list(plain.modules()):
         if parametrize.is_parametrized(module, "weight"):
             parametrize.remove_parametrizations(module, "weight", leave_parametrized=True)
-    matrix_exp.set_orthogonal_map("matrix_exp")
+    matrix_exp.reparametrize(orthogonal_map="matrix_exp")
     twins = {"default": model, "matrix_exp": matrix_exp, "plain": plain}
     optimizers = {name: torch.optim.AdamW(twin.parameters(), lr=1e-4) for name, twin in twins.items()}
     step, _, _ = interleaved_timings(twins, optimizers, inputs, repeats)

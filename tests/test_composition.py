@@ -311,6 +311,51 @@ def test_injective_scheme_has_no_layer_norm_and_ode_keeps_block_types() -> None:
     assert isinstance(ode.encoder.layer[0], NodeTransformerBlock)
 
 
+def test_orthogonal_weights_shared_by_two_ideas_are_drawn_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Orthogonal attention and the injective scheme share the orthogonal weights' init hook: each
+    parametrisation gets one random orthogonal base and a zero offset, drawn once (a second draw would
+    change every TransJect model a seed gives)."""
+    from hf_variants.core import orthogonal_attention
+
+    draws: list[torch.Tensor] = []
+    drawn = orthogonal_attention.init.orthogonal_
+    monkeypatch.setattr(orthogonal_attention.init, "orthogonal_", lambda tensor: draws.append(tensor) or drawn(tensor))
+    config = transject.TransJectConfig(vocab_size=40, hidden_size=16, num_hidden_layers=2)
+    model = transject.TransJectModel(config)
+    parametrizations = [m for m in model.modules() if isinstance(m, nn.utils.parametrize.ParametrizationList)]
+    # per layer U and V of each expert and the FFN's two; once per backbone the eigenvectors Ũ
+    assert len(parametrizations) == config.num_hidden_layers * (2 * config.num_experts + 2) + 1
+    assert len(draws) == len(parametrizations)
+    assert {id(t) for t in draws} == {id(m[0].base) for m in parametrizations}
+    for module in parametrizations:
+        assert torch.count_nonzero(module.original) == 0
+        torch.testing.assert_close(module[0].base @ module[0].base.T, torch.eye(16), atol=1e-5, rtol=0)
+
+
+def test_parametrization_fields_are_switched_for_any_variant_holding_the_idea(tmp_path: Path) -> None:
+    """``orthogonal_map`` belongs to the orthogonal weights, not to TransJect: BERT's layers with the
+    injective scheme load under another map with the same function, and a pair without orthogonal
+    weights says it has no such field."""
+    config = BertControlConfig(vocab_size=40, hidden_size=16, num_attention_heads=2, layer_scheme="injective")
+    torch.manual_seed(0)
+    model = BertControlModel(config).eval()
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if name.endswith("original"):
+                parameter.normal_(0.0, 0.3)  # away from the base, where the maps differ
+    inputs = make_inputs(config)
+    with torch.no_grad():
+        before = model(**inputs).last_hidden_state
+    model.save_pretrained(tmp_path)
+    loaded = BertControlModel.from_pretrained(tmp_path, orthogonal_map="householder").eval()
+    assert loaded.config.orthogonal_map == "householder"
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(**inputs).last_hidden_state, before, atol=1e-5, rtol=1e-5)
+    plain = BertControlModel(BertControlConfig(vocab_size=40, hidden_size=16, num_attention_heads=2))
+    with pytest.raises(ValueError, match=r"orthogonal_map is not a parametrization field .*its fields: none"):
+        plain.reparametrize(orthogonal_map="cayley")
+
+
 class TokenMean(TokenMixer, nn.Module):
     """A fifth token mixer for the test: each token gets the projected mean of the real tokens."""
 

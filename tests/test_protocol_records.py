@@ -98,3 +98,23 @@ def test_committed_pretraining_runs_are_recognised_from_the_studys_typed_setting
     assert recorded == run_mlm.requested_arguments(settings)
     assert run_mlm.requested_arguments(mlm_settings("bert_control", PRETRAINING_SIZES, Path("../shared/data"),
                                                     work / "tokenizer", steps, 2 * every, work / "mlm")) != recorded
+
+
+@pytest.mark.parametrize("results", COMPARISONS, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_compared_run_has_the_status_of_the_one_rule_and_the_report_reads_them(results: Path) -> None:
+    """Each committed final run's recorded status is what ``verdicts.run_status`` gives its record, and the
+    committed report is what the report renders from the committed records (so the verdicts over seeds
+    read the runs through the one rule)."""
+    from hf_variants.lab.compare import report_markdown, run_outcome
+
+    recorded = json.loads(results.read_text())
+    statuses = [
+        (run["status"], verdicts.run_status(run_outcome(run)))
+        for model in recorded["models"].values()
+        for tuned in model.get("fine_tuning", {}).values()
+        for run in tuned.get("runs", {}).values()
+    ]
+    if not statuses:
+        pytest.skip(f"{results.relative_to(ROOT)} predates the per-seed records")
+    assert [recorded for recorded, _ in statuses] == [derived for _, derived in statuses]
+    assert report_markdown(recorded) == (results.parent / "report.md").read_text()

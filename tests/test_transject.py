@@ -139,7 +139,7 @@ def test_switching_the_orthogonal_map_keeps_the_trained_function(tmp_path) -> No
     with torch.no_grad():
         before = model(**inputs).logits
     matrices = orthogonal_matrices(model)
-    model.set_orthogonal_map("cayley")
+    model.reparametrize(orthogonal_map="cayley")
     assert model.config.orthogonal_map == "cayley"
     maps = {str(m.parametrizations.weight[0].orthogonal_map) for m in model.modules() if hasattr(m, "parametrizations")}
     assert maps == {"_OrthMaps.cayley"}
@@ -153,7 +153,15 @@ def test_switching_the_orthogonal_map_keeps_the_trained_function(tmp_path) -> No
     with torch.no_grad():
         torch.testing.assert_close(loaded(**inputs).logits, before, atol=1e-5, rtol=1e-5)
     with pytest.raises(ValueError, match="orthogonal_map must be one of"):
-        model.set_orthogonal_map("svd")
+        model.reparametrize(orthogonal_map="svd")
+    with pytest.raises(ValueError, match=r"eigenvalue_mode is not a parametrization field .* orthogonal_map"):
+        model.reparametrize(eigenvalue_mode="exact")
+    # hf-variants 0.2's name still works, with a FutureWarning naming the new one.
+    with pytest.warns(FutureWarning, match=r"reparametrize\(orthogonal_map='matrix_exp'\)"):
+        model.set_orthogonal_map("matrix_exp")
+    assert model.config.orthogonal_map == "matrix_exp"
+    with torch.no_grad():
+        torch.testing.assert_close(model(**inputs).logits, before, atol=1e-5, rtol=1e-5)
     # Loading with another map than the checkpoint's (kwarg or config override) switches exactly.
     for loaded in (
         TransJectForMaskedLM.from_pretrained(tmp_path, orthogonal_map="matrix_exp"),

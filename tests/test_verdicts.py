@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from hf_variants.lab import verdicts
 
-
-def curve(*losses: float) -> list[dict[str, float]]:
-    return [{"step": 5 * (index + 1), "loss": loss} for index, loss in enumerate(losses)]
+Outcome = verdicts.RunOutcome
+FALLING = (0.69, 0.4, 0.2, 0.1, 0.05, 0.02, 0.01, 0.01)
 
 
 @pytest.mark.parametrize(
@@ -26,24 +27,25 @@ def test_a_run_that_ends_at_its_starting_loss_stayed_on_the_plateau(losses, flat
 
 
 def test_run_status_names_why_a_run_does_not_count() -> None:
-    falling = curve(0.69, 0.4, 0.2, 0.1, 0.05, 0.02, 0.01, 0.01)
-    base = {"metric": "accuracy", "value": 0.9, "chance": 0.5, "dev_examples": 400, "curve": falling}
+    base = Outcome(0.9, chance=0.5, examples=400, losses=FALLING)
     assert verdicts.run_status(base) == verdicts.LEARNED
-    assert verdicts.run_status({"failed": "ODESolverError: …"}) == verdicts.FAILED
-    assert verdicts.run_status({**base, "did_not_learn": True}) == verdicts.ONE_CLASS
-    assert verdicts.run_status({**base, "curve": curve(*[0.69] * 8)}) == verdicts.ON_PLATEAU
+    assert verdicts.run_status(Outcome(None, failed="ODESolverError: …")) == verdicts.FAILED
+    assert verdicts.run_status(replace(base, one_class=True)) == verdicts.ONE_CLASS
+    assert verdicts.run_status(replace(base, losses=[0.69] * 8)) == verdicts.ON_PLATEAU
     # 0.5 + 1.96 · √(0.25 / 400) = 0.549: 54.5% is a guessing model's score, 56% is not
-    assert verdicts.run_status({**base, "value": 0.545}) == verdicts.AT_CHANCE
-    assert verdicts.run_status({**base, "value": 0.56}) == verdicts.LEARNED
-    assert verdicts.run_status({**base, "metric": "pearson", "value": 0.1, "chance": None}) == verdicts.LEARNED
+    assert verdicts.run_status(replace(base, value=0.545)) == verdicts.AT_CHANCE
+    assert verdicts.run_status(replace(base, value=0.56)) == verdicts.LEARNED
+    # a measure a study does not record: its test is not made
+    assert verdicts.run_status(replace(base, value=0.1, chance=None)) == verdicts.LEARNED
+    assert verdicts.run_status(replace(base, value=0.545, examples=None)) == verdicts.LEARNED
+    assert verdicts.run_status(Outcome(0.9)) == verdicts.LEARNED
 
 
 def test_summary_and_pair_verdict_use_only_runs_that_learned() -> None:
-    falling = curve(0.69, 0.4, 0.2, 0.1, 0.05, 0.02, 0.01, 0.01)
-    run = {"metric": "accuracy", "chance": 0.5, "dev_examples": 400, "curve": falling}
-    stopped = {"failed": "NonFiniteStepError: Step 45: non-finite gradient in fc.weight. Nothing was updated"}
-    variant = {"1": {**run, "value": 0.9}, "2": {**run, "value": 0.8}, "3": stopped}
-    control = {"1": {**run, "value": 0.7}, "2": {**run, "value": 0.7}, "3": {**run, "value": 0.95}}
+    run = Outcome(None, chance=0.5, examples=400, losses=FALLING)
+    stopped = Outcome(None, failed="NonFiniteStepError: Step 45: non-finite gradient in fc.weight. Nothing was updated")
+    variant = {"1": replace(run, value=0.9), "2": replace(run, value=0.8), "3": stopped}
+    control = {"1": replace(run, value=0.7), "2": replace(run, value=0.7), "3": replace(run, value=0.95)}
     interval = verdicts.summary(variant)
     assert (interval.mean, interval.n) == (pytest.approx(0.85), 2)
     verdict = verdicts.pair_verdict(variant, control)
@@ -51,7 +53,7 @@ def test_summary_and_pair_verdict_use_only_runs_that_learned() -> None:
     assert verdict.left_out == {"variant": ["seed 3: failed (NonFiniteStepError: Step 45: non-finite gradient)"],
                                 "control": []}
     assert verdict.seeds == 3
-    assert verdicts.summary({"1": {"failed": "x"}}) is None
+    assert verdicts.summary({"1": Outcome(None, failed="x")}) is None
 
 
 # --------------------------------------------------------------------------------------------

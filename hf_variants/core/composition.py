@@ -25,7 +25,7 @@ imports the modules of its own pair only, and a Hub export ships only those (``h
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -143,6 +143,25 @@ def gradient_checkpointing_error(config: EncoderConfig) -> str | None:
         if reason is not None:
             return reason
     return None
+
+
+def weight_initializers(config: EncoderConfig) -> list[Callable[[nn.Module, EncoderConfig], None]]:
+    """The pair's :meth:`~hf_variants.core.encoder_layers.ConfigurableIdea.init_weights` hooks, each once
+    (TransJect's two ideas share the orthogonal weights' one, which must not draw twice)."""
+    hooks: dict[Callable[..., None], Callable[[nn.Module, EncoderConfig], None]] = {}
+    for idea in selected_ideas(config.attention_type, config.layer_scheme):
+        hooks.setdefault(idea.init_weights.__func__, idea.init_weights)
+    return list(hooks.values())
+
+
+def parametrization_owners(attention_type: str, layer_scheme: str) -> dict[str, type[ConfigurableIdea]]:
+    """Each parametrisation field of the pair (how weights are stored, not the function they define,
+    e.g. ``orthogonal_map``) → the idea that re-parametrises a model for it."""
+    owners: dict[str, type[ConfigurableIdea]] = {}
+    for idea in selected_ideas(attention_type, layer_scheme):
+        for name in idea.parametrization_fields:
+            owners.setdefault(name, idea)
+    return owners
 
 
 def build_attention(config: EncoderConfig, layer_idx: int | None = None) -> nn.Module:

@@ -76,6 +76,10 @@ class ConfigurableIdea:
     #: trained with it). A saved config that lacks such a field loads with this value, not the default
     #: (:meth:`~hf_variants.core.configuration_encoder.EncoderConfig.from_dict`).
     legacy_values: ClassVar[dict[str, Any]] = {}
+    #: Fields that choose how this idea *stores* its weights, not the function they define (e.g.
+    #: ``orthogonal_map``: other parameters for the same orthogonal matrices). A checkpoint loads with
+    #: its saved values; a model reaches other values through :meth:`reparametrize`.
+    parametrization_fields: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod
     def validate_config(cls, config: EncoderConfig) -> None:
@@ -92,6 +96,19 @@ class ConfigurableIdea:
         """This idea's config values at a comparison's matched ``size``, beside the width and depth every
         model shares (e.g. MGK's half the heads, an FFN's width). Empty: the idea has no size of its own."""
         return {}
+
+    @classmethod
+    def init_weights(cls, module: nn.Module, config: EncoderConfig) -> None:
+        """Initialise what this idea puts into a model beyond ``PreTrainedModel._init_weights`` and the
+        modules' own ``init_extra_parameters`` (e.g. the parametrisations of orthogonal weights, which
+        sit on torch's modules). Called with every module of a model that selects the idea; through
+        ``transformers.initialization``, which leaves loaded tensors alone."""
+
+    @classmethod
+    def reparametrize(cls, model: nn.Module, name: str, value: Any) -> None:
+        """Store ``model``'s weights under ``name=value``, one of :attr:`parametrization_fields`, without
+        changing the function they define."""
+        raise NotImplementedError(f"{cls.__name__} has no parametrization field {name!r}.")
 
 
 class TokenMixer(ConfigurableIdea):

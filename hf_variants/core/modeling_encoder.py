@@ -28,14 +28,12 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import importlib
 from typing import Any, ClassVar
 
 import torch
 from torch import nn
 from torch.nn.utils import parametrize
 from transformers import PretrainedConfig, PreTrainedModel
-from transformers import initialization as init
 from transformers.loss.loss_utils import (
     ForMaskedLMLoss,
     ForQuestionAnsweringLoss,
@@ -51,6 +49,8 @@ from .composition import (
     context_modules,
     gradient_checkpointing_error,
     has_attention_probabilities,
+    parametrization_owners,
+    weight_initializers,
 )
 from .configuration_encoder import EncoderConfig
 from .encoder_layers import EncoderEmbeddings, LayerInputs, LayerScheme, MaskedLMHead, Pooler
@@ -159,20 +159,13 @@ class EncoderPreTrainedModel(PreTrainedModel):
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
         """``PreTrainedModel._init_weights`` (normal(0, initializer_range) for Linear/Embedding weights,
-        zeros for biases and the padding row, ones/zeros for LayerNorm), then a random orthogonal base
-        and zero offset for orthogonally parametrised weights, then the module's own parameters
-        (``init_extra_parameters``) — all through ``transformers.initialization``, which only touches
-        tensors that were not loaded.
-
-        Orthogonal weights are initialised at their ``ParametrizationList`` (which holds ``original``),
-        not at the Linear: transformers never calls ``_init_weights`` on a custom-code module without
-        parameters of its own, which a bias-free parametrised Linear is.
-        """
+        zeros for biases and the padding row, ones/zeros for LayerNorm), then what the pair's ideas add
+        (:meth:`~hf_variants.core.encoder_layers.ConfigurableIdea.init_weights`, e.g. the orthogonal
+        weights' parametrisations), then the module's own parameters (``init_extra_parameters``) — all
+        through ``transformers.initialization``, which only touches tensors that were not loaded."""
         super()._init_weights(module)
-        if isinstance(module, parametrize.ParametrizationList) and getattr(module[0], "base", None) is not None:
-            # weight = base @ map(skew(original)): a random orthogonal base and a zero offset.
-            init.orthogonal_(module[0].base)
-            init.zeros_(module.original)
+        for initialize in weight_initializers(self.config):
+            initialize(module, self.config)
         if hasattr(module, "init_extra_parameters"):
             module.init_extra_parameters(self.config)
 
@@ -206,33 +199,53 @@ class EncoderPreTrainedModel(PreTrainedModel):
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
-        """``from_pretrained`` that honours a requested ``orthogonal_map`` exactly: orthogonal weights
-        are stored as parameters of the checkpoint's map (the same tensors under another map would be
-        other matrices), so the model is loaded with that map and then switched."""
-        config = kwargs.get("config")
-        requested = kwargs.pop("orthogonal_map", None) or getattr(config, "orthogonal_map", None)
-        saved_map = requested
-        if requested is not None and pretrained_model_name_or_path is not None:
-            hub = {key: kwargs[key] for key in HUB_KWARGS if key in kwargs}
+        """transformers' ``from_pretrained``, honouring exactly a requested value of a parametrisation
+        field of the pair (:attr:`~hf_variants.core.encoder_layers.ConfigurableIdea.parametrization_fields`,
+        e.g. ``orthogonal_map``): the checkpoint's tensors are parameters of its own parametrisation (under
+        another they would be another function), so the model loads with the saved values and is then
+        re-parametrised (:meth:`reparametrize`)."""
+        if pretrained_model_name_or_path is None:
+            return super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+        given = kwargs.get("config")
+        given = given if isinstance(given, PretrainedConfig) else None  # (remote code has its own classes)
+        hub = {key: kwargs[key] for key in HUB_KWARGS if key in kwargs}
+        saved = None if given is not None else cls.config_class.get_config_dict(pretrained_model_name_or_path, **hub)[0]
+        pair = vars(given) if given is not None else {**saved, **kwargs}
+        owners = {}
+        if isinstance(pair.get("attention_type"), str) and isinstance(pair.get("layer_scheme"), str):
+            owners = parametrization_owners(pair["attention_type"], pair["layer_scheme"])
+        requested = {name: kwargs.pop(name, None) or getattr(given, name, None) for name in owners}
+        requested = {name: value for name, value in requested.items() if value is not None}
+        if not requested:
+            return super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+        if saved is None:
             saved = cls.config_class.get_config_dict(pretrained_model_name_or_path, **hub)[0]
-            saved_map = saved.get("orthogonal_map", requested)
-        if requested is not None and isinstance(config, PretrainedConfig):  # (remote code has its own classes)
-            kwargs["config"] = copy.deepcopy(config)
-            kwargs["config"].orthogonal_map = saved_map
-        elif requested is not None:
-            kwargs["orthogonal_map"] = saved_map
+        stored = {name: saved.get(name, value) for name, value in requested.items()}
+        if given is not None:
+            kwargs["config"] = copy.deepcopy(given)
+            for name, value in stored.items():
+                setattr(kwargs["config"], name, value)
+        else:
+            kwargs.update(stored)
         model = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
-        if saved_map != requested:
-            model.set_orthogonal_map(requested)
+        switched = {name: value for name, value in requested.items() if value != stored[name]}
+        if switched:
+            model.reparametrize(**switched)
         return model
 
-    def set_orthogonal_map(self, orthogonal_map: str) -> None:
-        """Re-parametrise every orthogonal weight with another map without changing the function
-        (see :func:`~hf_variants.core.orthogonal_attention.set_orthogonal_map`); updates the config."""
-        # imported here, by name, so that a Hub export of a pair without orthogonal weights need not ship it
-        orthogonal_attention = importlib.import_module(f"{__package__}.orthogonal_attention")
-        orthogonal_attention.set_orthogonal_map(self, orthogonal_map)
-        self.config.orthogonal_map = orthogonal_map
+    def reparametrize(self, **fields: Any) -> None:
+        """Store the weights under other values of the pair's parametrisation fields without changing the
+        function, and record them in the config: ``model.reparametrize(orthogonal_map="matrix_exp")``
+        continues a model trained with the Cayley map from the same orthogonal matrices."""
+        owners = parametrization_owners(self.config.attention_type, self.config.layer_scheme)
+        for name, value in fields.items():
+            if name not in owners:
+                raise ValueError(
+                    f"{name} is not a parametrization field of attention_type={self.config.attention_type!r}, "
+                    f"layer_scheme={self.config.layer_scheme!r} (its fields: {', '.join(sorted(owners)) or 'none'})."
+                )
+            owners[name].reparametrize(self, name, value)
+            setattr(self.config, name, value)
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.base_model.embeddings.word_embeddings

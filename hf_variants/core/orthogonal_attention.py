@@ -23,7 +23,7 @@ from torch.nn.utils import parametrize
 from torch.nn.utils.parametrizations import orthogonal
 from transformers import initialization as init
 
-from .encoder_layers import LayerInputs, MatchedSize, TokenMixer
+from .encoder_layers import ConfigurableIdea, LayerInputs, MatchedSize, TokenMixer
 from .validation import require_choice, require_number
 
 if TYPE_CHECKING:
@@ -55,16 +55,36 @@ class OrthogonalLinear(nn.Linear):
         return nn.functional.linear(hidden_states, self.weight.to(hidden_states.dtype), bias)
 
 
-class HoldsOrthogonalLinears(nn.Module):
-    """A module whose orthogonally parametrised linears an adapter (PEFT's LoRA) may wrap.
+class HoldsOrthogonalLinears(ConfigurableIdea, nn.Module):
+    """An idea whose weights include orthogonally parametrised linears (orthogonal attention, the
+    injective scheme's FFN), with what those weights need of a model:
 
-    An adapter adds ΔW to a frozen W and merges by writing W + ΔW into ``weight.data``; for a
-    parametrised weight that tensor is computed at each access, so the write would be lost and the
-    "merged" model would silently be the base model. W + ΔW is not orthogonal in general anyway, so
-    when a module that holds one of these linears as its base layer (``get_base_layer()``) is assigned
-    in its place, the linear's weight becomes a plain parameter with the same values: the function is
-    unchanged, adapter training is unchanged (the base weight is frozen), and a merge is exact.
+    * Initialisation (:meth:`init_weights`): ``weight = base @ map(skew(original))`` starts from a random
+      orthogonal base and a zero offset, set at torch's ``ParametrizationList`` (which holds
+      ``original``): transformers never calls ``_init_weights`` on a custom-code module without
+      parameters of its own, which a bias-free parametrised Linear is.
+    * ``orthogonal_map`` is a parametrisation field: the same matrices under another map are other
+      parameters, so a checkpoint loads with its saved map and :meth:`reparametrize` switches exactly.
+    * Adapters (PEFT's LoRA) may wrap these linears. An adapter adds ΔW to a frozen W and merges by
+      writing W + ΔW into ``weight.data``; for a parametrised weight that tensor is computed at each
+      access, so the write would be lost and the "merged" model would silently be the base model. W + ΔW
+      is not orthogonal in general anyway, so when a module that holds one of these linears as its base
+      layer (``get_base_layer()``) is assigned in its place, the linear's weight becomes a plain
+      parameter with the same values: the function is unchanged, adapter training is unchanged (the base
+      weight is frozen), and a merge is exact.
     """
+
+    parametrization_fields: ClassVar[frozenset[str]] = frozenset({"orthogonal_map"})
+
+    @classmethod
+    def init_weights(cls, module: nn.Module, config: EncoderConfig) -> None:
+        if isinstance(module, parametrize.ParametrizationList) and getattr(module[0], "base", None) is not None:
+            init.orthogonal_(module[0].base)
+            init.zeros_(module.original)
+
+    @classmethod
+    def reparametrize(cls, model: nn.Module, name: str, value: Any) -> None:
+        set_orthogonal_map(model, value)  # name is orthogonal_map, the one field declared
 
     def __setattr__(self, name: str, value: object) -> None:
         base = value.get_base_layer() if isinstance(value, nn.Module) and hasattr(value, "get_base_layer") else None
@@ -173,8 +193,9 @@ class OrthogonalAttention(TokenMixer, HoldsOrthogonalLinears):
         reconstruction_loss_weight: Weight of the reconstruction loss (authors' code: 0.001).
         orthogonal_map: Map of ``torch.nn.utils.parametrizations.orthogonal``: ``"cayley"`` (default,
             one d × d solve forward and backward), ``"matrix_exp"`` (torch's default and the authors'
-            code; several times the cost) or ``"householder"``. ``set_orthogonal_map`` switches a
-            trained model exactly.
+            code; several times the cost) or ``"householder"``. A parametrisation field:
+            ``model.reparametrize(orthogonal_map=...)``, or loading with another map, switches a trained
+            model exactly.
 
     Attention-free in transformers' sense: ``output_attentions=True`` gives ``None`` for it.
     """

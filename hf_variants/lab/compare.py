@@ -692,7 +692,7 @@ def compare_models(args: argparse.Namespace, argv: Sequence[str] | None) -> dict
             sweep = {r: outcomes[Run(spec, task, r, args.seed, heldout=True)] for r in scores}
             runs = {str(seed): final_run(args, source, tokenizer, spec, Run(spec, task, rate, seed), outcomes)
                     for seed in fine_tuning_seeds(args)}  # fmt: skip
-            interval = verdicts.summary(runs)
+            interval = verdicts.summary(run_outcomes(runs))
             entry["fine_tuning"][task] = {
                 "metric": headline_metric(task),
                 "learning_rate": rate,
@@ -778,7 +778,24 @@ def final_run(
         "train_seconds": result["train"]["train_runtime"],
         "curve": [{"step": e["step"], "loss": e["loss"]} for e in state["log_history"] if "loss" in e],
     }  # fmt: skip
-    return {**record, "status": verdicts.run_status(record)}
+    return {**record, "status": verdicts.run_status(run_outcome(record))}
+
+
+def run_outcome(record: dict[str, Any]) -> verdicts.RunOutcome:
+    """A final run's record (:func:`final_run`) as the protocol's verdicts read it."""
+    if record.get("failed"):
+        return verdicts.RunOutcome(None, failed=record["failed"])
+    return verdicts.RunOutcome(
+        record["value"],
+        one_class=bool(record.get("did_not_learn")),
+        losses=[point["loss"] for point in record.get("curve", [])],
+        chance=record.get("chance") if record["metric"] == "accuracy" else None,
+        examples=record.get("dev_examples"),
+    )
+
+
+def run_outcomes(runs: dict[str, dict[str, Any]]) -> dict[str, verdicts.RunOutcome]:
+    return {seed: run_outcome(record) for seed, record in runs.items()}
 
 
 def _setting(value: Any) -> Any:
@@ -796,7 +813,7 @@ def score_text(tuned: dict[str, Any]) -> str:
     from collections import Counter
 
     runs = tuned["runs"]
-    interval = verdicts.summary(runs)
+    interval = verdicts.summary(run_outcomes(runs))
     others = Counter(run["status"] for run in runs.values() if run["status"] != verdicts.LEARNED)
     learned = len(runs) - sum(others.values())
     why = "".join(f"{'; ' if index else ': '}{count} {status}" for index, (status, count) in enumerate(others.items()))
@@ -820,7 +837,7 @@ def answer_lines(results: dict[str, Any]) -> list[str]:
     for variant, control in pairs:
         for task in tasks:
             v, c = models[variant]["fine_tuning"][task], models[control]["fine_tuning"][task]
-            verdict = verdicts.pair_verdict(v["runs"], c["runs"])
+            verdict = verdicts.pair_verdict(run_outcomes(v["runs"]), run_outcomes(c["runs"]))
             difference = "—" if verdict.difference is None else verdict.difference.difference_text(100)
             changes = ", ".join(f"`{k}={value}`" for k, value in models[control]["control_changes"].items())
             lines.append(

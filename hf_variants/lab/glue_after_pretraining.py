@@ -203,10 +203,19 @@ def did_not_learn(results: dict[str, Any], task: str) -> bool:
     return undefined or verdicts.collapsed(results["eval"]["validation"])
 
 
+def run_outcome(results: dict[str, Any], task: str) -> verdicts.RunOutcome:
+    """A run's ``results.json`` as the protocol's verdicts read it. The studies' runs stop the study when
+    they fail, and their committed records were judged without the plateau and at-chance tests, which
+    their records cannot make (no loss curve, no chance level): one class or an undefined correlation is
+    what leaves a run out."""
+    return verdicts.RunOutcome(score(results, task), one_class=did_not_learn(results, task))
+
+
 def choose_learning_rate(sweep: dict[float, dict[str, Any]], task: str) -> float:
     """The protocol's choice (:func:`~.verdicts.choose_learning_rate`) among the held-out sweep's runs."""
+    outcomes = {rate: run_outcome(results, task) for rate, results in sweep.items()}
     return verdicts.choose_learning_rate(
-        {rate: verdicts.HeldOutRun(score(r, task), did_not_learn(r, task)) for rate, r in sweep.items()}
+        {rate: verdicts.HeldOutRun(outcome.value, outcome.one_class) for rate, outcome in outcomes.items()}
     )
 
 
@@ -225,9 +234,9 @@ class Cell:
 
 
 def cell_from_runs(task: str, learning_rate: float, runs: dict[int, dict[str, Any]]) -> Cell:
-    not_learned = sorted(seed for seed, r in runs.items() if did_not_learn(r, task))
-    scores = {seed: score(r, task) for seed, r in runs.items() if seed not in not_learned}
-    return Cell(task, learning_rate, scores, not_learned)
+    outcomes = {seed: run_outcome(results, task) for seed, results in runs.items()}
+    scores = verdicts.learned_values(outcomes)
+    return Cell(task, learning_rate, scores, sorted(seed for seed in runs if seed not in scores))
 
 
 def difference(cell: Cell, reference: Cell) -> Interval | None:

@@ -34,7 +34,7 @@ from .grid_training import ENGINE, EncodedSplit, RunSettings, train_and_evaluate
 from .spec import ModelSpec, spec_folder
 from .statistics import majority_share
 from .text_classification import TextClassificationData, load_task
-from .verdicts import HeldOutRun, choose_learning_rate
+from .verdicts import HeldOutRun, RunOutcome, choose_learning_rate
 
 logger = logging.getLogger(__name__)
 ROLES = ("variant", "control")
@@ -74,10 +74,22 @@ def write_result(path: Path, record: dict[str, Any]) -> None:
     os.replace(temporary, path)
 
 
+def run_outcome(record: dict[str, Any]) -> RunOutcome:
+    """A run's record as the protocol's verdicts read it. The grid records no loss curve and no test size
+    beside a run, so its runs get the failure and one-class tests (the rule its committed tables were
+    made with), not the plateau and at-chance ones."""
+    finished = record["status"] == "finished"
+    return RunOutcome(
+        record["accuracy"] if finished else None,
+        failed=None if finished else record["status"],
+        one_class=finished and bool(record.get("predicts_one_class")),
+    )
+
+
 def held_out_run(record: dict[str, Any]) -> HeldOutRun:
     """A sweep record as the protocol's learning-rate choice sees it."""
-    finished = record["status"] == "finished"
-    return HeldOutRun(record["accuracy"] if finished else None, finished and bool(record.get("predicts_one_class")))
+    outcome = run_outcome(record)
+    return HeldOutRun(outcome.value, outcome.one_class)
 
 
 class Grid:

@@ -12,7 +12,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from .grid import ROLES, load_grid
+from . import verdicts
+from .grid import ROLES, load_grid, run_outcome
 from .statistics import mean_interval, paired_difference_if_any
 
 #: What each pair compares, in words (the control is the same model with the idea turned off).
@@ -37,12 +38,13 @@ PAPER_NUMBERS = {
 
 
 def summarize_role(role: dict[str, Any], chance: float) -> dict[str, Any]:
-    """Accuracies of the finished seeds that learned, and the seeds that did not (one class) or failed
-    (a non-finite stop or a solver failure), named by status."""
-    seeds = role["seeds"]
-    learned = {s: r["accuracy"] for s, r in seeds.items() if r["status"] == "finished" and not r["predicts_one_class"]}
+    """Accuracies of the seeds that learned (:func:`~.verdicts.run_status`), and the seeds that did not:
+    one class, or failed (a non-finite stop or a solver failure) and named by their record's status."""
+    seeds = {seed: run_outcome(record) for seed, record in role["seeds"].items()}
+    statuses = {seed: verdicts.run_status(outcome) for seed, outcome in seeds.items()}
+    learned = {s: outcome.value for s, outcome in seeds.items() if statuses[s] == verdicts.LEARNED}
     failed = sorted(s for s in seeds if s not in learned)
-    crashed = [s for s in failed if seeds[s]["status"] != "finished"]
+    crashed = [s for s in failed if statuses[s] == verdicts.FAILED]
     one_class = len(failed) - len(crashed)
     text = mean_interval(list(learned.values())).mean_text(100) if learned else ""
     if not learned and one_class:
@@ -50,8 +52,8 @@ def summarize_role(role: dict[str, Any], chance: float) -> dict[str, Any]:
     elif one_class:
         text += f" ({one_class}/{len(seeds)} seeds did not learn)"
     if crashed:
-        statuses = f"{len(crashed)}/{len(seeds)} seeds {', '.join(sorted({seeds[s]['status'] for s in crashed}))}"
-        text = f"{text} ({statuses})" if text else statuses
+        statuses_text = f"{len(crashed)}/{len(seeds)} seeds {', '.join(sorted({seeds[s].failed for s in crashed}))}"
+        text = f"{text} ({statuses_text})" if text else statuses_text
     return {"learned": learned, "failed": failed, "text": text}
 
 

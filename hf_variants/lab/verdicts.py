@@ -68,38 +68,51 @@ def stayed_on_plateau(losses: Sequence[float]) -> bool:
     return sum(tail) / len(tail) >= PLATEAU_SHARE * losses[0]
 
 
-def run_status(run: Mapping[str, Any]) -> str:
-    """:data:`LEARNED` or why the run does not count (:data:`FAILED`, :data:`ONE_CLASS`,
-    :data:`ON_PLATEAU`, :data:`AT_CHANCE`). ``run`` is a record of ``compare``: ``failed`` (an error
-    text), ``did_not_learn``, ``curve`` (logged losses), and for accuracy ``value``, ``chance`` and
-    ``dev_examples``."""
-    if run.get("failed"):
+@dataclass(frozen=True)
+class RunOutcome:
+    """What one fine-tuning run showed, whichever study ran it: each study reads its own records into
+    this (``compare.run_outcome``, ``grid.run_outcome``, ``glue_after_pretraining.run_outcome``), and
+    :func:`run_status` is the one rule over it. A measure a study does not record keeps its default, and
+    the test that needs it is not made (no loss curve: no plateau test; no chance level: no at-chance test)."""
+
+    value: float | None  # the headline score; None when the run failed
+    failed: str | None = None  # what stopped it (an error text, or the record's status)
+    one_class: bool = False  # predicted one class or one constant score (an undefined correlation too)
+    losses: Sequence[float] = ()  # the logged training losses, in order
+    chance: float | None = None  # a constant guess's accuracy; only for an accuracy metric
+    examples: int | None = None  # the evaluation examples behind ``value`` (for the guessing bound)
+
+
+def run_status(run: RunOutcome) -> str:
+    """:data:`LEARNED` or why the run does not count, tested in this order: :data:`FAILED`,
+    :data:`ONE_CLASS`, :data:`ON_PLATEAU`, :data:`AT_CHANCE` (an accuracy no better than a guessing
+    model's within its 95% bound, :func:`~.statistics.guessing_bound`)."""
+    if run.failed:
         return FAILED
-    if run.get("did_not_learn"):
+    if run.one_class:
         return ONE_CLASS
-    if stayed_on_plateau([point["loss"] for point in run.get("curve", [])]):
+    if stayed_on_plateau(list(run.losses)):
         return ON_PLATEAU
-    chance, examples = run.get("chance"), run.get("dev_examples")
-    is_accuracy = run.get("metric") == "accuracy" and chance is not None and examples
-    return AT_CHANCE if is_accuracy and run["value"] < guessing_bound(chance, examples) else LEARNED
+    at_chance = run.chance is not None and run.examples and run.value < guessing_bound(run.chance, run.examples)
+    return AT_CHANCE if at_chance else LEARNED
 
 
-def reason(run: Mapping[str, Any]) -> str:
+def reason(run: RunOutcome) -> str:
     """The run's status, for a failed run with the error's first clause (``failed (NonFiniteStepError:
     Step 45: non-finite gradient)``)."""
     status = run_status(run)
     if status != FAILED:
         return status
-    first = re.split(r"\. | in |; ", run["failed"], maxsplit=1)[0]
+    first = re.split(r"\. | in |; ", run.failed, maxsplit=1)[0]
     return f"{status} ({first})"
 
 
-def learned_values(runs: Mapping[str, Mapping[str, Any]]) -> dict[int, float]:
+def learned_values(runs: Mapping[Any, RunOutcome]) -> dict[int, float]:
     """Seed → score of the runs that learned."""
-    return {int(seed): run["value"] for seed, run in runs.items() if run_status(run) == LEARNED}
+    return {int(seed): run.value for seed, run in runs.items() if run_status(run) == LEARNED}
 
 
-def summary(runs: Mapping[str, Mapping[str, Any]]) -> Interval | None:
+def summary(runs: Mapping[Any, RunOutcome]) -> Interval | None:
     """Mean and 95% interval of the runs that learned (None when none did)."""
     values = learned_values(runs)
     return mean_interval(list(values.values())) if values else None
@@ -125,8 +138,8 @@ class PairVerdict:
         return f"{side} its control: {shown} points over {self.difference.n} seeds"
 
 
-def pair_verdict(variant: Mapping[str, Mapping[str, Any]], control: Mapping[str, Mapping[str, Any]]) -> PairVerdict:
-    """The paired verdict of two models' runs (seed text → run record): the interval of the seed-wise
+def pair_verdict(variant: Mapping[Any, RunOutcome], control: Mapping[Any, RunOutcome]) -> PairVerdict:
+    """The paired verdict of two models' runs (seed → outcome): the interval of the seed-wise
     difference over the seeds where both learned; at least two such seeds, else no verdict."""
     left_out = {
         who: [f"seed {seed}: {reason(run)}" for seed, run in runs.items() if run_status(run) != LEARNED]

@@ -14,6 +14,7 @@ the L-layer encoder stays within ``[(1 − 1/L)^{2L}, e²]`` (Theorem 2).
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 from torch import nn
@@ -101,6 +102,17 @@ class TransJectPreTrainedModel(EncoderPreTrainedModel):
     config_class = TransJectConfig
     base_model_prefix = "transject"
     embeddings_class = InjectiveEmbeddings
+
+    def set_orthogonal_map(self, orthogonal_map: str) -> None:
+        """Deprecated (hf-variants 0.2's name): ``model.reparametrize(orthogonal_map=...)``, which every
+        model with orthogonal weights has, whatever its variant."""
+        warnings.warn(
+            "set_orthogonal_map is deprecated and will be removed in hf-variants 0.4; use "
+            f"model.reparametrize(orthogonal_map={orthogonal_map!r}).",
+            FutureWarning,
+            stacklevel=2,
+        )
+        self.reparametrize(orthogonal_map=orthogonal_map)
 
 
 class TransJectModel(TransJectPreTrainedModel, EncoderModel):
