@@ -19,7 +19,7 @@ to BERT from the same rounds. Also:
   parameters, gradients and AdamW's two moments — the resident training state of a step;
 * the exponent of step time in N, a least-squares fit over the measured lengths from 512 up;
 * N-ODE: per solver tolerance, function evaluations and forward time, and time per function
-  evaluation against one vanilla block of the same width (``block_type="vanilla"``);
+  evaluation against one vanilla block of the same width (``layer_scheme="vanilla"``);
 * TransJect: the fraction of its training step spent on its orthogonal parametrisations (against a
   twin holding the same matrices as plain weights), for its default Cayley map and for matrix_exp.
 
@@ -60,7 +60,7 @@ COMPILE_MODELS = ("bert", "bert_control", *MODELS[1:])
 #: Benchmark names that are a model type with a switch.
 SWITCHED = {
     "mlk_bert": ("mgk_bert", {"attention_type": "mlk"}),
-    "node_transformer_vanilla": ("node_transformer", {"block_type": "vanilla"}),
+    "node_transformer_vanilla": ("node_transformer", {"layer_scheme": "vanilla"}),
 }
 
 

@@ -5,8 +5,8 @@ Task: all binary strings of length 1…n (default n = 6, 126 strings), each pref
 predict whether the number of 1s is odd. Model: embeddings → N blocks → the final SOS state → a
 two-layer dimension-preserving FFN → a linear softmax classifier. Blocks are either N-ODE blocks
 (eq. 2, time-independent MHSA with d/2 heads, dimension-preserving FFN, dopri5 with rtol = atol =
-1e-5: ``block_type="ode"``) or vanilla Transformer blocks (eq. 1) built from the same modules, so both
-have about the same weight count. Training is full-batch Adam on the whole set.
+1e-5: ``layer_scheme="ode"``) or vanilla Transformer blocks (eq. 1, ``layer_scheme="vanilla"``) of
+the same modules, so both have about the same weight count. Training is full-batch Adam on the whole set.
 
 For every (d, N, block type) an ensemble of runs over learning rates × seeds is trained; following the
 paper's rule, the worst sixth of the runs (by best training accuracy) is dropped, and the mean best
@@ -85,7 +85,7 @@ def model_config(dim: int, blocks: int, block_type: str, max_length: int) -> Nod
         max_position_embeddings=max_length + 1,
         type_vocab_size=1,
         pad_token_id=PAD,
-        block_type=block_type,
+        layer_scheme=block_type,  # the records' block_type names the scheme: "ode" or "vanilla"
         hidden_act="relu",
     )
 

@@ -32,7 +32,7 @@ def test_a_control_is_its_variant_with_only_the_idea_turned_off(name: str) -> No
     control = benchmark.build(f"control of {name}", 64, 2, 100, 32, "sdpa")
     expected = matched_control(variant.config).to_dict()
     differing = {k for k, v in variant.config.to_dict().items() if expected.get(k) != v}
-    assert differing and differing <= {"attention_type", "layer_scheme", "block_type"}
+    assert differing and differing <= {"attention_type", "layer_scheme"}
     assert {k: v for k, v in control.config.to_dict().items() if k != "_attn_implementation_autoset"} == {
         k: v for k, v in expected.items() if k != "_attn_implementation_autoset"
     }

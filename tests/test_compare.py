@@ -91,12 +91,12 @@ def test_each_variant_is_paired_with_its_matched_control(report: Path) -> None:
     expected_pairs = {
         "macaron_bert:attention_type=mgk": ("softmax", "lie_trotter", {}),
         "transject": ("softmax", "lie_trotter", {}),
-        "node_transformer": ("softmax", "ode", {"block_type": "vanilla"}),
+        "node_transformer": ("softmax", "vanilla", {"layer_scheme": "vanilla"}),
     }
     changes_shown = {
         "macaron_bert:attention_type=mgk": "`attention_type=softmax`, `layer_scheme=lie_trotter`",
         "transject": "`attention_type=softmax`, `layer_scheme=lie_trotter`",
-        "node_transformer": "`block_type=vanilla`",
+        "node_transformer": "`layer_scheme=vanilla`",
     }
     text = (report / "report.md").read_text()
     for variant, (attention, scheme, extra) in expected_pairs.items():

@@ -3,6 +3,7 @@ variant, the two registries, the BERT control, and the errors of pairs that are 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -22,6 +23,7 @@ from hf_variants.core.ode_layer import NodeTransformerBlock
 from hf_variants.core.orthogonal_attention import OrthogonalAttention
 from hf_variants.core.registration import VARIANTS, Variant
 from hf_variants.core.strang_layer import StrangLayer
+from hf_variants.core.vanilla_layer import VanillaTransformerBlock
 
 from .common import CommonEncoderTests, make_inputs
 
@@ -142,7 +144,8 @@ def test_fields_are_validated_only_when_their_idea_is_used() -> None:
 def test_pairs_that_are_not_meaningful_raise_and_say_why() -> None:
     with pytest.raises(ValueError, match="attention_type must be one of 'softmax', 'mgk', 'mlk', 'orthogonal'"):
         BertControlConfig(attention_type="performer")
-    with pytest.raises(ValueError, match="layer_scheme must be one of 'lie_trotter', 'strang', 'ode', 'injective'"):
+    schemes = "'lie_trotter', 'strang', 'ode', 'vanilla', 'injective'"
+    with pytest.raises(ValueError, match=f"layer_scheme must be one of {schemes}"):
         BertControlConfig(layer_scheme="reversible")
     with pytest.raises(ValueError, match="solver calls it many times per block"):
         node_transformer.NodeTransformerConfig(attention_type="mgk", mixture_weights="soft_em")
@@ -204,7 +207,7 @@ CONTROL_CHANGES = {
     "macaron_bert": {"layer_scheme": ("strang", "lie_trotter")},
     "mgk_bert": {"attention_type": ("mgk", "softmax")},
     "transject": {"attention_type": ("orthogonal", "softmax"), "layer_scheme": ("injective", "lie_trotter")},
-    "node_transformer": {"block_type": ("ode", "vanilla")},
+    "node_transformer": {"layer_scheme": ("ode", "vanilla")},
 }
 
 
@@ -229,7 +232,7 @@ def test_matched_control_changes_only_the_variants_idea(model_type: str, layer_n
     assert shared[0] and shared[0] == shared[1]
     idea_classes = (StrangLayer, InjectiveLayer, MixtureOfKeysAttention, OrthogonalAttention)
     assert not any(isinstance(m, idea_classes) for m in models[1].modules())
-    assert not any(isinstance(m, NodeTransformerBlock) and m.config.block_type == "ode" for m in models[1].modules())
+    assert not any(isinstance(m, NodeTransformerBlock) for m in models[1].modules())
     mixers = [m for m in models[1].modules() if isinstance(m, TokenMixer)]
     assert mixers and all(type(m) is composition.ATTENTION_TYPES["softmax"] for m in mixers)
     for model in models:  # device_map keeps each of these whole: the embeddings and the layers the model holds
@@ -245,8 +248,7 @@ def test_every_pairs_control_is_softmax_with_a_bert_or_vanilla_layer(scheme: str
     config = BertControlConfig(layer_scheme=scheme, attention_type=attention)
     control = composition.matched_control(config)
     assert control.attention_type == "softmax"
-    assert control.layer_scheme in ("lie_trotter", "ode")
-    assert control.layer_scheme == "lie_trotter" or control.block_type == "vanilla"
+    assert control.layer_scheme == ("vanilla" if scheme in ("ode", "vanilla") else "lie_trotter")
     assert composition.matched_control_overrides(control).items() <= control.to_dict().items()
 
 
@@ -259,6 +261,7 @@ MATCHED_AT_32 = {
     "lie_trotter": {"intermediate_size": 128},
     "strang": {"intermediate_size": 128},  # the matched BERT's; each of the two FFNs gets half
     "ode": {"intermediate_size": 128, "rtol": 1e-4, "atol": 1e-4, "max_num_steps": 20},
+    "vanilla": {"intermediate_size": 128},  # the ode scheme's FFN, without a solver
     "injective": {"num_experts": 4},  # the orthogonal FFN has no intermediate width
 }
 
@@ -299,7 +302,7 @@ def test_a_mixer_has_the_same_parameters_in_every_scheme_and_variant() -> None:
     assert hasattr(orthogonal, "eigenvalues")  # the mixer's context module, on any scheme
 
 
-def test_injective_scheme_has_no_layer_norm_and_ode_keeps_block_types() -> None:
+def test_injective_scheme_has_no_layer_norm() -> None:
     injective = BertControlConfig(layer_scheme="injective", layer_norm_position="pre")
     assert not injective.uses_final_layer_norm
     assert BertControlConfig(layer_norm_position="pre").uses_final_layer_norm
@@ -309,6 +312,26 @@ def test_injective_scheme_has_no_layer_norm_and_ode_keeps_block_types() -> None:
     assert not any(isinstance(m, nn.LayerNorm) for m in model.encoder.modules())
     ode = BertControlModel(BertControlConfig(vocab_size=40, hidden_size=16, num_attention_heads=2, layer_scheme="ode"))
     assert isinstance(ode.encoder.layer[0], NodeTransformerBlock)
+
+
+def test_the_ode_schemes_earlier_block_type_loads_as_todays_scheme(tmp_path: Path) -> None:
+    """hf-variants ≤ 0.2 chose eq. (1) blocks inside the ode scheme (``block_type="vanilla"``): a config
+    saved so, or built with the keyword, is ``layer_scheme="vanilla"`` and saves without the old field;
+    ``block_type="ode"`` keeps the ode scheme; another value is refused naming the field and its values."""
+    sizes = dict(vocab_size=40, hidden_size=16, num_attention_heads=2)
+    saved = {**BertControlConfig(**sizes).to_dict(), "layer_scheme": "ode", "block_type": "vanilla", "rtol": 1e-3}
+    for config in (BertControlConfig(layer_scheme="ode", block_type="vanilla", **sizes),
+                   BertControlConfig.from_dict(saved)):  # fmt: skip
+        assert config.layer_scheme == "vanilla" and not hasattr(config, "block_type")
+        assert isinstance(BertControlModel(config).encoder.layer[0], VanillaTransformerBlock)
+        config.save_pretrained(tmp_path)
+        assert "block_type" not in json.loads((tmp_path / "config.json").read_text())
+        assert BertControlConfig.from_pretrained(tmp_path).layer_scheme == "vanilla"
+    assert BertControlConfig(layer_scheme="ode", block_type="ode", **sizes).layer_scheme == "ode"
+    with pytest.raises(ValueError, match=r"block_type='eq1': .* 'ode' is layer_scheme='ode'; 'vanilla' is layer_sc"):
+        BertControlConfig(layer_scheme="ode", block_type="eq1", **sizes)
+    # the field is the ode scheme's: under another scheme it is nobody's, and stays an unused attribute
+    assert BertControlConfig(block_type="vanilla", **sizes).layer_scheme == "lie_trotter"
 
 
 def test_orthogonal_weights_shared_by_two_ideas_are_drawn_once(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -56,7 +56,7 @@ class TestNodeTransformerFixedStepCommon(CommonEncoderTests):
 
 class TestVanillaBlocksCommon(CommonEncoderTests):
     variant = node_transformer.VARIANT
-    config_kwargs: ClassVar[dict] = {**TIGHT, "block_type": "vanilla"}
+    config_kwargs: ClassVar[dict] = {**TIGHT, "layer_scheme": "vanilla"}
 
 
 def small(**overrides) -> NodeTransformerConfig:
@@ -78,7 +78,7 @@ def test_eq9_with_one_euler_step_is_a_vanilla_block() -> None:
     block = build_layer(config, 0).eval()
     assert isinstance(block, NodeTransformerBlock)
     randomise(block)
-    vanilla = build_layer(small(block_type="vanilla"), 0).eval()
+    vanilla = build_layer(small(layer_scheme="vanilla"), 0).eval()
     assert isinstance(vanilla, VanillaTransformerBlock)
     state = {k.removeprefix("dynamics."): v for k, v in block.state_dict().items() if "time_coefficient" not in k}
     vanilla.load_state_dict(state)
@@ -199,7 +199,7 @@ def test_step_cap_raises_a_clear_error() -> None:
 def test_parameter_counts_of_vanilla_and_ode_blocks_are_close() -> None:
     ode = NodeTransformerModel(small(hidden_size=8, num_attention_heads=4, num_hidden_layers=2))
     vanilla = NodeTransformerModel(
-        small(hidden_size=8, num_attention_heads=4, num_hidden_layers=2, block_type="vanilla")
+        small(hidden_size=8, num_attention_heads=4, num_hidden_layers=2, layer_scheme="vanilla")
     )
     count = lambda m: sum(p.numel() for p in m.encoder.parameters())  # noqa: E731
     # The only difference: one time coefficient c per output of each time-dependent affine map (eq. 5).

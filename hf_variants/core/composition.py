@@ -98,6 +98,7 @@ LAYER_SCHEMES = IdeaRegistry("layer_scheme", {
     "lie_trotter": "encoder_layers:TransformerLayer",  # BERT; Lu et al. 2019, eq. 12-13
     "strang": "strang_layer:StrangLayer",  # Macaron; Lu et al. 2019, eq. 17-19
     "ode": "ode_layer:NodeTransformerBlock",  # N-ODE Transformer, eq. 2/3/9
+    "vanilla": "vanilla_layer:VanillaTransformerBlock",  # N-ODE Transformer, eq. 1 (its baseline)
     "injective": "injective_layer:InjectiveLayer",  # TransJect, eq. 3-6
 })  # fmt: skip
 
@@ -117,6 +118,26 @@ def selected_ideas(attention_type: str, layer_scheme: str) -> tuple[type[Configu
     if layer_scheme not in LAYER_SCHEMES:
         raise ValueError(f"layer_scheme must be one of {', '.join(map(repr, LAYER_SCHEMES))}; got {layer_scheme!r}.")
     return ATTENTION_TYPES[attention_type], LAYER_SCHEMES[layer_scheme]
+
+
+def resolve_legacy_switches(attention_type: str, layer_scheme: str, fields: dict[str, Any]) -> tuple[str, str]:
+    """The pair an earlier release's spelling selects (:attr:`ConfigurableIdea.legacy_switches`): each
+    legacy field of the pair's ideas is taken out of ``fields`` and its value turned into today's switch.
+    Example: ``("softmax", "ode")`` with ``block_type="vanilla"`` → ``("softmax", "vanilla")``."""
+    switches = {"attention_type": attention_type, "layer_scheme": layer_scheme}
+    for idea in selected_ideas(attention_type, layer_scheme):
+        for name, by_value in idea.legacy_switches.items():
+            if name not in fields:
+                continue
+            value = fields.pop(name)
+            if value not in by_value:
+                today = "; ".join(
+                    f"{known!r} is " + ", ".join(f"{k}={v!r}" for k, v in switch.items())
+                    for known, switch in by_value.items()
+                )
+                raise ValueError(f"{name}={value!r}: an earlier release's switch, whose values were {today}.")
+            switches.update(by_value[value])
+    return switches["attention_type"], switches["layer_scheme"]
 
 
 def option_defaults(attention_type: str, layer_scheme: str) -> dict[str, Any]:
@@ -195,7 +216,7 @@ def has_attention_probabilities(config: EncoderConfig) -> bool:
 def matched_control_overrides(config: EncoderConfig) -> dict[str, Any]:
     """The config changes that turn the config's ideas off (``{}`` for BERT's own pair): softmax
     attention for a non-softmax token mixer, BERT's layer for the Strang and injective schemes,
-    vanilla eq. (1) blocks for the ODE scheme (the N-ODE paper's own baseline)."""
+    vanilla eq. (1) blocks (``layer_scheme="vanilla"``) for the ODE scheme (the N-ODE paper's own baseline)."""
     overrides: dict[str, Any] = {}
     for idea in selected_ideas(config.attention_type, config.layer_scheme):
         overrides.update(idea.control_overrides)

@@ -13,7 +13,13 @@ from typing import Any, ClassVar
 from transformers import PretrainedConfig
 from transformers.activations import ACT2FN
 
-from .composition import LAYER_SCHEMES, option_defaults, selected_ideas, validate_composition
+from .composition import (
+    LAYER_SCHEMES,
+    option_defaults,
+    resolve_legacy_switches,
+    selected_ideas,
+    validate_composition,
+)
 from .validation import (
     require_bool,
     require_choice,
@@ -61,7 +67,8 @@ class EncoderConfig(PretrainedConfig):
         attention_type: The token mixer, a key of ``hf_variants.core.composition.ATTENTION_TYPES``:
             ``"softmax"`` (BERT), ``"mgk"`` / ``"mlk"`` (MGK-BERT), ``"orthogonal"`` (TransJect).
         layer_scheme: How a layer composes its sub-steps, a key of ``LAYER_SCHEMES``:
-            ``"lie_trotter"`` (BERT), ``"strang"`` (Macaron), ``"ode"`` (N-ODE), ``"injective"`` (TransJect).
+            ``"lie_trotter"`` (BERT), ``"strang"`` (Macaron), ``"ode"`` (N-ODE), ``"vanilla"`` (the N-ODE paper's
+            eq. (1) baseline), ``"injective"`` (TransJect).
         **kwargs: The fields the selected token mixer and layer scheme own (documented on their classes,
             e.g. ``num_key_components`` of MGK or ``rtol`` of the ODE scheme; missing ones get their
             defaults), then ``PretrainedConfig``'s.
@@ -104,6 +111,7 @@ class EncoderConfig(PretrainedConfig):
         layer_scheme: str = "lie_trotter",
         **kwargs: Any,
     ) -> None:
+        attention_type, layer_scheme = resolve_legacy_switches(attention_type, layer_scheme, kwargs)
         self.attention_type = attention_type
         self.layer_scheme = layer_scheme
         for name, default in option_defaults(attention_type, layer_scheme).items():

@@ -76,6 +76,10 @@ class ConfigurableIdea:
     #: trained with it). A saved config that lacks such a field loads with this value, not the default
     #: (:meth:`~hf_variants.core.configuration_encoder.EncoderConfig.from_dict`).
     legacy_values: ClassVar[dict[str, Any]] = {}
+    #: Fields of an earlier release whose values now select another idea: ``{field: {value: {switch:
+    #: today's value}}}`` (the ode scheme's ``block_type="vanilla"`` is ``layer_scheme="vanilla"``). A
+    #: config given such a field (a saved one, or a keyword) gets today's switch and loses the field.
+    legacy_switches: ClassVar[dict[str, dict[Any, dict[str, Any]]]] = {}
     #: Fields that choose how this idea *stores* its weights, not the function they define (e.g.
     #: ``orthogonal_map``: other parameters for the same orthogonal matrices). A checkpoint loads with
     #: its saved values; a model reaches other values through :meth:`reparametrize`.
@@ -150,6 +154,18 @@ class LayerScheme(ConfigurableIdea, GradientCheckpointingLayer):
     ) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
         """The layers' extra outputs → (weighted auxiliary loss or None, diagnostics)."""
         return None, {}
+
+
+class FeedForwardScheme(LayerScheme):
+    """A layer scheme whose layers hold position-wise FFNs (:class:`FeedForward`, ``fc_in`` → ``fc_out``):
+    BERT's, Macaron's, the ODE and the vanilla eq. (1) layers. At a comparison's matched size the FFN is
+    the shared ``intermediate_size`` (4 × width), and a LoRA adapter targets its two linears."""
+
+    lora_target_modules = ("fc_in", "fc_out")
+
+    @classmethod
+    def matched_size_fields(cls, size: MatchedSize) -> dict[str, Any]:
+        return {"intermediate_size": size.intermediate_size}
 
 
 class EncoderEmbeddings(nn.Module):
@@ -338,18 +354,12 @@ class AttentionCall:
         return output
 
 
-class TransformerLayer(LayerScheme):
+class TransformerLayer(FeedForwardScheme):
     """``layer_scheme="lie_trotter"``, BERT's layer: ``x̃ = x + MHSA(x)``, ``x' = x̃ + FFN(x̃)``.
 
     The Lie–Trotter splitting step of Lu et al. (2019), eq. (12)–(13), with LayerNorm placed as
     ``config.layer_norm_position`` says and any token mixer in place of MHSA.
     """
-
-    lora_target_modules = ("fc_in", "fc_out")
-
-    @classmethod
-    def matched_size_fields(cls, size: MatchedSize) -> dict[str, Any]:
-        return {"intermediate_size": size.intermediate_size}
 
     def __init__(self, config: EncoderConfig, layer_idx: int | None, make_attention: Callable[[], nn.Module]) -> None:
         super().__init__()

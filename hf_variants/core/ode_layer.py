@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from transformers import initialization as init
 
-from .encoder_layers import FeedForward, LayerScheme, MatchedSize, MultiHeadSelfAttention
+from .encoder_layers import FeedForward, FeedForwardScheme, MatchedSize, MultiHeadSelfAttention
 from .inputs import value_checks_enabled
 from .validation import require_bool, require_choice, require_number, require_positive_int
 
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 ODE_FUNCTIONS = ("eq2", "eq3", "eq9")
 ADAPTIVE_METHODS = ("dopri5", "dopri8", "bosh3", "fehlberg2", "adaptive_heun")
 FIXED_STEP_METHODS = ("euler", "midpoint", "heun2", "heun3", "rk4", "explicit_adams", "implicit_adams")
-BLOCK_TYPES = ("ode", "vanilla")
 #: Upper bound of ``max_num_steps``: beyond it a stiff input would run for hours instead of failing.
 MAX_NUM_STEPS_LIMIT = 100_000
 #: Function-evaluation budget per allowed step (dopri8, the largest tableau, uses 13 per step).
@@ -134,7 +133,7 @@ class NodeDynamics(nn.Module):
         return self.feed_forward.fc_in.weight.dtype
 
 
-class NodeTransformerBlock(LayerScheme):
+class NodeTransformerBlock(FeedForwardScheme):
     """One N-ODE block: ``X(T_F)`` from ``X(0) = hidden_states``. Returns the end state, the attention
     probabilities of F at ``(X(T_F), T_F)`` when asked, the NFE and the per-sequence kinetic energy.
 
@@ -146,8 +145,6 @@ class NodeTransformerBlock(LayerScheme):
         time_dependent_attention: Make the MHSA affine maps ``Ax + b + ct`` (eq. 5) too (softmax
             attention only). Off by default: the paper finds time-independent MHSA best (§4). The FFN
             is always time-dependent.
-        block_type: ``"ode"`` or ``"vanilla"`` — eq. (1) ``Y = X + MHSA(X), X' = Y + FFN(Y)`` with the
-            same building blocks (one explicit step, no solver), for baselines such as PARITY.
         use_layer_norm: Pre-LayerNorm inside F (off, as in the paper).
         ode_method: torchdiffeq solver: adaptive ``dopri5`` (default, the paper's) / ``dopri8`` /
             ``bosh3`` / ``fehlberg2`` / ``adaptive_heun``, or fixed-step ``euler`` / ``midpoint`` /
@@ -164,11 +161,15 @@ class NodeTransformerBlock(LayerScheme):
             number of real tokens), integrated alongside the state and added to the loss; 0 disables.
     """
 
-    control_overrides: ClassVar[dict[str, Any]] = {"block_type": "vanilla"}
+    #: The paper's own baseline: vanilla eq. (1) blocks of the same pieces (``layer_scheme="vanilla"``).
+    control_overrides: ClassVar[dict[str, Any]] = {"layer_scheme": "vanilla"}
+    #: hf-variants ≤ 0.2 chose the baseline inside this scheme with ``block_type``; configs saved then load.
+    legacy_switches: ClassVar[dict[str, dict[Any, dict[str, Any]]]] = {
+        "block_type": {"ode": {"layer_scheme": "ode"}, "vanilla": {"layer_scheme": "vanilla"}}
+    }
     config_defaults: ClassVar[dict[str, Any]] = {
         "ode_function": "eq2",
         "time_dependent_attention": False,
-        "block_type": "ode",
         "use_layer_norm": False,
         "ode_method": "dopri5",
         "rtol": 1e-5,
@@ -179,14 +180,12 @@ class NodeTransformerBlock(LayerScheme):
         "adjoint": False,
         "kinetic_regularization": 0.0,
     }
-    lora_target_modules = ("fc_in", "fc_out")
     # the solver's accuracy and memory, and the training-only kinetic energy term (eq. 6)
     training_only_fields = frozenset({"rtol", "atol", "max_num_steps", "adjoint", "kinetic_regularization"})
 
     @classmethod
     def validate_config(cls, config: EncoderConfig) -> None:
         require_choice(config, "ode_function", ODE_FUNCTIONS)
-        require_choice(config, "block_type", BLOCK_TYPES)
         require_choice(config, "ode_method", ADAPTIVE_METHODS + FIXED_STEP_METHODS)
         require_positive_int(config, "max_num_steps", maximum=MAX_NUM_STEPS_LIMIT)
         for name in ("rtol", "atol", "final_time"):
@@ -213,19 +212,11 @@ class NodeTransformerBlock(LayerScheme):
     def matched_size_fields(cls, size: MatchedSize) -> dict[str, Any]:
         """The FFN of the dynamics at the shared width, the solver at the comparison's tolerance and step
         cap (a run whose dynamics grow stiff fails fast, and is recorded as such)."""
-        fields: dict[str, Any] = {"intermediate_size": size.intermediate_size}
+        fields = super().matched_size_fields(size)
         fields.update(rtol=size.solver_tolerance, atol=size.solver_tolerance)
         if size.max_solver_steps is not None:
             fields["max_num_steps"] = size.max_solver_steps
         return fields
-
-    @classmethod
-    def build(
-        cls, config: EncoderConfig, layer_idx: int | None, make_attention: Callable[[], nn.Module]
-    ) -> LayerScheme:
-        """An ODE block, or a vanilla eq. (1) block when ``config.block_type == "vanilla"``."""
-        block_class = cls if config.block_type == "ode" else VanillaTransformerBlock
-        return block_class(config, layer_idx, make_attention)
 
     @classmethod
     def summarize_outputs(
@@ -233,8 +224,6 @@ class NodeTransformerBlock(LayerScheme):
     ) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
         """``diagnostics``: ``nfe_per_block`` and ``nfe_total`` and, when λ > 0, ``kinetic_energy`` per
         sequence (summed over blocks); the weighted regulariser is the auxiliary loss."""
-        if not extra_outputs or not extra_outputs[0]:
-            return None, {}  # vanilla blocks
         evaluations = torch.stack([extras[0] for extras in extra_outputs])
         diagnostics = {"nfe_per_block": evaluations, "nfe_total": evaluations.sum()}
         weight = config.kinetic_regularization
@@ -344,33 +333,3 @@ class NodeTransformerBlock(LayerScheme):
             raise ODESolverError(f"N-ODE block {self.layer_idx}: the solution contains NaN or infinity.")
         evaluations = torch.tensor(float(dynamics.evaluations), device=hidden_states.device)
         return final, evaluations, energy
-
-
-class VanillaTransformerBlock(LayerScheme):
-    """Eq. (1) with the same building blocks and time-independent maps: ``Y = X + MHSA(X)``,
-    ``X' = Y + FFN(Y)`` (optional pre-LayerNorm and dropout as in the ODE blocks); built by the
-    ``"ode"`` scheme when ``block_type="vanilla"``."""
-
-    def __init__(self, config: EncoderConfig, layer_idx: int | None, make_attention: Callable[[], nn.Module]) -> None:
-        super().__init__()
-        self.attention = make_attention()
-        self.feed_forward = FeedForward(
-            config.hidden_size, config.intermediate_size, config.hidden_act, chunk_size=config.chunk_size_feed_forward
-        )
-        norm = config.use_layer_norm
-        self.attention_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if norm else nn.Identity()
-        self.feed_forward_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if norm else nn.Identity()
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-
-    def forward(
-        self,
-        hidden_states: torch.Tensor,
-        padding_mask: torch.Tensor | None = None,
-        *context: torch.Tensor,
-        output_attentions: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        normed = self.attention_norm(hidden_states)
-        attended, attention = self.attention(normed, padding_mask, *context, output_attentions=output_attentions)
-        hidden_states = hidden_states + self.dropout(attended)
-        hidden_states = hidden_states + self.dropout(self.feed_forward(self.feed_forward_norm(hidden_states)))
-        return hidden_states, attention

@@ -22,14 +22,14 @@ import torch
 from torch import nn
 from transformers.activations import ACT2FN
 
-from .encoder_layers import AttentionCall, FeedForward, LayerScheme, MatchedSize, SublayerConnection
+from .encoder_layers import AttentionCall, FeedForward, FeedForwardScheme, SublayerConnection
 from .validation import require_choice
 
 if TYPE_CHECKING:
     from .configuration_encoder import EncoderConfig
 
 
-class StrangLayer(LayerScheme):
+class StrangLayer(FeedForwardScheme):
     """One Macaron layer, eq. (17)–(19), each sub-layer with its own residual LayerNorm.
 
     Config fields (on every config whose ``layer_scheme`` is ``"strang"``):
@@ -43,7 +43,6 @@ class StrangLayer(LayerScheme):
 
     control_overrides: ClassVar[dict[str, Any]] = {"layer_scheme": "lie_trotter"}
     config_defaults: ClassVar[dict[str, Any]] = {"first_ffn_activation": None}
-    lora_target_modules = ("fc_in", "fc_out")
 
     @classmethod
     def validate_config(cls, config: EncoderConfig) -> None:
@@ -54,10 +53,6 @@ class StrangLayer(LayerScheme):
             )
         if config.first_ffn_activation is not None:
             require_choice(config, "first_ffn_activation", ACT2FN.keys())
-
-    @classmethod
-    def matched_size_fields(cls, size: MatchedSize) -> dict[str, Any]:
-        return {"intermediate_size": size.intermediate_size}  # the matched BERT's; each FFN gets half
 
     def __init__(self, config: EncoderConfig, layer_idx: int | None, make_attention: Callable[[], nn.Module]) -> None:
         super().__init__()

@@ -5,9 +5,9 @@ from ..core.ode_layer import (
     NodeTransformerBlock,
     ODESolverError,
     TimeDependentLinear,
-    VanillaTransformerBlock,
 )
 from ..core.registration import register_variant
+from ..core.vanilla_layer import VanillaTransformerBlock
 from .configuration_node_transformer import NodeTransformerConfig
 from .modeling_node_transformer import (
     NodeTransformerForMaskedLM,

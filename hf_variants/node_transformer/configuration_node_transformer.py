@@ -12,15 +12,17 @@ class NodeTransformerConfig(EncoderConfig):
     r"""An encoder of N = ``num_hidden_layers`` blocks, each the solution of ``X' = F(X, t)`` on
     ``[0, T_F]`` started from the previous block's end state (paper §3).
 
-    The block's fields (``ode_function``, ``time_dependent_attention``, ``block_type``,
-    ``use_layer_norm``, ``ode_method``, ``rtol``, ``atol``, ``final_time``, ``step_size``,
-    ``max_num_steps``, ``adjoint``, ``kinetic_regularization``) are documented on
+    The block's fields (``ode_function``, ``time_dependent_attention``, ``use_layer_norm``,
+    ``ode_method``, ``rtol``, ``atol``, ``final_time``, ``step_size``, ``max_num_steps``, ``adjoint``,
+    ``kinetic_regularization``) are documented on
     :class:`~hf_variants.core.ode_layer.NodeTransformerBlock`; any variant with
     ``layer_scheme="ode"`` has them.
 
     Args:
         attention_type: Token mixer inside F (default ``"softmax"``, the paper's MHSA).
-        layer_scheme: Layer scheme (default ``"ode"``; ``"lie_trotter"`` gives BERT's layer).
+        layer_scheme: Layer scheme (default ``"ode"``; ``"vanilla"`` gives the paper's eq. (1) blocks, the
+            matched control; ``"lie_trotter"`` BERT's layer). Configs of hf-variants ≤ 0.2 chose eq. (1)
+            with ``block_type="vanilla"``; they load as ``layer_scheme="vanilla"``.
         **kwargs: The fields of ``EncoderConfig`` and of the selected pair; ``intermediate_size``
             defaults to ``hidden_size`` (the paper's dimension-preserving FFN), dropout to 0 (the
             paper uses none).

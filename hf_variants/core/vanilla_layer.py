@@ -1,0 +1,64 @@
+"""Layer scheme ``layer_scheme="vanilla"``: the N-ODE Transformer paper's vanilla block, eq. (1)
+(Baier-Reinio & De Sterck 2020, §2), the N-ODE scheme's matched control and usable with every token mixer::
+
+    Y  = X + MHSA(X)
+    X' = Y + FFN(Y)                                    (1)
+
+BERT's layer (``"lie_trotter"``) without its residual LayerNorms, built from the ODE block's pieces
+(time-independent maps): one explicit step where the N-ODE block solves ``X' = F(X, t)`` (its eq. (9)
+dynamics take exactly this step with one Euler step of size 1). ``use_layer_norm`` puts a LayerNorm
+before each sub-layer, as it does inside the ODE block's F.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import torch
+from torch import nn
+
+from .encoder_layers import FeedForward, FeedForwardScheme
+from .validation import require_bool
+
+if TYPE_CHECKING:
+    from .configuration_encoder import EncoderConfig
+
+
+class VanillaTransformerBlock(FeedForwardScheme):
+    """Eq. (1): ``Y = X + MHSA(X)``, ``X' = Y + FFN(Y)``, with dropout after each sub-layer.
+
+    Config fields (on every config whose ``layer_scheme`` is ``"vanilla"``):
+        use_layer_norm: Pre-LayerNorm before each sub-layer (off, as in the paper; the ODE scheme's
+            field of the same name, with the same meaning inside F).
+    """
+
+    config_defaults: ClassVar[dict[str, Any]] = {"use_layer_norm": False}
+
+    @classmethod
+    def validate_config(cls, config: EncoderConfig) -> None:
+        require_bool(config, "use_layer_norm")
+
+    def __init__(self, config: EncoderConfig, layer_idx: int | None, make_attention: Callable[[], nn.Module]) -> None:
+        super().__init__()
+        self.attention = make_attention()
+        self.feed_forward = FeedForward(
+            config.hidden_size, config.intermediate_size, config.hidden_act, chunk_size=config.chunk_size_feed_forward
+        )
+        norm = config.use_layer_norm
+        self.attention_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if norm else nn.Identity()
+        self.feed_forward_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if norm else nn.Identity()
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        padding_mask: torch.Tensor | None = None,
+        *context: torch.Tensor,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        normed = self.attention_norm(hidden_states)
+        attended, attention = self.attention(normed, padding_mask, *context, output_attentions=output_attentions)
+        hidden_states = hidden_states + self.dropout(attended)
+        hidden_states = hidden_states + self.dropout(self.feed_forward(self.feed_forward_norm(hidden_states)))
+        return hidden_states, attention
