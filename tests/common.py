@@ -158,7 +158,8 @@ class CommonEncoderTests:
 
     # ------------------------------------------------------------------ registration and shapes
     def test_auto_classes_build_the_variant(self) -> None:
-        config = AutoConfig.for_model(self.variant.model_type, **{**self.config_kwargs, "vocab_size": 50})
+        fields = {**SMALL_SIZES, **self.config_kwargs, "vocab_size": 50}  # (a grid class's kwargs hold no sizes)
+        config = AutoConfig.for_model(self.variant.model_type, **fields)
         assert isinstance(config, self.variant.config_class)
         for head in HEADS:
             model = getattr(transformers, head).from_config(config)
