@@ -299,11 +299,25 @@ class FeedForward(nn.Module):
         self.fc_out = linear_class(inner_size, hidden_size)
         self.chunk_size = chunk_size
 
+    @classmethod
+    def from_config(cls, config: EncoderConfig, linear_class: type[nn.Linear] = nn.Linear) -> FeedForward:
+        """The config's FFN: ``hidden_size`` → ``intermediate_size`` → ``hidden_size`` with ``hidden_act``."""
+        return cls(config.hidden_size, config.intermediate_size, config.hidden_act, linear_class,
+                   config.chunk_size_feed_forward)  # fmt: skip
+
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return apply_chunking_to_forward(self.position_wise, self.chunk_size, 1, hidden_states)
 
     def position_wise(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return self.fc_out(self.activation(self.fc_in(hidden_states)))
+
+
+def optional_pre_norms(config: EncoderConfig) -> tuple[nn.Module, nn.Module]:
+    """The LayerNorms before the attention and the FFN of the ODE and vanilla blocks when
+    ``config.use_layer_norm`` (identities otherwise: the N-ODE paper uses none)."""
+    if not config.use_layer_norm:
+        return nn.Identity(), nn.Identity()
+    return tuple(nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) for _ in range(2))
 
 
 class SublayerConnection(nn.Module):
@@ -365,9 +379,7 @@ class TransformerLayer(FeedForwardScheme):
         super().__init__()
         self.attention = make_attention()
         self.attention_residual = SublayerConnection(config, config.layer_norm_position)
-        self.feed_forward = FeedForward(
-            config.hidden_size, config.intermediate_size, config.hidden_act, chunk_size=config.chunk_size_feed_forward
-        )
+        self.feed_forward = FeedForward.from_config(config)
         self.feed_forward_residual = SublayerConnection(config, config.layer_norm_position)
 
     def forward(

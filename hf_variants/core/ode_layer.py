@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from transformers import initialization as init
 
-from .encoder_layers import FeedForward, FeedForwardScheme, MatchedSize, MultiHeadSelfAttention
+from .encoder_layers import FeedForward, FeedForwardScheme, MatchedSize, MultiHeadSelfAttention, optional_pre_norms
 from .inputs import value_checks_enabled
 from .validation import require_bool, require_choice, require_number, require_positive_int
 
@@ -78,16 +78,8 @@ class NodeDynamics(nn.Module):
         super().__init__()
         self.ode_function = config.ode_function
         self.attention = TimeDependentAttention(config) if config.time_dependent_attention else make_attention()
-        self.feed_forward = FeedForward(
-            config.hidden_size,
-            config.intermediate_size,
-            config.hidden_act,
-            linear_class=TimeDependentLinear,
-            chunk_size=config.chunk_size_feed_forward,
-        )
-        norm = config.use_layer_norm
-        self.attention_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if norm else nn.Identity()
-        self.feed_forward_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if norm else nn.Identity()
+        self.feed_forward = FeedForward.from_config(config, linear_class=TimeDependentLinear)
+        self.attention_norm, self.feed_forward_norm = optional_pre_norms(config)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.time_dependent = [m for m in self.modules() if isinstance(m, TimeDependentLinear)]
         # Per-solve context, set by the block before integrating.

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from torch import nn
 
-from .encoder_layers import FeedForward, FeedForwardScheme
+from .encoder_layers import FeedForward, FeedForwardScheme, optional_pre_norms
 from .validation import require_bool
 
 if TYPE_CHECKING:
@@ -42,12 +42,8 @@ class VanillaTransformerBlock(FeedForwardScheme):
     def __init__(self, config: EncoderConfig, layer_idx: int | None, make_attention: Callable[[], nn.Module]) -> None:
         super().__init__()
         self.attention = make_attention()
-        self.feed_forward = FeedForward(
-            config.hidden_size, config.intermediate_size, config.hidden_act, chunk_size=config.chunk_size_feed_forward
-        )
-        norm = config.use_layer_norm
-        self.attention_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if norm else nn.Identity()
-        self.feed_forward_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if norm else nn.Identity()
+        self.feed_forward = FeedForward.from_config(config)
+        self.attention_norm, self.feed_forward_norm = optional_pre_norms(config)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(

@@ -213,10 +213,7 @@ def run_outcome(results: dict[str, Any], task: str) -> verdicts.RunOutcome:
 
 def choose_learning_rate(sweep: dict[float, dict[str, Any]], task: str) -> float:
     """The protocol's choice (:func:`~.verdicts.choose_learning_rate`) among the held-out sweep's runs."""
-    outcomes = {rate: run_outcome(results, task) for rate, results in sweep.items()}
-    return verdicts.choose_learning_rate(
-        {rate: verdicts.HeldOutRun(outcome.value, outcome.one_class) for rate, outcome in outcomes.items()}
-    )
+    return verdicts.choose_learning_rate({rate: run_outcome(r, task).held_out() for rate, r in sweep.items()})
 
 
 @dataclass

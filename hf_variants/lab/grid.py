@@ -88,8 +88,7 @@ def run_outcome(record: dict[str, Any]) -> RunOutcome:
 
 def held_out_run(record: dict[str, Any]) -> HeldOutRun:
     """A sweep record as the protocol's learning-rate choice sees it."""
-    outcome = run_outcome(record)
-    return HeldOutRun(outcome.value, outcome.one_class)
+    return run_outcome(record).held_out()
 
 
 class Grid:

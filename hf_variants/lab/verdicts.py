@@ -82,6 +82,10 @@ class RunOutcome:
     chance: float | None = None  # a constant guess's accuracy; only for an accuracy metric
     examples: int | None = None  # the evaluation examples behind ``value`` (for the guessing bound)
 
+    def held_out(self) -> HeldOutRun:
+        """This run as the learning-rate choice reads a held-out run."""
+        return HeldOutRun(self.value, self.one_class)
+
 
 def run_status(run: RunOutcome) -> str:
     """:data:`LEARNED` or why the run does not count, tested in this order: :data:`FAILED`,
