@@ -6,8 +6,9 @@
   plain ``save_pretrained`` maps only the class that was saved),
 * the weights as ``model.safetensors``,
 * the variant's code, flattened: its configuration and modeling files plus the core files they
-  import and the two modules of the checkpoint's pair (token mixer and layer scheme) — no other
-  idea's code — with ``from ..core.x import`` rewritten to ``from .x import`` (transformers copies a
+  import and the spec and modeling modules of the checkpoint's pair (token mixer and layer scheme) —
+  no other idea's code; a config imports the specs only — with ``from ..core.x import`` rewritten to
+  ``from .x import`` (transformers copies a
   remote-code module together with its same-folder relative imports, and checks the third-party
   imports of those files, such as ``torchdiffeq``, naming any that is missing with its pip command),
 * the tokenizer files when a tokenizer is given,
@@ -107,7 +108,7 @@ print(choices[int(logits.argmax())])""",
 }
 
 #: Third-party packages a shipped module imports (beyond torch and transformers), by module file.
-REQUIREMENTS_BY_FILE = {"ode_layer.py": "torchdiffeq"}
+REQUIREMENTS_BY_FILE = {"modeling_ode.py": "torchdiffeq"}
 #: Files a push never uploads (caches, hidden files such as the folder's lock).
 PUSH_IGNORE_PATTERNS = ["**/__pycache__/**", "__pycache__/**", ".*", "**/.*"]
 
@@ -200,18 +201,19 @@ def flattened_code_files(variant: Variant, config: transformers.PretrainedConfig
         if name in files:
             raise ValueError(f"Two modules flatten to the same file name {name!r}.")
         files[name] = flat_source
-    pair_imports = "".join(
-        f"from .{module.rsplit('.', 1)[-1]} import {class_name}  # noqa: E402, F401\n"
-        for attention_type, layer_scheme in pairs
-        for module, class_name in _pair_classes(attention_type, layer_scheme)
-    )
-    files["composition.py"] += (
-        "\n\n# The modules of this checkpoint's pair (written by hf_variants.hub): the registries above import "
-        "them by name,\n# and transformers' remote-code loader copies the files that a module imports.\n" + pair_imports
-    )
+    flag = "IDEA_FOLDERS_FLATTENED = False\n"
+    if flag not in files["composition.py"]:
+        raise ValueError(f"composition.py has no line {flag.strip()!r} to set for the flattened export.")
+    files["composition.py"] = files["composition.py"].replace(flag, "IDEA_FOLDERS_FLATTENED = True\n", 1)
+    specs, implementations = zip(*(_pair_classes(*pair) for pair in pairs), strict=True)
+    _append_imports(files, "composition.py", [reference for spec in specs for reference in spec], "specs",
+                    "the registries above import them by name")  # fmt: skip
+    _append_imports(files, "modeling_encoder.py", [reference for impl in implementations for reference in impl],
+                    "implementations", "the registries import them by name when a model is built")  # fmt: skip
     extra = requirements(files)[2:]
-    if extra:  # transformers checks the third-party imports of the file it loads (not of the files it imports)
-        entry_files = {_module_file(module).name for module in roots[: 1 + len(variant.models)]}
+    if extra:  # transformers checks the third-party imports of the file it loads (not of the files it imports);
+        # a config needs none of them (it imports the pair's specs only), so the model files name them
+        entry_files = {_module_file(module).name for module in roots[1 : 1 + len(variant.models)]}
         for name in entry_files:
             files[name] += (
                 "\n\n# Requirements of this checkpoint's pair (written by hf_variants.hub): transformers' remote-code "
@@ -221,12 +223,22 @@ def flattened_code_files(variant: Variant, config: transformers.PretrainedConfig
     return files
 
 
-def _pair_classes(attention_type: str, layer_scheme: str) -> list[tuple[str, str]]:
-    """``(module, class name)`` of a pair's token mixer and layer scheme."""
-    return [
-        (registry.module_name(name), registry[name].__name__)
-        for registry, name in ((ATTENTION_TYPES, attention_type), (LAYER_SCHEMES, layer_scheme))
-    ]
+def _pair_classes(attention_type: str, layer_scheme: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """``(module, class name)`` of a pair's two specs, and of its two implementations."""
+    references = [registry.references(name)
+                  for registry, name in ((ATTENTION_TYPES, attention_type), (LAYER_SCHEMES, layer_scheme))]  # fmt: skip
+    return [found[0] for found in references], [found[-1] for found in references]
+
+
+def _append_imports(files: dict[str, str], name: str, references: list[tuple[str, str]], what: str, why: str) -> None:
+    """Static imports of the pair's ``what`` at the end of the flattened file ``name``: transformers'
+    remote-code loader copies exactly the files a module imports."""
+    lines = dict.fromkeys(f"from .{module.rsplit('.', 1)[-1]} import {cls}  # noqa: E402, F401\n"
+                          for module, cls in references)  # fmt: skip
+    files[name] += (
+        f"\n\n# The {what} of this checkpoint's pair (written by hf_variants.hub): {why},\n"
+        "# and transformers' remote-code loader copies the files that a module imports.\n" + "".join(lines)
+    )
 
 
 def requirements(files: Iterable[str]) -> list[str]:

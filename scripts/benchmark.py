@@ -49,7 +49,7 @@ from transformers import AutoConfig, AutoModelForMaskedLM, BertConfig, Pretraine
 
 import hf_variants  # noqa: F401  (registers the variants)
 from hf_variants.core.composition import matched_control, matched_size_fields
-from hf_variants.core.encoder_layers import MatchedSize
+from hf_variants.core.ideas import MatchedSize
 from hf_variants.lab.spec import CONTROL_PREFIX
 
 MODELS = ("bert", "macaron_bert", "mgk_bert", "mlk_bert", "transject", "node_transformer")

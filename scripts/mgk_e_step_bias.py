@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from hf_variants.core.mixture_of_keys import component_log_scores
+from hf_variants.core.mixers.mgk.modeling_mgk import component_log_scores
 from hf_variants.mgk_bert import MgkBertConfig, MgkBertModel
 
 SETTINGS = {"paper (§2.3, A.1): [1, 1]": [1.0, 1.0], "ablation (§3): [1, 3]": [1.0, 3.0]}

@@ -34,7 +34,7 @@ import torch
 from transformers import BertConfig, BertForSequenceClassification
 
 from hf_variants.core.composition import matched_control
-from hf_variants.core.injective_layer import layers_as_identity, residual_weights
+from hf_variants.core.schemes.injective.modeling_injective import layers_as_identity, residual_weights
 from hf_variants.glue import load_glue_local
 from hf_variants.lab.analysis import layer_distance_ratios, summarise
 from hf_variants.tokenization import train_wordpiece_tokenizer

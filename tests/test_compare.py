@@ -16,7 +16,7 @@ import yaml
 from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
 
 from hf_variants.cli import main as cli_main
-from hf_variants.core.encoder_layers import MatchedSize
+from hf_variants.core.ideas import MatchedSize
 from hf_variants.core.overrides import format_overrides, parse_overrides
 from hf_variants.lab import compare
 from hf_variants.lab.spec import ModelSpec

@@ -16,14 +16,16 @@ from transformers import AutoConfig, AutoModel, BertConfig, BertForMaskedLM, Ber
 from hf_variants import bert_control, macaron_bert, mgk_bert, node_transformer, transject
 from hf_variants.bert_control import BertControlConfig, BertControlForMaskedLM, BertControlModel, state_dict_from_bert
 from hf_variants.core import composition
-from hf_variants.core.encoder_layers import FeedForward, MatchedSize, TokenMixer, TransformerLayer
-from hf_variants.core.injective_layer import InjectiveLayer
-from hf_variants.core.mixture_of_keys import MixtureOfKeysAttention
-from hf_variants.core.ode_layer import NodeTransformerBlock
-from hf_variants.core.orthogonal_attention import OrthogonalAttention
+from hf_variants.core.encoder_layers import FeedForward, TokenMixer
+from hf_variants.core.ideas import MatchedSize
+from hf_variants.core.mixers.mgk.modeling_mgk import MixtureOfKeysAttention
+from hf_variants.core.mixers.orthogonal.modeling_orthogonal import OrthogonalAttention
 from hf_variants.core.registration import VARIANTS, Variant
-from hf_variants.core.strang_layer import StrangLayer
-from hf_variants.core.vanilla_layer import VanillaTransformerBlock
+from hf_variants.core.schemes.injective.modeling_injective import InjectiveLayer
+from hf_variants.core.schemes.lie_trotter.modeling_lie_trotter import TransformerLayer
+from hf_variants.core.schemes.ode.modeling_ode import NodeTransformerBlock
+from hf_variants.core.schemes.strang.modeling_strang import StrangLayer
+from hf_variants.core.schemes.vanilla.modeling_vanilla import VanillaTransformerBlock
 
 from .common import CommonEncoderTests, make_inputs
 
@@ -147,7 +149,7 @@ def test_pairs_that_are_not_meaningful_raise_and_say_why() -> None:
     schemes = "'lie_trotter', 'strang', 'ode', 'vanilla', 'injective'"
     with pytest.raises(ValueError, match=f"layer_scheme must be one of {schemes}"):
         BertControlConfig(layer_scheme="reversible")
-    with pytest.raises(ValueError, match="solver calls it many times per block"):
+    with pytest.raises(ValueError, match=r"soft_em' cannot be used with layer_scheme='ode'.*per function evaluation"):
         node_transformer.NodeTransformerConfig(attention_type="mgk", mixture_weights="soft_em")
     with pytest.raises(ValueError, match="time_dependent_attention=True needs attention_type='softmax'"):
         node_transformer.NodeTransformerConfig(attention_type="mgk", time_dependent_attention=True)
@@ -189,9 +191,9 @@ def test_every_pair_builds_from_the_two_registries_and_trains(scheme: str, atten
     torch.manual_seed(0)
     model = BertControlForMaskedLM(config).train()
     layer = model.bert_control.encoder.layer[0]
-    assert isinstance(layer, composition.LAYER_SCHEMES[scheme])
+    assert isinstance(layer, composition.LAYER_SCHEMES.implementation(scheme))
     mixers = [m for m in layer.modules() if isinstance(m, TokenMixer)]
-    assert mixers and all(type(m) is composition.ATTENTION_TYPES[attention] for m in mixers)
+    assert mixers and all(type(m) is composition.ATTENTION_TYPES.implementation(attention) for m in mixers)
     inputs = make_inputs(config)
     labels = inputs["input_ids"].masked_fill(inputs["attention_mask"] == 0, -100)
     loss = model(**inputs, labels=labels).loss
@@ -234,7 +236,7 @@ def test_matched_control_changes_only_the_variants_idea(model_type: str, layer_n
     assert not any(isinstance(m, idea_classes) for m in models[1].modules())
     assert not any(isinstance(m, NodeTransformerBlock) for m in models[1].modules())
     mixers = [m for m in models[1].modules() if isinstance(m, TokenMixer)]
-    assert mixers and all(type(m) is composition.ATTENTION_TYPES["softmax"] for m in mixers)
+    assert mixers and all(type(m) is composition.ATTENTION_TYPES.implementation("softmax") for m in mixers)
     for model in models:  # device_map keeps each of these whole: the embeddings and the layers the model holds
         held = {type(model.embeddings).__name__} | {type(layer).__name__ for layer in model.encoder.layer}
         assert set(model._no_split_modules) == held
@@ -278,6 +280,21 @@ def test_every_pair_derives_its_matched_size_from_its_ideas(scheme: str, attenti
     assert widths <= {128, 64}  # 4 × hidden, halved in each of Macaron's two FFNs
 
 
+def test_a_pairing_rule_reads_what_the_other_idea_declares(monkeypatch: pytest.MonkeyPatch) -> None:
+    """MGK's soft E-step asks the scheme whether it calls its mixer once (not whether it is named "ode"): a
+    new scheme that evaluates its mixer repeatedly is refused the same way, and one that does not is allowed."""
+
+    class RepeatedLayer(TransformerLayer):
+        calls_mixer_once = False
+
+    monkeypatch.setitem(composition.LAYER_SCHEMES, "repeated", RepeatedLayer)
+    sizes = {"hidden_size": 16, "num_attention_heads": 2, "attention_type": "mgk", "mixture_weights": "soft_em"}
+    with pytest.raises(ValueError, match="soft_em' cannot be used with layer_scheme='repeated'"):
+        BertControlConfig(layer_scheme="repeated", **sizes)
+    monkeypatch.setattr(RepeatedLayer, "calls_mixer_once", True)
+    assert BertControlConfig(layer_scheme="repeated", **sizes).mixture_weights == "soft_em"
+
+
 def test_ideas_that_size_one_field_differently_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
     class WideMixer(TokenMixer):
         @classmethod
@@ -285,7 +302,7 @@ def test_ideas_that_size_one_field_differently_are_named(monkeypatch: pytest.Mon
             return {"intermediate_size": 2 * size.hidden_size}
 
     monkeypatch.setitem(composition.ATTENTION_TYPES, "wide", WideMixer)
-    with pytest.raises(TypeError, match=r"TransformerLayer sizes intermediate_size=128, the other idea 64"):
+    with pytest.raises(TypeError, match=r"LieTrotterSpec sizes intermediate_size=128, the other idea 64"):
         composition.matched_size_fields("wide", "lie_trotter", MatchedSize(32, 2, head_size=8))
 
 
@@ -338,11 +355,11 @@ def test_orthogonal_weights_shared_by_two_ideas_are_drawn_once(monkeypatch: pyte
     """Orthogonal attention and the injective scheme share the orthogonal weights' init hook: each
     parametrisation gets one random orthogonal base and a zero offset, drawn once (a second draw would
     change every TransJect model a seed gives)."""
-    from hf_variants.core import orthogonal_attention
+    from hf_variants.core.mixers.orthogonal import modeling_orthogonal
 
     draws: list[torch.Tensor] = []
-    drawn = orthogonal_attention.init.orthogonal_
-    monkeypatch.setattr(orthogonal_attention.init, "orthogonal_", lambda tensor: draws.append(tensor) or drawn(tensor))
+    drawn = modeling_orthogonal.init.orthogonal_
+    monkeypatch.setattr(modeling_orthogonal.init, "orthogonal_", lambda tensor: draws.append(tensor) or drawn(tensor))
     config = transject.TransJectConfig(vocab_size=40, hidden_size=16, num_hidden_layers=2)
     model = transject.TransJectModel(config)
     parametrizations = [m for m in model.modules() if isinstance(m, nn.utils.parametrize.ParametrizationList)]

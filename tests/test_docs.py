@@ -37,7 +37,7 @@ def test_the_quickstart_is_one_block_and_it_runs(tmp_path) -> None:
     result = run_python(script, cwd=tmp_path, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     exported = json.loads(result.stdout.strip().splitlines()[-1])
-    assert {"config.json", "model.safetensors", "README.md", "tokenizer.json", "strang_layer.py"} <= set(exported)
+    assert {"config.json", "model.safetensors", "README.md", "tokenizer.json", "modeling_strang.py"} <= set(exported)
     assert "'label': 'LABEL_" in result.stdout  # the pipeline answered
 
 

@@ -410,7 +410,7 @@ def test_a_transject_grid_run_records_its_trained_alphas_and_the_accuracy_withou
     accuracy with every α_l set to 0, recomputed here from the trained weights; other models' do not."""
     import torch
 
-    from hf_variants.core.injective_layer import layers_as_identity
+    from hf_variants.core.schemes.injective.modeling_injective import layers_as_identity
     from hf_variants.lab import grid_training as training
     from hf_variants.synthetic import synthetic_sentences
     from hf_variants.tokenization import train_wordpiece_tokenizer

@@ -235,28 +235,61 @@ def test_push_requires_an_exported_folder(tmp_path: Path) -> None:
         push_folder_to_hub(tmp_path, "me/nothing", api=LocalHub(tmp_path / "hub"))
 
 
-#: The module files of each idea (besides the shared core every export has).
-IDEA_FILES = {"mixture_of_keys.py", "ode_layer.py", "orthogonal_attention.py", "injective_layer.py", "strang_layer.py"}
+def idea_files(*keys: str) -> set[str]:
+    """The spec and modeling files of the ideas ``keys`` (each idea's folder holds these two)."""
+    return {f"{kind}_{key}.py" for key in keys for kind in ("configuration", "modeling")}
+
+
+#: The module files of every idea.
+IDEA_FILES = idea_files("softmax", "mgk", "mlk", "orthogonal", "lie_trotter", "strang", "ode", "vanilla", "injective")
 
 
 @pytest.mark.parametrize(
-    ("model_type", "overrides", "idea_files"),
+    ("model_type", "overrides", "keys"),
     [
-        ("bert_control", {}, set()),
-        ("mgk_bert", {}, {"mixture_of_keys.py"}),
-        ("node_transformer", {}, {"ode_layer.py"}),
-        ("macaron_bert", {"attention_type": "mgk", "num_attention_heads": 2},
-         {"strang_layer.py", "mixture_of_keys.py"}),
-        ("transject", {}, {"orthogonal_attention.py", "injective_layer.py"}),
+        ("bert_control", {}, {"softmax", "lie_trotter"}),
+        ("mgk_bert", {}, {"mgk", "softmax", "lie_trotter"}),  # MGK's classes extend softmax attention's
+        ("node_transformer", {}, {"ode", "softmax"}),  # the ODE's time-dependent attention extends softmax's
+        ("macaron_bert", {"attention_type": "mgk", "num_attention_heads": 2}, {"strang", "mgk", "softmax"}),
+        ("transject", {}, {"orthogonal", "injective"}),
         # another pair: its modules and the model type's default pair's (transformers builds the default config)
-        ("node_transformer", {"attention_type": "mgk", "layer_scheme": "lie_trotter", "num_attention_heads": 2},
-         {"mixture_of_keys.py", "ode_layer.py"}),
+        ("node_transformer", {"attention_type": "mlk", "layer_scheme": "lie_trotter", "num_attention_heads": 2},
+         {"mlk", "mgk", "lie_trotter", "ode", "softmax"}),
     ],
 )  # fmt: skip
-def test_an_export_ships_the_code_of_its_own_pair_only(model_type, overrides, idea_files) -> None:
+def test_an_export_ships_the_code_of_its_own_pair_only(model_type, overrides, keys) -> None:
     config = VARIANTS[model_type].config_class(**overrides)
     files = flattened_code_files(VARIANTS[model_type], config)
-    assert set(files) & IDEA_FILES == idea_files
+    assert set(files) & IDEA_FILES == idea_files(*keys)
+
+
+@pytest.mark.parametrize("model_type", sorted(VARIANTS))
+def test_an_exported_config_loads_without_any_modeling_code(model_type: str, tmp_path: Path) -> None:
+    """AutoConfig of an export imports its pair's specs only: no modeling file, no torchdiffeq, no flex
+    attention (transformers' remote-code loader copies what the config module imports, and nothing else)."""
+    variant = VARIANTS[model_type]
+    config = variant.config_class(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                  intermediate_size=16)  # fmt: skip
+    folder = export_for_hub(variant.models["AutoModelForMaskedLM"](config), tmp_path / "export")
+    script = WITHOUT_PACKAGE + textwrap.dedent(
+        """
+        import transformers
+        config = transformers.AutoConfig.from_pretrained(sys.argv[1], trust_remote_code=True)
+        built = type(config)(hidden_size=48)  # building a config, as transformers does to diff against defaults
+        loaded = sorted(name.rsplit(".", 1)[-1] for name in sys.modules if name.startswith("transformers_modules"))
+        print(json.dumps({"loaded": loaded, "hidden_size": built.hidden_size, "pair": [config.attention_type,
+                          config.layer_scheme], "torchdiffeq": "torchdiffeq" in sys.modules,
+                          "flex": "torch.nn.attention.flex_attention" in sys.modules}))
+        """
+    )  # fmt: skip
+    result = run_python(script, str(folder), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["pair"] == [config.attention_type, config.layer_scheme] and report["hidden_size"] == 48
+    assert not report["torchdiffeq"] and not report["flex"]
+    specs = {f"configuration_{config.attention_type}", f"configuration_{config.layer_scheme}"}
+    assert specs | {f"configuration_{model_type}"} <= set(report["loaded"]), report["loaded"]
+    assert not [name for name in report["loaded"] if name.startswith("modeling")], report["loaded"]
 
 
 def test_a_missing_requirement_is_named_when_the_export_loads(tmp_path: Path) -> None:
@@ -321,4 +354,4 @@ def test_another_pair_on_an_exported_config_is_a_clear_error(tmp_path: Path) -> 
     result = run_python(script, str(folder), cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     message = json.loads(result.stdout.strip().splitlines()[-1])
-    assert "attention_type='mlk' needs mixture_of_keys.py" in message and "pip install hf-variants" in message
+    assert "attention_type='mlk' needs configuration_mlk.py" in message and "pip install hf-variants" in message

@@ -122,3 +122,24 @@ def test_compare_without_the_lab_extra_names_it_before_any_work(
     with pytest.raises(SystemExit, match=r"hf-variants compare: .*matplotlib.*pip install 'hf-variants\[lab\]'"):
         main(["compare", "--output_dir", str(tmp_path / "out")])
     assert not (tmp_path / "out").exists()
+
+
+def test_a_config_reaches_no_modeling_code() -> None:
+    """Every module a configuration module imports, directly or through others of this package, is free
+    of torch and of modeling code: a config declares (fields, validation, controls), it builds nothing.
+    (What an exported config loads at run time is checked in tests/test_hub.py.)"""
+    files = module_files()
+    graph = import_graph()
+    configs = [m for m in graph if m.rsplit(".", 1)[-1].startswith("configuration_")]
+    assert len(configs) >= 5 + 9 + 1  # the variants', every idea's spec and the encoder's
+    reached, pending = set(), list(configs)
+    while pending:
+        module = pending.pop()
+        if module not in reached:
+            reached.add(module)
+            pending.extend(graph[module])
+    modeling = sorted(m for m in reached if m.rsplit(".", 1)[-1].startswith("modeling_"))
+    with_torch = sorted(m for m in reached if any(name == "torch" or name.startswith(("torch.", "torchdiffeq"))
+                                                  for name in imported_names(m, files[m])))  # fmt: skip
+    assert (modeling, with_torch) == ([], [])
+    assert {"hf_variants.core.composition", "hf_variants.core.ideas"} <= reached

@@ -87,9 +87,9 @@ def test_a_re_export_leaves_no_file_of_the_previous_export(tmp_path: Path) -> No
              "intermediate_size": 16}  # fmt: skip
     folder = tmp_path / "export"
     export_for_hub(hf_variants.NodeTransformerForMaskedLM(hf_variants.NodeTransformerConfig(**sizes)), folder)
-    assert (folder / "ode_layer.py").is_file()
+    assert (folder / "modeling_ode.py").is_file()
     (folder / "notes.txt").write_text("mine")
     export_for_hub(hf_variants.BertControlForMaskedLM(hf_variants.BertControlConfig(**sizes)), folder)
-    assert not (folder / "ode_layer.py").exists() and not (folder / "modeling_node_transformer.py").exists()
+    assert not (folder / "modeling_ode.py").exists() and not (folder / "modeling_node_transformer.py").exists()
     assert (folder / "notes.txt").read_text() == "mine"
     assert set(verify_manifest(folder)["files"]) == {p.name for p in folder.iterdir()} - {MANIFEST_FILE, "notes.txt"}

@@ -17,7 +17,8 @@ from transformers import AutoConfig, BertConfig
 from transformers.models.bert.modeling_bert import BertAttention
 
 from hf_variants import mgk_bert
-from hf_variants.core.mixture_of_keys import mixture_log_scores
+from hf_variants.core.composition import ATTENTION_TYPES
+from hf_variants.core.mixers.mgk.modeling_mgk import mixture_log_scores
 from hf_variants.mgk_bert import MgkBertConfig, MgkBertForMaskedLM, MixtureOfKeysAttention
 
 from .common import CommonEncoderTests, make_inputs
@@ -57,8 +58,9 @@ def attention_pair(dtype: torch.dtype = torch.float32, **overrides) -> tuple[Mix
     """The same weights under the reference (eager) and fused (sdpa) implementations."""
     kwargs = dict(hidden_size=32, num_attention_heads=2, head_dim=16, attention_probs_dropout_prob=0.0, **overrides)
     torch.manual_seed(0)
-    reference = MixtureOfKeysAttention(MgkBertConfig(attn_implementation="eager", **kwargs))
-    fused = MixtureOfKeysAttention(MgkBertConfig(attn_implementation="sdpa", **kwargs))
+    module_class = ATTENTION_TYPES.implementation(MgkBertConfig(**kwargs).attention_type)  # MGK's or MLK's
+    reference = module_class(MgkBertConfig(attn_implementation="eager", **kwargs))
+    fused = module_class(MgkBertConfig(attn_implementation="sdpa", **kwargs))
     with torch.no_grad():
         for parameter in reference.parameters():
             parameter.normal_(0.0, 0.3)

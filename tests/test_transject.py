@@ -196,8 +196,8 @@ def test_distance_ratio_within_theorem_2_bounds(alpha: float, layers: int) -> No
             scale = 10.0 ** (trial % 5 - 2)  # distances from 0.01 to 100
             x = torch.randn(1, 7, 16) * 3
             y = x + scale * torch.randn(1, 7, 16)
-            fx = model.encoder(x, None, (eigenvalues,))[0].last_hidden_state
-            fy = model.encoder(y, None, (eigenvalues,))[0].last_hidden_state
+            fx = model.encoder(x, None, (eigenvalues,))[0]
+            fy = model.encoder(y, None, (eigenvalues,))[0]
             ratios.append(((fx - fy).norm() / (x - y).norm()).item())
     assert lower <= min(ratios) and max(ratios) <= upper, (min(ratios), max(ratios))
     assert max(ratios) > 1.0 or min(ratios) < 1.0  # the layers do act
@@ -400,7 +400,7 @@ def test_transject_config_errors() -> None:
 def test_alpha_zero_makes_every_layer_the_identity_and_restores_it() -> None:
     """The bounds script and the grid report accuracy "with α_l = 0": inside ``layers_as_identity`` the
     encoder returns its input embeddings unchanged (every residual step is 0), and α_l comes back after."""
-    from hf_variants.core.injective_layer import layers_as_identity, residual_weights
+    from hf_variants.core.schemes.injective.modeling_injective import layers_as_identity, residual_weights
 
     torch.manual_seed(0)
     model = TransJectModel(small_config(residual_weight="sigmoid")).eval()

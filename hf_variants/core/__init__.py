@@ -3,7 +3,8 @@ layer schemes), encoder skeleton, heads and registration."""
 
 from .composition import ATTENTION_TYPES, LAYER_SCHEMES, build_layer
 from .configuration_encoder import EncoderConfig
-from .encoder_layers import LayerScheme, TokenMixer, TransformerLayer
+from .encoder_layers import LayerScheme, TokenMixer
+from .ideas import ConfigurableIdea, MatchedSize
 from .modeling_encoder import (
     EncoderForMaskedLM,
     EncoderForMultipleChoice,
@@ -14,12 +15,14 @@ from .modeling_encoder import (
     EncoderPreTrainedModel,
 )
 from .registration import AUTO_CLASS_BY_HEAD, VARIANTS, Variant, register_variant
+from .schemes.lie_trotter.modeling_lie_trotter import TransformerLayer
 
 __all__ = [
     "ATTENTION_TYPES",
     "AUTO_CLASS_BY_HEAD",
     "LAYER_SCHEMES",
     "VARIANTS",
+    "ConfigurableIdea",
     "EncoderConfig",
     "EncoderForMaskedLM",
     "EncoderForMultipleChoice",
@@ -29,6 +32,7 @@ __all__ = [
     "EncoderModel",
     "EncoderPreTrainedModel",
     "LayerScheme",
+    "MatchedSize",
     "TokenMixer",
     "TransformerLayer",
     "Variant",

@@ -5,65 +5,92 @@
 
 Every variant's config carries both switches (its paper's pair by default), so any token mixer runs
 in any scheme: :func:`build_layer` is the only code that combines them, and no pair has code of its
-own. Each registered class owns its config fields (``config_defaults``) and their validation
-(``validate_config``), which :class:`~hf_variants.core.configuration_encoder.EncoderConfig` applies
-only to the pair a config selects.
+own. Each idea has a torch-free spec (:class:`~hf_variants.core.ideas.ConfigurableIdea`: its config fields
+with defaults, their validation, its matched control and sizes), which
+:class:`~hf_variants.core.configuration_encoder.EncoderConfig` applies only to the pair a config
+selects, and an implementation (the ``nn.Module``), which only a model imports.
 
 Adding a token mixer: write a :class:`~hf_variants.core.encoder_layers.TokenMixer` module
 (``cls(config, layer_idx=...)``, called as ``mixer(hidden_states, padding_mask, *context,
-output_attentions=...)`` → ``(output, probabilities or None)``) and add one line to ``ATTENTION_TYPES``
-(the class itself, or ``"module:Class"`` for a module of this package). Adding a layer scheme: a
-:class:`~hf_variants.core.encoder_layers.LayerScheme` (``cls(config, layer_idx, make_attention)``, called as
-``layer(hidden_states, padding_mask, *context, output_attentions=...)`` → ``(output, probabilities or None)``,
-its ``control_overrides`` naming its matched control) and one line in ``LAYER_SCHEMES``; docs/mix-and-match.md
-has a worked example, run by the test suite.
+output_attentions=...)`` → ``(output, probabilities or None)``) and add one line to ``ATTENTION_TYPES``.
+Adding a layer scheme: a :class:`~hf_variants.core.encoder_layers.LayerScheme` (``cls(config, layer_idx,
+make_attention)``, called as ``layer(hidden_states, padding_mask, *context, output_attentions=...)`` →
+``(output, probabilities or None)``, its ``control_overrides`` naming its matched control) and one line in
+``LAYER_SCHEMES``. The line is the class itself (its own spec), or, for an idea of this package, its folder
+``mixers/<key>/`` or ``schemes/<key>/`` holding ``configuration_<key>.py`` (the spec) and ``modeling_<key>.py``;
+docs/extending.md has the recipe and docs/mix-and-match.md a worked example, run by the test suite.
 
-The registries name each idea's module instead of importing it (:class:`IdeaRegistry`), so a model
-imports the modules of its own pair only, and a Hub export ships only those (``hf_variants.hub``).
+The registries name each idea's modules instead of importing them (:class:`IdeaRegistry`), so a config
+imports its pair's specs only, a model its pair's implementations, and a Hub export ships only those
+(``hf_variants.hub``).
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterator, MutableMapping
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from torch import nn
-
-from .encoder_layers import ConfigurableIdea, LayerScheme, MatchedSize
+from .ideas import ConfigurableIdea, MatchedSize
 
 if TYPE_CHECKING:
+    from torch import nn
+
     from .configuration_encoder import EncoderConfig
+    from .encoder_layers import LayerScheme
+
+
+@dataclass(frozen=True)
+class IdeaModules:
+    """Where a package idea lives, as ``"module:Class"`` relative to ``hf_variants.core``: its torch-free
+    ``spec`` (config fields, validation, control, sizes) and its ``implementation`` (the ``nn.Module``)."""
+
+    spec: str
+    implementation: str
 
 
 class IdeaRegistry(MutableMapping[str, type]):
-    """``name → idea class``. An entry is the class, or ``"module:Class"`` naming a module of this
-    package, imported the first time the name is looked up — so looking up one pair imports only
-    its two modules, and :meth:`module_name` tells an exporter which files a pair needs."""
+    """``name → idea``. An entry is a class (its own spec and implementation) or :class:`IdeaModules`
+    naming a spec and an implementation module of this package, each imported the first time it is
+    needed: ``registry[name]`` gives the spec (all a config needs), :meth:`implementation` the module
+    class (what a model builds). So a config imports no modeling code, a model only its own pair's,
+    and :meth:`module_names` tells an exporter which files a pair needs."""
 
-    def __init__(self, axis: str, entries: dict[str, type | str]) -> None:
+    def __init__(self, axis: str, entries: dict[str, type | IdeaModules]) -> None:
         self.axis = axis
         self._entries = dict(entries)
+        self._loaded: dict[str, type] = {}
 
-    def __getitem__(self, name: str) -> type:
-        entry = self._entries[name]
-        if isinstance(entry, str):
-            module_name, class_name = entry.split(":")
+    def _load(self, name: str, reference: str) -> type:
+        if reference not in self._loaded:
+            module_name, class_name = reference.split(":")
             try:
                 module = importlib.import_module(f"{__package__}.{module_name}")
             except ModuleNotFoundError as error:
                 if error.name != f"{__package__}.{module_name}":
                     raise
+                file_name = module_name.rsplit(".", 1)[-1] + ".py"
                 raise ImportError(
-                    f"{self.axis}={name!r} needs {module_name}.py, which this copy of the code does not have: a Hub "
+                    f"{self.axis}={name!r} needs {file_name}, which this copy of the code does not have: a Hub "
                     "export ships the modules of its own pair only. Install hf-variants (pip install hf-variants) "
                     "to build other pairs."
                 ) from None
-            entry = self._entries[name] = getattr(module, class_name)
-        return entry
+            self._loaded[reference] = getattr(module, class_name)
+        return self._loaded[reference]
 
-    def __setitem__(self, name: str, idea: type | str) -> None:
+    def __getitem__(self, name: str) -> type:
+        """The idea's spec: its config fields, validation, control and sizes."""
+        entry = self._entries[name]
+        return self._load(name, entry.spec) if isinstance(entry, IdeaModules) else entry
+
+    def implementation(self, name: str) -> type:
+        """The ``nn.Module`` class that implements the idea (imports its modeling code)."""
+        entry = self._entries[name]
+        return self._load(name, entry.implementation) if isinstance(entry, IdeaModules) else entry
+
+    def __setitem__(self, name: str, idea: type | IdeaModules) -> None:
         self._entries[name] = idea
 
     def __delitem__(self, name: str) -> None:
@@ -75,42 +102,67 @@ class IdeaRegistry(MutableMapping[str, type]):
     def __len__(self) -> int:
         return len(self._entries)
 
-    def module_name(self, name: str) -> str:
-        """The dotted module of ``name``'s class, without importing it."""
+    def module_names(self, name: str) -> list[str]:
+        """The dotted modules of ``name``'s spec and implementation, without importing them."""
         entry = self._entries[name]
-        return f"{__package__}.{entry.split(':')[0]}" if isinstance(entry, str) else entry.__module__
+        if not isinstance(entry, IdeaModules):
+            return [entry.__module__]
+        return [f"{__package__}.{reference.split(':')[0]}" for reference in (entry.spec, entry.implementation)]
 
     def class_names(self) -> list[str]:
-        """The class names of every entry, without importing them."""
-        return [entry.split(":")[1] if isinstance(entry, str) else entry.__name__ for entry in self._entries.values()]
+        """The implementation class names of every entry, without importing them."""
+        return [entry.implementation.split(":")[1] if isinstance(entry, IdeaModules) else entry.__name__
+                for entry in self._entries.values()]  # fmt: skip
+
+    def references(self, name: str) -> list[tuple[str, str]]:
+        """``(dotted module, class name)`` of ``name``'s spec and implementation, without importing them."""
+        entry = self._entries[name]
+        if not isinstance(entry, IdeaModules):
+            return [(entry.__module__, entry.__name__)]
+        pairs = (reference.split(":") for reference in (entry.spec, entry.implementation))
+        return [(f"{__package__}.{module}", class_name) for module, class_name in pairs]
 
 
-#: ``attention_type`` → token mixer.
+#: Whether the idea folders are flattened into this module's own folder (``hf_variants.hub`` sets it in the
+#: copy of this file that a Hub export ships, whose files all sit in one folder).
+IDEA_FOLDERS_FLATTENED = False
+
+
+def _package_idea(folder: str, spec_class: str, implementation_class: str) -> IdeaModules:
+    """The entry of the idea in ``folder`` (``"<axis>.<key>"``): ``configuration_<key>`` and ``modeling_<key>``."""
+    key = folder.rsplit(".", 1)[-1]
+    prefix = "" if IDEA_FOLDERS_FLATTENED else f"{folder}."
+    return IdeaModules(f"{prefix}configuration_{key}:{spec_class}", f"{prefix}modeling_{key}:{implementation_class}")
+
+
+#: ``attention_type`` → token mixer (``mixers/<key>/``).
 ATTENTION_TYPES = IdeaRegistry("attention_type", {
-    "softmax": "encoder_layers:MultiHeadSelfAttention",  # Vaswani et al. 2017 (BERT)
-    "mgk": "mixture_of_keys:MixtureOfKeysAttention",  # Nguyen et al. 2022, eq. 7
-    "mlk": "mixture_of_keys:LinearMixtureAttention",  # Nguyen et al. 2022, §2.4
-    "orthogonal": "orthogonal_attention:OrthogonalAttention",  # TransJect, Theorem 1
+    "softmax": _package_idea("mixers.softmax", "SoftmaxAttentionSpec", "MultiHeadSelfAttention"),  # Vaswani 2017
+    "mgk": _package_idea("mixers.mgk", "MixtureOfKeysSpec", "MixtureOfKeysAttention"),  # Nguyen et al. 2022, eq. 7
+    "mlk": _package_idea("mixers.mlk", "LinearMixtureSpec", "LinearMixtureAttention"),  # Nguyen et al. 2022, §2.4
+    # TransJect, Theorem 1
+    "orthogonal": _package_idea("mixers.orthogonal", "OrthogonalAttentionSpec", "OrthogonalAttention"),
 })  # fmt: skip
 
-#: ``layer_scheme`` → layer.
+#: ``layer_scheme`` → layer (``schemes/<key>/``).
 LAYER_SCHEMES = IdeaRegistry("layer_scheme", {
-    "lie_trotter": "encoder_layers:TransformerLayer",  # BERT; Lu et al. 2019, eq. 12-13
-    "strang": "strang_layer:StrangLayer",  # Macaron; Lu et al. 2019, eq. 17-19
-    "ode": "ode_layer:NodeTransformerBlock",  # N-ODE Transformer, eq. 2/3/9
-    "vanilla": "vanilla_layer:VanillaTransformerBlock",  # N-ODE Transformer, eq. 1 (its baseline)
-    "injective": "injective_layer:InjectiveLayer",  # TransJect, eq. 3-6
+    "lie_trotter": _package_idea("schemes.lie_trotter", "LieTrotterSpec", "TransformerLayer"),  # BERT; Lu, eq. 12-13
+    "strang": _package_idea("schemes.strang", "StrangSpec", "StrangLayer"),  # Macaron; Lu et al. 2019, eq. 17-19
+    "ode": _package_idea("schemes.ode", "OdeSpec", "NodeTransformerBlock"),  # N-ODE Transformer, eq. 2/3/9
+    "vanilla": _package_idea("schemes.vanilla", "VanillaSpec", "VanillaTransformerBlock"),  # N-ODE Transformer, eq. 1
+    "injective": _package_idea("schemes.injective", "InjectiveSpec", "InjectiveLayer"),  # TransJect, eq. 3-6
 })  # fmt: skip
 
 
 def pair_modules(attention_type: str, layer_scheme: str) -> list[str]:
-    """The dotted modules of a pair's two classes (what a Hub export of the pair must ship)."""
+    """The dotted modules of a pair's specs and implementations (what an export of the pair ships)."""
     selected_ideas(attention_type, layer_scheme)  # a clear error for an unregistered name
-    return list(dict.fromkeys([ATTENTION_TYPES.module_name(attention_type), LAYER_SCHEMES.module_name(layer_scheme)]))
+    modules = [*ATTENTION_TYPES.module_names(attention_type), *LAYER_SCHEMES.module_names(layer_scheme)]
+    return list(dict.fromkeys(modules))
 
 
 def selected_ideas(attention_type: str, layer_scheme: str) -> tuple[type[ConfigurableIdea], ...]:
-    """The registered classes of a pair; ``ValueError`` for a name that is not registered."""
+    """The specs of a pair (torch-free); ``ValueError`` for a name that is not registered."""
     if attention_type not in ATTENTION_TYPES:
         raise ValueError(
             f"attention_type must be one of {', '.join(map(repr, ATTENTION_TYPES))}; got {attention_type!r}."
@@ -167,37 +219,48 @@ def gradient_checkpointing_error(config: EncoderConfig) -> str | None:
 
 
 def weight_initializers(config: EncoderConfig) -> list[Callable[[nn.Module, EncoderConfig], None]]:
-    """The pair's :meth:`~hf_variants.core.encoder_layers.ConfigurableIdea.init_weights` hooks, each once
+    """The pair's :meth:`~hf_variants.core.ideas.ConfigurableIdea.init_weights` hooks, each once
     (TransJect's two ideas share the orthogonal weights' one, which must not draw twice)."""
     hooks: dict[Callable[..., None], Callable[[nn.Module, EncoderConfig], None]] = {}
-    for idea in selected_ideas(config.attention_type, config.layer_scheme):
+    for idea in selected_implementations(config):
         hooks.setdefault(idea.init_weights.__func__, idea.init_weights)
     return list(hooks.values())
 
 
 def parametrization_owners(attention_type: str, layer_scheme: str) -> dict[str, type[ConfigurableIdea]]:
     """Each parametrisation field of the pair (how weights are stored, not the function they define,
-    e.g. ``orthogonal_map``) → the idea that re-parametrises a model for it."""
+    e.g. ``orthogonal_map``) → the implementation that re-parametrises a model for it."""
     owners: dict[str, type[ConfigurableIdea]] = {}
-    for idea in selected_ideas(attention_type, layer_scheme):
-        for name in idea.parametrization_fields:
-            owners.setdefault(name, idea)
+    for registry, name in ((ATTENTION_TYPES, attention_type), (LAYER_SCHEMES, layer_scheme)):
+        for field in registry[name].parametrization_fields:
+            owners.setdefault(field, registry.implementation(name))
     return owners
 
 
+def parametrization_fields(attention_type: str, layer_scheme: str) -> frozenset[str]:
+    """The pair's parametrisation fields, read off its specs (no modeling code imported)."""
+    return frozenset().union(*(idea.parametrization_fields for idea in selected_ideas(attention_type, layer_scheme)))
+
+
+def selected_implementations(config: EncoderConfig) -> tuple[type[ConfigurableIdea], ...]:
+    """The ``nn.Module`` classes of the config's pair (imports their modeling code)."""
+    selected_ideas(config.attention_type, config.layer_scheme)
+    return ATTENTION_TYPES.implementation(config.attention_type), LAYER_SCHEMES.implementation(config.layer_scheme)
+
+
 def build_attention(config: EncoderConfig, layer_idx: int | None = None) -> nn.Module:
-    return ATTENTION_TYPES[config.attention_type](config, layer_idx=layer_idx)
+    return ATTENTION_TYPES.implementation(config.attention_type)(config, layer_idx=layer_idx)
 
 
 def build_layer(config: EncoderConfig, layer_idx: int) -> LayerScheme:
     """The layer ``layer_idx`` of a config: its scheme, given a factory of its token mixer."""
-    scheme = LAYER_SCHEMES[config.layer_scheme]
+    scheme = LAYER_SCHEMES.implementation(config.layer_scheme)
     return scheme.build(config, layer_idx, partial(build_attention, config, layer_idx))
 
 
 def context_modules(config: EncoderConfig) -> dict[str, nn.Module]:
     """The per-backbone modules the config's token mixer needs (e.g. TransJect's eigenvalue estimator)."""
-    context = ATTENTION_TYPES[config.attention_type].context_module
+    context = ATTENTION_TYPES.implementation(config.attention_type).context_module
     return {} if context is None else {context[0]: context[1](config)}
 
 

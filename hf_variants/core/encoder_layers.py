@@ -1,6 +1,7 @@
-"""Building blocks shared by the variants: embeddings, softmax self-attention, feed-forward,
-residual connections, BERT's (Lie–Trotter) layer, pooler and the masked-LM prediction head — and
-the two base classes of the composition registries (:class:`TokenMixer`, :class:`LayerScheme`).
+"""Building blocks shared by the variants: embeddings, feed-forward, residual connections, pooler and
+the masked-LM prediction head — and the two base classes of the registries' implementations
+(:class:`TokenMixer`, :class:`LayerScheme`). Softmax attention and BERT's layer are ideas like the
+others: ``mixers/softmax`` and ``schemes/lie_trotter``.
 
 Naming follows BERT where it helps a reader (``word_embeddings``, ``LayerNorm``, ``query``/``key``/
 ``value``); variants import these blocks instead of re-writing them.
@@ -9,18 +10,16 @@ Naming follows BERT where it helps a reader (``word_embeddings``, ``LayerNorm``,
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 from torch import nn
 from transformers.activations import ACT2FN
 from transformers.modeling_layers import GradientCheckpointingLayer
-from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-from transformers.models.bert.modeling_bert import eager_attention_forward
 from transformers.pytorch_utils import apply_chunking_to_forward
 
-from .inputs import additive_attention_bias, embedding_ids, flex_block_mask, sdpa_attention_mask
+from .ideas import ConfigurableIdea, LayerSchemeSpec
+from .inputs import embedding_ids
 
 if TYPE_CHECKING:
     from .configuration_encoder import EncoderConfig
@@ -28,91 +27,6 @@ if TYPE_CHECKING:
 #: What a backbone computes once per forward for its layers: extra tensors every layer receives
 #: (after ``hidden_states`` and ``padding_mask``), a weighted auxiliary loss, and named diagnostics.
 LayerInputs = tuple[tuple[torch.Tensor, ...], torch.Tensor | None, dict[str, torch.Tensor]]
-
-
-@dataclass(frozen=True)
-class MatchedSize:
-    """The size every model of a controlled comparison shares; each idea derives its own fields from it
-    (:meth:`ConfigurableIdea.matched_size_fields`, combined by
-    :func:`~hf_variants.core.composition.matched_size_fields`).
-
-    ``head_size`` is the width of one softmax head (``hidden_size // head_size`` heads); a feed-forward
-    network is ``4 × hidden_size`` wide (BERT's ratio); an adaptive solver runs at ``solver_tolerance``
-    (rtol = atol) with at most ``max_solver_steps`` steps (``None``: the config's default)."""
-
-    hidden_size: int
-    num_hidden_layers: int
-    head_size: int
-    solver_tolerance: float = 1e-3
-    max_solver_steps: int | None = None
-
-    @property
-    def num_attention_heads(self) -> int:
-        return max(self.hidden_size // self.head_size, 1)
-
-    @property
-    def intermediate_size(self) -> int:
-        return 4 * self.hidden_size
-
-
-class ConfigurableIdea:
-    """What the composition registries need from a token mixer or a layer scheme: the config fields
-    it owns (with defaults, set on every config that selects it) and their validation, which runs
-    only for configs that select it."""
-
-    #: Config fields this idea owns and their defaults.
-    config_defaults: ClassVar[dict[str, Any]] = {}
-    #: Whether ``output_attentions=True`` yields attention probabilities (False: ``None``).
-    has_attention_probabilities: ClassVar[bool] = True
-    #: Names of this idea's linear layers that a LoRA adapter targets (PEFT's ``target_modules``).
-    lora_target_modules: ClassVar[tuple[str, ...]] = ()
-    #: Config changes that turn this idea off, leaving everything else (embeddings, sizes, LayerNorm
-    #: placement, pooling, initialisation): its matched control. Empty for BERT's own pieces.
-    control_overrides: ClassVar[dict[str, Any]] = {}
-    #: Fields of this idea that change how a model trains or how precisely it is computed, not the
-    #: function its weights define: a pretrained checkpoint may take other values without a word.
-    training_only_fields: ClassVar[frozenset[str]] = frozenset()
-    #: Fields added after a release, with the value every config saved before had (its weights were
-    #: trained with it). A saved config that lacks such a field loads with this value, not the default
-    #: (:meth:`~hf_variants.core.configuration_encoder.EncoderConfig.from_dict`).
-    legacy_values: ClassVar[dict[str, Any]] = {}
-    #: Fields of an earlier release whose values now select another idea: ``{field: {value: {switch:
-    #: today's value}}}`` (the ode scheme's ``block_type="vanilla"`` is ``layer_scheme="vanilla"``). A
-    #: config given such a field (a saved one, or a keyword) gets today's switch and loses the field.
-    legacy_switches: ClassVar[dict[str, dict[Any, dict[str, Any]]]] = {}
-    #: Fields that choose how this idea *stores* its weights, not the function they define (e.g.
-    #: ``orthogonal_map``: other parameters for the same orthogonal matrices). A checkpoint loads with
-    #: its saved values; a model reaches other values through :meth:`reparametrize`.
-    parametrization_fields: ClassVar[frozenset[str]] = frozenset()
-
-    @classmethod
-    def validate_config(cls, config: EncoderConfig) -> None:
-        """Raise ``ValueError`` naming the field when a value of this idea's fields (or its pairing
-        with the other axis) cannot build a meaningful model."""
-
-    @classmethod
-    def gradient_checkpointing_error(cls, config: EncoderConfig) -> str | None:
-        """Why gradient checkpointing would change this idea's results, or ``None`` when it is fine."""
-        return None
-
-    @classmethod
-    def matched_size_fields(cls, size: MatchedSize) -> dict[str, Any]:
-        """This idea's config values at a comparison's matched ``size``, beside the width and depth every
-        model shares (e.g. MGK's half the heads, an FFN's width). Empty: the idea has no size of its own."""
-        return {}
-
-    @classmethod
-    def init_weights(cls, module: nn.Module, config: EncoderConfig) -> None:
-        """Initialise what this idea puts into a model beyond ``PreTrainedModel._init_weights`` and the
-        modules' own ``init_extra_parameters`` (e.g. the parametrisations of orthogonal weights, which
-        sit on torch's modules). Called with every module of a model that selects the idea; through
-        ``transformers.initialization``, which leaves loaded tensors alone."""
-
-    @classmethod
-    def reparametrize(cls, model: nn.Module, name: str, value: Any) -> None:
-        """Store ``model``'s weights under ``name=value``, one of :attr:`parametrization_fields`, without
-        changing the function they define."""
-        raise NotImplementedError(f"{cls.__name__} has no parametrization field {name!r}.")
 
 
 class TokenMixer(ConfigurableIdea):
@@ -129,7 +43,7 @@ class TokenMixer(ConfigurableIdea):
     context_module: ClassVar[tuple[str, type[nn.Module]] | None] = None
 
 
-class LayerScheme(ConfigurableIdea, GradientCheckpointingLayer):
+class LayerScheme(LayerSchemeSpec, GradientCheckpointingLayer):
     """Base of the ``layer_scheme`` registry (``hf_variants.core.composition.LAYER_SCHEMES``).
 
     A layer scheme composes a layer's sub-steps around a token mixer it receives as a factory:
@@ -138,9 +52,6 @@ class LayerScheme(ConfigurableIdea, GradientCheckpointingLayer):
     *extra_outputs)``; :meth:`summarize_outputs` turns the extra outputs of all layers into an
     auxiliary loss and diagnostics.
     """
-
-    #: Whether the scheme's sub-layers carry LayerNorms, so that a pre-LN stack ends with one.
-    has_layer_norm: ClassVar[bool] = True
 
     @classmethod
     def build(
@@ -154,18 +65,6 @@ class LayerScheme(ConfigurableIdea, GradientCheckpointingLayer):
     ) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
         """The layers' extra outputs → (weighted auxiliary loss or None, diagnostics)."""
         return None, {}
-
-
-class FeedForwardScheme(LayerScheme):
-    """A layer scheme whose layers hold position-wise FFNs (:class:`FeedForward`, ``fc_in`` → ``fc_out``):
-    BERT's, Macaron's, the ODE and the vanilla eq. (1) layers. At a comparison's matched size the FFN is
-    the shared ``intermediate_size`` (4 × width), and a LoRA adapter targets its two linears."""
-
-    lora_target_modules = ("fc_in", "fc_out")
-
-    @classmethod
-    def matched_size_fields(cls, size: MatchedSize) -> dict[str, Any]:
-        return {"intermediate_size": size.intermediate_size}
 
 
 class EncoderEmbeddings(nn.Module):
@@ -206,78 +105,6 @@ class EncoderEmbeddings(nn.Module):
             inputs_embeds = self.word_embeddings(input_ids)
         embeddings = inputs_embeds + self.token_type_embeddings(token_type_ids) + self.position_embeddings(position_ids)
         return self.dropout(self.LayerNorm(embeddings))
-
-
-class MultiHeadSelfAttention(TokenMixer, nn.Module):
-    """``attention_type="softmax"``: scaled dot-product multi-head self-attention with eager and SDPA
-    implementations.
-
-    ``softmax(Q Kᵀ / √D) V`` per head (Vaswani et al. 2017, eq. 1), followed by the output projection
-    from ``heads * head_dim`` to ``hidden_size``. The implementation comes from
-    ``config._attn_implementation`` through ``ALL_ATTENTION_FUNCTIONS``; attention probabilities are
-    only materialised by the eager path, which is therefore used whenever ``output_attentions=True``.
-    """
-
-    #: The affine map of the four projections (the N-ODE Transformer swaps in ``Ax + b + ct``).
-    projection_class: type[nn.Linear] = nn.Linear
-
-    lora_target_modules = ("query", "key", "value", "output")
-
-    @classmethod
-    def matched_size_fields(cls, size: MatchedSize) -> dict[str, Any]:
-        return {"num_attention_heads": size.num_attention_heads}
-
-    def __init__(self, config: EncoderConfig, layer_idx: int | None = None) -> None:
-        super().__init__()
-        self.config = config
-        self.layer_idx = layer_idx
-        self.num_heads = config.num_attention_heads
-        self.head_dim = config.attention_head_size
-        self.scaling = self.head_dim**-0.5
-        self.is_causal = False  # the sdpa integration assumes causal unless told otherwise
-        width = config.attention_width
-        self.query = self.projection_class(config.hidden_size, width)
-        self.key = self.projection_class(config.hidden_size, width)
-        self.value = self.projection_class(config.hidden_size, width)
-        self.output = self.projection_class(width, config.hidden_size)
-        self.attention_dropout = config.attention_probs_dropout_prob
-
-    def split_heads(self, projected: torch.Tensor) -> torch.Tensor:
-        """``(batch, seq, heads * head_dim)`` → ``(batch, heads, seq, head_dim)``."""
-        batch, seq_len, _ = projected.shape
-        return projected.view(batch, seq_len, -1, self.head_dim).transpose(1, 2)
-
-    def forward(
-        self,
-        hidden_states: torch.Tensor,
-        padding_mask: torch.Tensor | None = None,
-        *context: torch.Tensor,
-        output_attentions: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        query = self.split_heads(self.query(hidden_states))
-        key = self.split_heads(self.key(hidden_states))
-        value = self.split_heads(self.value(hidden_states))
-        implementation = self.config._attn_implementation or "eager"
-        if output_attentions or implementation == "eager":
-            attention: Callable = eager_attention_forward
-            mask = additive_attention_bias(padding_mask, query.dtype)
-        else:
-            attention = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
-            if implementation == "flex_attention":
-                mask = flex_block_mask(padding_mask, query.shape[-2])
-            else:
-                mask = sdpa_attention_mask(padding_mask)
-        context, weights = attention(
-            self,
-            query,
-            key,
-            value,
-            mask,
-            scaling=self.scaling,
-            dropout=self.attention_dropout if self.training else 0.0,
-        )
-        context = context.reshape(*hidden_states.shape[:-1], -1)
-        return self.output(context), weights
 
 
 class FeedForward(nn.Module):
@@ -366,33 +193,6 @@ class AttentionCall:
             hidden_states, self.padding_mask, *self.context, output_attentions=self.output_attentions
         )
         return output
-
-
-class TransformerLayer(FeedForwardScheme):
-    """``layer_scheme="lie_trotter"``, BERT's layer: ``x̃ = x + MHSA(x)``, ``x' = x̃ + FFN(x̃)``.
-
-    The Lie–Trotter splitting step of Lu et al. (2019), eq. (12)–(13), with LayerNorm placed as
-    ``config.layer_norm_position`` says and any token mixer in place of MHSA.
-    """
-
-    def __init__(self, config: EncoderConfig, layer_idx: int | None, make_attention: Callable[[], nn.Module]) -> None:
-        super().__init__()
-        self.attention = make_attention()
-        self.attention_residual = SublayerConnection(config, config.layer_norm_position)
-        self.feed_forward = FeedForward.from_config(config)
-        self.feed_forward_residual = SublayerConnection(config, config.layer_norm_position)
-
-    def forward(
-        self,
-        hidden_states: torch.Tensor,
-        padding_mask: torch.Tensor | None = None,
-        *context: torch.Tensor,
-        output_attentions: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        attend = AttentionCall(self.attention, padding_mask, context, output_attentions)
-        hidden_states = self.attention_residual(hidden_states, attend)
-        hidden_states = self.feed_forward_residual(hidden_states, self.feed_forward)
-        return hidden_states, attend.weights
 
 
 class Pooler(nn.Module):

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import torch
@@ -42,6 +44,7 @@ from transformers.loss.loss_utils import (
 )
 from transformers.processing_utils import Unpack
 from transformers.utils import TransformersKwargs, can_return_tuple, logging
+from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .composition import (
     LAYER_SCHEMES,
@@ -70,18 +73,46 @@ logger = logging.get_logger(__name__)
 HUB_KWARGS = ("cache_dir", "force_download", "proxies", "token", "local_files_only", "revision", "subfolder")
 
 
+#: What ``output_hidden_states`` / ``output_attentions`` record (transformers' ``_can_record_outputs``): every
+#: layer's input and output hidden states, and the attention probabilities a layer returns second (a scheme
+#: that calls its token mixer many times per layer, as the ODE solver does, returns those of the end state).
+RECORDED_OUTPUTS = {"hidden_states": LayerScheme, "attentions": OutputRecorder(LayerScheme, index=1)}
+
+
+def record_outputs(forward: Callable[..., EncoderOutput]) -> Callable[..., EncoderOutput | tuple]:
+    """transformers 5's ``capture_outputs`` for the backbone: every layer's hidden states and attention
+    probabilities are recorded by hooks on the layers (``_can_record_outputs``: :data:`RECORDED_OUTPUTS`),
+    the last hidden state being the final LayerNorm's output in a pre-LN stack, and ``return_dict=False``
+    gives a tuple. A pair without attention probabilities (TransJect's orthogonal attention, the injective
+    scheme's mixture of experts) is attention-free in transformers' sense: ``output_attentions=True`` gives
+    ``attentions=None`` with a warning, as transformers' attention-free models do (the recorder, declared
+    per class, would give an empty tuple)."""
+    captured = capture_outputs(forward)
+
+    @functools.wraps(forward)
+    def wrapper(self: EncoderPreTrainedModel, *args: Any, **kwargs: Any) -> EncoderOutput | tuple:
+        if not self.has_attentions and _requested_outputs(self.config, {"output_attentions":
+                                                                        kwargs.get("output_attentions")}):  # fmt: skip
+            logger.warning_once(
+                "output_attentions=True: this model's token mixing has no attention probabilities "
+                "(attention-free in transformers' sense); `attentions` is None."
+            )
+            kwargs["output_attentions"] = False
+        return captured(self, *args, **kwargs)
+
+    return wrapper
+
+
 class EncoderStack(nn.Module):
     """``num_hidden_layers`` layers of the config's (scheme, token mixer), then a final LayerNorm for
     pre-LN stacks.
 
-    A pair without attention probabilities (TransJect's orthogonal attention, the injective scheme's
-    mixture of experts) is attention-free in transformers' sense: ``output_attentions=True`` gives
-    ``attentions=None`` (with a warning), as transformers' attention-free models do.
+    Every layer's hidden states and attention probabilities are recorded by transformers' output hooks
+    on the layers (:data:`RECORDED_OUTPUTS`), not collected here.
     """
 
     def __init__(self, config: EncoderConfig) -> None:
         super().__init__()
-        self.has_attentions = has_attention_probabilities(config)
         self.layer = nn.ModuleList(build_layer(config, i) for i in range(config.num_hidden_layers))
         self.final_layer_norm = (
             nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.uses_final_layer_norm else None
@@ -93,34 +124,16 @@ class EncoderStack(nn.Module):
         padding_mask: torch.Tensor | None = None,
         extra_inputs: tuple[torch.Tensor, ...] = (),
         output_attentions: bool = False,
-        output_hidden_states: bool = False,
-    ) -> tuple[EncoderOutput, list[tuple[torch.Tensor, ...]]]:
-        """Returns the stack's output and, per layer, the extra outputs the layer returned."""
-        all_hidden_states: list[torch.Tensor] = [hidden_states]
-        all_attentions: list[torch.Tensor | None] = []
+    ) -> tuple[torch.Tensor, list[tuple[torch.Tensor, ...]]]:
+        """Returns the stack's last hidden state and, per layer, the extra outputs the layer returned."""
         extra_outputs: list[tuple[torch.Tensor, ...]] = []
-        if output_attentions and not self.has_attentions:
-            logger.warning_once(
-                "output_attentions=True: this model's token mixing has no attention probabilities "
-                "(attention-free in transformers' sense); `attentions` is None."
-            )
-            output_attentions = False
         for layer in self.layer:
-            hidden_states, attention, *extras = layer(
-                hidden_states, padding_mask, *extra_inputs, output_attentions=output_attentions
-            )
-            all_hidden_states.append(hidden_states)
-            all_attentions.append(attention)
+            hidden_states, _, *extras = layer(hidden_states, padding_mask, *extra_inputs,
+                                              output_attentions=output_attentions)  # fmt: skip
             extra_outputs.append(tuple(extras))
         if self.final_layer_norm is not None:
             hidden_states = self.final_layer_norm(hidden_states)
-            all_hidden_states[-1] = hidden_states
-        output = EncoderOutput(
-            last_hidden_state=hidden_states,
-            hidden_states=tuple(all_hidden_states) if output_hidden_states else None,
-            attentions=tuple(all_attentions) if output_attentions else None,
-        )
-        return output, extra_outputs
+        return hidden_states, extra_outputs
 
 
 class EncoderPreTrainedModel(PreTrainedModel):
@@ -142,6 +155,7 @@ class EncoderPreTrainedModel(PreTrainedModel):
     _supports_flex_attn = True
     # Losses are means over the batch; the Trainer must scale them for gradient accumulation.
     accepts_loss_kwargs = False
+    _can_record_outputs = RECORDED_OUTPUTS
     embeddings_class: ClassVar[type[nn.Module]] = EncoderEmbeddings
     # Set when the variant's ``EncoderModel`` subclass is defined (see ``EncoderModel.__init_subclass__``).
     base_model_class: ClassVar[type[PreTrainedModel] | None] = None
@@ -160,7 +174,7 @@ class EncoderPreTrainedModel(PreTrainedModel):
     def _init_weights(self, module: nn.Module) -> None:
         """``PreTrainedModel._init_weights`` (normal(0, initializer_range) for Linear/Embedding weights,
         zeros for biases and the padding row, ones/zeros for LayerNorm), then what the pair's ideas add
-        (:meth:`~hf_variants.core.encoder_layers.ConfigurableIdea.init_weights`, e.g. the orthogonal
+        (:meth:`~hf_variants.core.ideas.ConfigurableIdea.init_weights`, e.g. the orthogonal
         weights' parametrisations), then the module's own parameters (``init_extra_parameters``) — all
         through ``transformers.initialization``, which only touches tensors that were not loaded."""
         super()._init_weights(module)
@@ -200,7 +214,7 @@ class EncoderPreTrainedModel(PreTrainedModel):
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
         """transformers' ``from_pretrained``, honouring exactly a requested value of a parametrisation
-        field of the pair (:attr:`~hf_variants.core.encoder_layers.ConfigurableIdea.parametrization_fields`,
+        field of the pair (:attr:`~hf_variants.core.ideas.ConfigurableIdea.parametrization_fields`,
         e.g. ``orthogonal_map``): the checkpoint's tensors are parameters of its own parametrisation (under
         another they would be another function), so the model loads with the saved values and is then
         re-parametrised (:meth:`reparametrize`)."""
@@ -309,11 +323,12 @@ class EncoderModel(EncoderPreTrainedModel):
             setattr(self, name, module)
             self.context_names.append(name)
         self.encoder = EncoderStack(config)
+        self.has_attentions = has_attention_probabilities(config)
         self.pooler = Pooler(config) if add_pooling_layer else None
         self.parametrized = any(parametrize.is_parametrized(m) for m in self.modules())
         self.post_init()
 
-    @can_return_tuple
+    @record_outputs
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
@@ -325,9 +340,10 @@ class EncoderModel(EncoderPreTrainedModel):
         **kwargs: Unpack[TransformersKwargs],
     ) -> EncoderOutput:
         r"""``output_attentions`` / ``output_hidden_states`` (keyword arguments, default: the config's) add
-        every layer's attention probabilities / hidden states; ``output_diagnostics`` the auxiliary loss and
-        the pair's diagnostics; ``return_dict=False`` gives a tuple (``can_return_tuple``)."""
-        output_attentions, output_hidden_states = _requested_outputs(self.config, kwargs)
+        every layer's attention probabilities / hidden states (recorded by transformers' output hooks:
+        :func:`record_outputs`); ``output_diagnostics`` the auxiliary loss and the pair's diagnostics;
+        ``return_dict=False`` gives a tuple."""
+        output_attentions = _requested_outputs(self.config, kwargs)
         # Orthogonally parametrised weights are computed once per forward pass, not once per use.
         with parametrize.cached() if self.parametrized else contextlib.nullcontext():
             embeddings = self.embeddings(
@@ -338,9 +354,8 @@ class EncoderModel(EncoderPreTrainedModel):
             )
             padding_mask = key_padding_mask(attention_mask, embeddings.shape[:2])
             extra_inputs, auxiliary_loss, diagnostics = self.prepare_layer_inputs(embeddings, padding_mask)
-            outputs, extra_outputs = self.encoder(
-                embeddings, padding_mask, extra_inputs, output_attentions, output_hidden_states
-            )
+            last_hidden_state, extra_outputs = self.encoder(embeddings, padding_mask, extra_inputs, output_attentions)
+            outputs = EncoderOutput(last_hidden_state=last_hidden_state)
             layer_loss, layer_diagnostics = self.summarize_layer_outputs(extra_outputs, padding_mask)
             if self._diagnostics_requested(output_diagnostics):
                 outputs.auxiliary_loss = _add_optional(auxiliary_loss, layer_loss)
@@ -367,7 +382,7 @@ class EncoderModel(EncoderPreTrainedModel):
         self, extra_outputs: list[tuple[torch.Tensor, ...]], padding_mask: torch.Tensor | None
     ) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
         """The layers' extra outputs → an auxiliary loss and diagnostics, by the layer scheme."""
-        scheme = LAYER_SCHEMES[self.config.layer_scheme]
+        scheme = LAYER_SCHEMES.implementation(self.config.layer_scheme)
         return scheme.summarize_outputs(self.config, extra_outputs, padding_mask)
 
 
@@ -621,17 +636,15 @@ class EncoderForMultipleChoice(_ClassifierHeadMixin, EncoderPreTrainedModel):
         return result
 
 
-def _requested_outputs(config: PretrainedConfig, kwargs: dict[str, Any]) -> tuple[bool, bool]:
-    """``output_attentions`` and ``output_hidden_states`` from a forward's keyword arguments (default: the
-    config's). Any other keyword argument is refused by name: ``**kwargs`` must not swallow a misspelt one."""
+def _requested_outputs(config: PretrainedConfig, kwargs: dict[str, Any]) -> bool:
+    """``output_attentions`` from a forward's keyword arguments (default: the config's): the layers then
+    compute attention probabilities (the eager path). ``output_hidden_states`` is the recorder's alone. Any
+    other keyword argument is refused by name: ``**kwargs`` must not swallow a misspelt one."""
     unknown = sorted(set(kwargs) - {"output_attentions", "output_hidden_states"})
     if unknown:
         raise TypeError(f"forward() got unexpected keyword argument(s) {', '.join(map(repr, unknown))}.")
-    attentions, hidden_states = kwargs.get("output_attentions"), kwargs.get("output_hidden_states")
-    return (
-        config.output_attentions if attentions is None else attentions,
-        config.output_hidden_states if hidden_states is None else hidden_states,
-    )
+    attentions = kwargs.get("output_attentions")
+    return config.output_attentions if attentions is None else attentions
 
 
 def _add_optional(first: torch.Tensor | None, second: torch.Tensor | None) -> torch.Tensor | None:

@@ -43,7 +43,7 @@ import torch
 
 from hf_variants_cli import compare as cli_arguments
 
-from ..core.encoder_layers import MatchedSize
+from ..core.ideas import MatchedSize
 from ..core.overrides import format_overrides
 from ..training import checkpoints, run_identity
 from . import verdicts
@@ -369,7 +369,7 @@ def train(args: argparse.Namespace, source: DataSource, tokenizer: str, run: Run
     """The run's stage (in a worker or in this process), what it prints going to its log file. A
     fine-tuning run that the N-ODE solver or the non-finite check stops is an outcome, recorded as
     ``{"failed": "<error>"}``; a pretraining that stops ends the comparison."""
-    from ..core.ode_layer import ODESolverError
+    from ..core.schemes.ode.modeling_ode import ODESolverError
 
     quiet = not args.disable_tqdm or args.workers > 1  # beside bars, or side by side: to the log file only
     with console_to_file(args.output_dir / "models" / run.spec.folder / f"{run.folder_name}.log", quiet):

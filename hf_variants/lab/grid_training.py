@@ -29,7 +29,7 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
 import hf_variants  # noqa: F401  (registers the variants)
 
-from ..core.ode_layer import ODESolverError
+from ..core.schemes.ode.modeling_ode import ODESolverError
 from ..training.nonfinite import NonFiniteStepError
 from ..training.run_glue import GlueTrainer
 from .statistics import predicts_one_class
@@ -96,7 +96,7 @@ class RunSettings:
 def injective_layer_effect(model: torch.nn.Module, trainer: GlueTrainer, evaluation: EncodedSplit) -> dict:
     """For a model with injective layers (TransJect's scheme): the trained α_l and the accuracy with every
     α_l set to 0 — how much the layers carry; nothing for other models."""
-    from ..core.injective_layer import layers_as_identity, residual_weights
+    from ..core.schemes.injective.modeling_injective import layers_as_identity, residual_weights
 
     alphas = residual_weights(model)
     if not alphas:

@@ -15,7 +15,7 @@ class MacaronBertConfig(EncoderConfig):
     meaning; ``intermediate_size`` is that of the BERT model being matched, and each of the two
     FFNs of a layer gets half of it, so the parameter count equals BERT's up to one LayerNorm and
     one bias per layer. The layer's own field, ``first_ffn_activation``, is documented on
-    :class:`~hf_variants.core.strang_layer.StrangLayer`.
+    :class:`~hf_variants.core.schemes.strang.configuration_strang.StrangSpec`.
 
     Args:
         attention_type: Token mixer (default ``"softmax"``, the paper's; any of ``ATTENTION_TYPES``).

@@ -1,6 +1,6 @@
 """Macaron-BERT: BERT whose layers follow the Strang–Marchuk splitting scheme, eq. (17)–(19).
 
-The layer is :class:`~hf_variants.core.strang_layer.StrangLayer` (``layer_scheme="strang"``);
+The layer is :class:`~hf_variants.core.schemes.strang.modeling_strang.StrangLayer` (``layer_scheme="strang"``);
 embeddings, heads and attention are the shared BERT-style core.
 """
 
@@ -15,7 +15,7 @@ from ..core.modeling_encoder import (
     EncoderModel,
     EncoderPreTrainedModel,
 )
-from ..core.strang_layer import StrangLayer
+from ..core.schemes.strang.modeling_strang import StrangLayer
 from .configuration_macaron_bert import MacaronBertConfig
 
 #: The Macaron layer under its historical name.

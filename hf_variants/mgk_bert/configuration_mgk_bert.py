@@ -16,7 +16,7 @@ class MgkBertConfig(EncoderConfig):
 
     The attention's fields (``num_key_components``, ``key_mode``, ``key_shift_init_std``,
     ``variance_factors``, ``mixture_weights``) are documented on
-    :class:`~hf_variants.core.mixture_of_keys.MixtureOfKeysAttention`; any variant with
+    :class:`~hf_variants.core.mixers.mgk.configuration_mgk.MixtureOfKeysSpec`; any variant with
     ``attention_type="mgk"`` or ``"mlk"`` has them.
 
     Args:

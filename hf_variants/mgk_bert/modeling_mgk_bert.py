@@ -1,7 +1,7 @@
 """MGK-BERT: BERT whose attention keys are mixtures of Gaussians (Transformer-MGK) or of linear
 keys (Transformer-MLK), Nguyen et al. (2022).
 
-The attention is :mod:`hf_variants.core.mixture_of_keys` (``attention_type="mgk"`` / ``"mlk"``); the
+The attention is :mod:`hf_variants.core.mixers.mgk.modeling_mgk` (``attention_type="mgk"`` / ``"mlk"``); the
 layer is BERT's (``layer_scheme="lie_trotter"``).
 """
 

@@ -1,13 +1,13 @@
 """N-ODE Transformer (``model_type="node_transformer"``): every block an ODE solved with torchdiffeq."""
 
-from ..core.ode_layer import (
+from ..core.registration import register_variant
+from ..core.schemes.ode.modeling_ode import (
     NodeDynamics,
     NodeTransformerBlock,
     ODESolverError,
     TimeDependentLinear,
 )
-from ..core.registration import register_variant
-from ..core.vanilla_layer import VanillaTransformerBlock
+from ..core.schemes.vanilla.modeling_vanilla import VanillaTransformerBlock
 from .configuration_node_transformer import NodeTransformerConfig
 from .modeling_node_transformer import (
     NodeTransformerForMaskedLM,

@@ -15,7 +15,7 @@ class NodeTransformerConfig(EncoderConfig):
     The block's fields (``ode_function``, ``time_dependent_attention``, ``use_layer_norm``,
     ``ode_method``, ``rtol``, ``atol``, ``final_time``, ``step_size``, ``max_num_steps``, ``adjoint``,
     ``kinetic_regularization``) are documented on
-    :class:`~hf_variants.core.ode_layer.NodeTransformerBlock`; any variant with
+    :class:`~hf_variants.core.schemes.ode.configuration_ode.OdeSpec`; any variant with
     ``layer_scheme="ode"`` has them.
 
     Args:

@@ -2,9 +2,9 @@
 adaptive solver, so the number of function evaluations (the "depth") adapts to the input
 (Baier-Reinio & De Sterck 2020, §3).
 
-The block is :class:`~hf_variants.core.ode_layer.NodeTransformerBlock` (``layer_scheme="ode"``; the
+The block is :class:`~hf_variants.core.schemes.ode.modeling_ode.NodeTransformerBlock` (``layer_scheme="ode"``; the
 paper's vanilla eq. (1) baseline, its matched control, is ``layer_scheme="vanilla"``:
-:class:`~hf_variants.core.vanilla_layer.VanillaTransformerBlock`);
+:class:`~hf_variants.core.schemes.vanilla.modeling_vanilla.VanillaTransformerBlock`);
 ``diagnostics`` holds ``nfe_per_block`` and ``nfe_total`` and, when λ > 0, ``kinetic_energy`` per
 sequence (summed over blocks); the weighted kinetic regulariser is ``auxiliary_loss``.
 """

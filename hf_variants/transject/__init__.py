@@ -1,6 +1,6 @@
 """TransJect (``model_type="transject"``): orthogonal attention experts with injective residuals."""
 
-from ..core.orthogonal_attention import EigenvalueEstimator, OrthogonalAttention
+from ..core.mixers.orthogonal.modeling_orthogonal import EigenvalueEstimator, OrthogonalAttention
 from ..core.registration import register_variant
 from .configuration_transject import TransJectConfig
 from .modeling_transject import (

@@ -17,10 +17,10 @@ class TransJectConfig(EncoderConfig):
 
     Its two ideas are its defaults: ``attention_type="orthogonal"`` (fields ``eigenvalue_mode``,
     ``reconstruction_loss_weight``, ``orthogonal_map``: see
-    :class:`~hf_variants.core.orthogonal_attention.OrthogonalAttention`) and
+    :class:`~hf_variants.core.mixers.orthogonal.configuration_orthogonal.OrthogonalAttentionSpec`) and
     ``layer_scheme="injective"`` (fields ``num_experts``, ``residual_weight``, ``expert_weights``,
     ``entropic``, ``entropic_eval``, ``orthogonal_map``: see
-    :class:`~hf_variants.core.injective_layer.InjectiveLayer`). With them, only these
+    :class:`~hf_variants.core.schemes.injective.configuration_injective.InjectiveSpec`). With them, only these
     ``EncoderConfig`` fields are used: ``vocab_size``, ``hidden_size`` (d, even: token embeddings and
     positions get d/2 each), ``num_hidden_layers`` (L), ``max_position_embeddings`` (longest accepted
     input; the sinusoidal code itself has no table), ``type_vocab_size`` (with

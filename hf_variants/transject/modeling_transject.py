@@ -3,9 +3,9 @@ representations are preserved within a bound (paper §3, Theorems 1–2).
 
 * Embeddings (here): ``X⁽⁰⁾ = concat(Emb(x), PE)``, d/2 each (§3.4), so no two tokens share an embedding.
 * Orthogonal attention ``X U Σ V`` with Σ from ``X⁽⁰⁾ᵀX⁽⁰⁾`` (Theorem 1):
-  :mod:`hf_variants.core.orthogonal_attention` (``attention_type="orthogonal"``).
+  :mod:`hf_variants.core.mixers.orthogonal.modeling_orthogonal` (``attention_type="orthogonal"``).
 * Injective residuals, mixture of experts and the orthogonal FFN (eq. 3–6), Entropic-TransJect (eq. 4):
-  :mod:`hf_variants.core.injective_layer` (``layer_scheme="injective"``).
+  :mod:`hf_variants.core.schemes.injective.modeling_injective` (``layer_scheme="injective"``).
 
 With both, each layer is ``(1 + |s|)²``-Lipschitz and ``(1 − |s|)²``-co-Lipschitz; with ``|s| < 1/L``
 the L-layer encoder stays within ``[(1 − 1/L)^{2L}, e²]`` (Theorem 2).
@@ -20,7 +20,6 @@ import torch
 from torch import nn
 from transformers import initialization as init
 
-from ..core.injective_layer import InjectiveLayer
 from ..core.inputs import embedding_ids
 from ..core.modeling_encoder import (
     EncoderForMaskedLM,
@@ -31,6 +30,7 @@ from ..core.modeling_encoder import (
     EncoderModel,
     EncoderPreTrainedModel,
 )
+from ..core.schemes.injective.modeling_injective import InjectiveLayer
 from .configuration_transject import TransJectConfig
 
 #: The TransJect layer under its historical name.

@@ -16,43 +16,21 @@ Each FFN has half of ``intermediate_size`` (the matched BERT's), so parameters m
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
-from transformers.activations import ACT2FN
 
-from .encoder_layers import AttentionCall, FeedForward, FeedForwardScheme, SublayerConnection
-from .validation import require_choice
+from ...encoder_layers import AttentionCall, FeedForward, LayerScheme, SublayerConnection
 
 if TYPE_CHECKING:
-    from .configuration_encoder import EncoderConfig
+    from ...configuration_encoder import EncoderConfig
 
 
-class StrangLayer(FeedForwardScheme):
-    """One Macaron layer, eq. (17)–(19), each sub-layer with its own residual LayerNorm.
-
-    Config fields (on every config whose ``layer_scheme`` is ``"strang"``):
-        first_ffn_activation: Activation of the first (lower) FFN. ``None`` (default) uses
-            ``hidden_act``. The authors' code hard-wires ReLU here even when ``hidden_act`` is GELU;
-            set ``"relu"`` to reproduce it.
-
-    ``intermediate_size`` is that of the BERT model being matched; each of the two FFNs gets half of
-    it (paper §4: "reduce the dimensionality of the inner-layer of the two FFN sub-layers by half").
-    """
-
-    control_overrides: ClassVar[dict[str, Any]] = {"layer_scheme": "lie_trotter"}
-    config_defaults: ClassVar[dict[str, Any]] = {"first_ffn_activation": None}
-
-    @classmethod
-    def validate_config(cls, config: EncoderConfig) -> None:
-        if config.intermediate_size < 2:
-            raise ValueError(
-                f"intermediate_size ({config.intermediate_size}) must be at least 2 for layer_scheme='strang': "
-                "each of the two FFNs gets half."
-            )
-        if config.first_ffn_activation is not None:
-            require_choice(config, "first_ffn_activation", ACT2FN.keys())
+class StrangLayer(LayerScheme):
+    """One Macaron layer, eq. (17)–(19), each sub-layer with its own residual LayerNorm; each of the two
+    FFNs gets half of ``intermediate_size``. Its config fields are documented on
+    :class:`.configuration_strang.StrangSpec`."""
 
     def __init__(self, config: EncoderConfig, layer_idx: int | None, make_attention: Callable[[], nn.Module]) -> None:
         super().__init__()

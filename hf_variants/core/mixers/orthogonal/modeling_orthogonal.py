@@ -15,7 +15,7 @@ but the layer around it is not bounded by Theorem 2 (see the TransJect model car
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -23,14 +23,12 @@ from torch.nn.utils import parametrize
 from torch.nn.utils.parametrizations import orthogonal
 from transformers import initialization as init
 
-from .encoder_layers import ConfigurableIdea, LayerInputs, MatchedSize, TokenMixer
-from .validation import require_choice, require_number
+from ...encoder_layers import LayerInputs, TokenMixer
+from ...ideas import ConfigurableIdea
+from .configuration_orthogonal import ORTHOGONAL_MAPS
 
 if TYPE_CHECKING:
-    from .configuration_encoder import EncoderConfig
-
-EIGENVALUE_MODES = ("approx", "exact", "random")
-ORTHOGONAL_MAPS = ("matrix_exp", "cayley", "householder")
+    from ...configuration_encoder import EncoderConfig
 
 
 class OrthogonalLinear(nn.Linear):
@@ -74,8 +72,6 @@ class HoldsOrthogonalLinears(ConfigurableIdea, nn.Module):
       weight is frozen), and a merge is exact.
     """
 
-    parametrization_fields: ClassVar[frozenset[str]] = frozenset({"orthogonal_map"})
-
     @classmethod
     def init_weights(cls, module: nn.Module, config: EncoderConfig) -> None:
         if isinstance(module, parametrize.ParametrizationList) and getattr(module[0], "base", None) is not None:
@@ -102,10 +98,6 @@ def orthogonal_linear(size: int, bias: bool, orthogonal_map: str) -> OrthogonalL
     with torch.device("cpu"):
         linear = OrthogonalLinear(size, size, bias=bias, dtype=torch.float32)
         return orthogonal(linear, orthogonal_map=orthogonal_map)
-
-
-def validate_orthogonal_map(config: EncoderConfig) -> None:
-    require_choice(config, "orthogonal_map", ORTHOGONAL_MAPS)
 
 
 def set_orthogonal_map(model: nn.Module, orthogonal_map: str) -> None:
@@ -182,45 +174,13 @@ class EigenvalueEstimator(nn.Module):
 
 
 class OrthogonalAttention(TokenMixer, HoldsOrthogonalLinears):
-    """One orthogonal attention of Theorem 1: ``A(X) = X U Σ V`` (rows of X are tokens).
-
-    Config fields (on every config whose ``attention_type`` is ``"orthogonal"``):
-        eigenvalue_mode: How Σ is obtained: ``"approx"`` (paper default: learned orthogonal
-            eigenvectors Ũ, ``Σ = diag(ŨᵀXᵀXŨ)``, and the reconstruction loss added to the loss),
-            ``"exact"`` (``torch.linalg.eigvalsh``; not in the paper) or ``"random"``
-            (Random-TransJect: a learnable diagonal initialised at random, not redrawn per call as in
-            the authors' code).
-        reconstruction_loss_weight: Weight of the reconstruction loss (authors' code: 0.001).
-        orthogonal_map: Map of ``torch.nn.utils.parametrizations.orthogonal``: ``"cayley"`` (default,
-            one d × d solve forward and backward), ``"matrix_exp"`` (torch's default and the authors'
-            code; several times the cost) or ``"householder"``. A parametrisation field:
-            ``model.reparametrize(orthogonal_map=...)``, or loading with another map, switches a trained
-            model exactly.
+    """One orthogonal attention of Theorem 1: ``A(X) = X U Σ V`` (rows of X are tokens); its config fields
+    are documented on :class:`.configuration_orthogonal.OrthogonalAttentionSpec`.
 
     Attention-free in transformers' sense: ``output_attentions=True`` gives ``None`` for it.
     """
 
-    control_overrides: ClassVar[dict[str, Any]] = {"attention_type": "softmax"}
-    config_defaults: ClassVar[dict[str, Any]] = {
-        "eigenvalue_mode": "approx",
-        "reconstruction_loss_weight": 1e-3,
-        "orthogonal_map": "cayley",
-    }
-    has_attention_probabilities = False
-    lora_target_modules = ("U", "V")  # orthogonal: an adapter makes them non-orthogonal
-    training_only_fields = frozenset({"reconstruction_loss_weight"})  # a term of the loss, not of the function
     context_module = ("eigenvalues", EigenvalueEstimator)
-
-    @classmethod
-    def validate_config(cls, config: EncoderConfig) -> None:
-        require_choice(config, "eigenvalue_mode", EIGENVALUE_MODES)
-        validate_orthogonal_map(config)
-        require_number(config, "reconstruction_loss_weight", strict=False)
-
-    @classmethod
-    def matched_size_fields(cls, size: MatchedSize) -> dict[str, Any]:
-        """One full-width map (U Σ Vᵀ has no heads), whatever the comparison's head width."""
-        return {"num_attention_heads": 1}
 
     def __init__(self, config: EncoderConfig, layer_idx: int | None = None) -> None:
         super().__init__()

@@ -13,31 +13,20 @@ before each sub-layer, as it does inside the ODE block's F.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
-from .encoder_layers import FeedForward, FeedForwardScheme, optional_pre_norms
-from .validation import require_bool
+from ...encoder_layers import FeedForward, LayerScheme, optional_pre_norms
 
 if TYPE_CHECKING:
-    from .configuration_encoder import EncoderConfig
+    from ...configuration_encoder import EncoderConfig
 
 
-class VanillaTransformerBlock(FeedForwardScheme):
-    """Eq. (1): ``Y = X + MHSA(X)``, ``X' = Y + FFN(Y)``, with dropout after each sub-layer.
-
-    Config fields (on every config whose ``layer_scheme`` is ``"vanilla"``):
-        use_layer_norm: Pre-LayerNorm before each sub-layer (off, as in the paper; the ODE scheme's
-            field of the same name, with the same meaning inside F).
-    """
-
-    config_defaults: ClassVar[dict[str, Any]] = {"use_layer_norm": False}
-
-    @classmethod
-    def validate_config(cls, config: EncoderConfig) -> None:
-        require_bool(config, "use_layer_norm")
+class VanillaTransformerBlock(LayerScheme):
+    """Eq. (1): ``Y = X + MHSA(X)``, ``X' = Y + FFN(Y)``, with dropout after each sub-layer (its config
+    field: :class:`.configuration_vanilla.VanillaSpec`)."""
 
     def __init__(self, config: EncoderConfig, layer_idx: int | None, make_attention: Callable[[], nn.Module]) -> None:
         super().__init__()

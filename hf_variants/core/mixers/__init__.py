@@ -1,0 +1,2 @@
+"""Token mixers, one folder per ``attention_type`` key: ``configuration_<key>.py`` declares the idea's
+config fields (its spec, torch-free) and ``modeling_<key>.py`` implements it."""

@@ -1,0 +1,2 @@
+"""``attention_type="mgk"``: its spec
+(``configuration_mgk``) and its implementation (``modeling_mgk``)."""

@@ -1,0 +1,2 @@
+"""``attention_type="mlk"``: its spec
+(``configuration_mlk``) and its implementation (``modeling_mlk``)."""

@@ -1,0 +1,69 @@
+"""Spec of ``attention_type="orthogonal"``: TransJect's orthogonal attention ``A(X) = X U Σ V`` (paper
+§3.1, Theorem 1), implemented by :class:`~hf_variants.core.mixers.orthogonal.modeling_orthogonal.OrthogonalAttention`;
+and the parametrisation field every idea with orthogonal weights shares (the injective scheme's too)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ...ideas import ConfigurableIdea, MatchedSize
+from ...validation import require_choice, require_number
+
+if TYPE_CHECKING:
+    from ...configuration_encoder import EncoderConfig
+
+EIGENVALUE_MODES = ("approx", "exact", "random")
+ORTHOGONAL_MAPS = ("matrix_exp", "cayley", "householder")
+
+
+def validate_orthogonal_map(config: EncoderConfig) -> None:
+    require_choice(config, "orthogonal_map", ORTHOGONAL_MAPS)
+
+
+class OrthogonalWeightsSpec(ConfigurableIdea):
+    """An idea whose weights include orthogonally parametrised linears: ``orthogonal_map`` is a
+    parametrisation field (the same matrices under another map are other parameters, so a checkpoint
+    loads with its saved map and ``model.reparametrize(orthogonal_map=...)`` switches exactly)."""
+
+    parametrization_fields: ClassVar[frozenset[str]] = frozenset({"orthogonal_map"})
+
+
+class OrthogonalAttentionSpec(OrthogonalWeightsSpec):
+    """One orthogonal attention of Theorem 1: ``A(X) = X U Σ V`` (rows of X are tokens).
+
+    Config fields (on every config whose ``attention_type`` is ``"orthogonal"``):
+        eigenvalue_mode: How Σ is obtained: ``"approx"`` (paper default: learned orthogonal
+            eigenvectors Ũ, ``Σ = diag(ŨᵀXᵀXŨ)``, and the reconstruction loss added to the loss),
+            ``"exact"`` (``torch.linalg.eigvalsh``; not in the paper) or ``"random"``
+            (Random-TransJect: a learnable diagonal initialised at random, not redrawn per call as in
+            the authors' code).
+        reconstruction_loss_weight: Weight of the reconstruction loss (authors' code: 0.001).
+        orthogonal_map: Map of ``torch.nn.utils.parametrizations.orthogonal``: ``"cayley"`` (default,
+            one d × d solve forward and backward), ``"matrix_exp"`` (torch's default and the authors'
+            code; several times the cost) or ``"householder"``. A parametrisation field:
+            ``model.reparametrize(orthogonal_map=...)``, or loading with another map, switches a trained
+            model exactly.
+
+    Attention-free in transformers' sense: ``output_attentions=True`` gives ``None`` for it.
+    """
+
+    control_overrides: ClassVar[dict[str, Any]] = {"attention_type": "softmax"}
+    config_defaults: ClassVar[dict[str, Any]] = {
+        "eigenvalue_mode": "approx",
+        "reconstruction_loss_weight": 1e-3,
+        "orthogonal_map": "cayley",
+    }
+    has_attention_probabilities = False
+    lora_target_modules = ("U", "V")  # orthogonal: an adapter makes them non-orthogonal
+    training_only_fields = frozenset({"reconstruction_loss_weight"})  # a term of the loss, not of the function
+
+    @classmethod
+    def validate_config(cls, config: EncoderConfig) -> None:
+        require_choice(config, "eigenvalue_mode", EIGENVALUE_MODES)
+        validate_orthogonal_map(config)
+        require_number(config, "reconstruction_loss_weight", strict=False)
+
+    @classmethod
+    def matched_size_fields(cls, size: MatchedSize) -> dict[str, Any]:
+        """One full-width map (U Σ Vᵀ has no heads), whatever the comparison's head width."""
+        return {"num_attention_heads": 1}

@@ -1,0 +1,2 @@
+"""``layer_scheme="injective"``: its spec
+(``configuration_injective``) and its implementation (``modeling_injective``)."""

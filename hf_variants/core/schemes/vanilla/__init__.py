@@ -1,0 +1,2 @@
+"""``layer_scheme="vanilla"``: its spec
+(``configuration_vanilla``) and its implementation (``modeling_vanilla``)."""
