@@ -102,25 +102,22 @@ class IdeaRegistry(MutableMapping[str, type]):
     def __len__(self) -> int:
         return len(self._entries)
 
-    def module_names(self, name: str) -> list[str]:
-        """The dotted modules of ``name``'s spec and implementation, without importing them."""
-        entry = self._entries[name]
-        if not isinstance(entry, IdeaModules):
-            return [entry.__module__]
-        return [f"{__package__}.{reference.split(':')[0]}" for reference in (entry.spec, entry.implementation)]
-
-    def class_names(self) -> list[str]:
-        """The implementation class names of every entry, without importing them."""
-        return [entry.implementation.split(":")[1] if isinstance(entry, IdeaModules) else entry.__name__
-                for entry in self._entries.values()]  # fmt: skip
-
     def references(self, name: str) -> list[tuple[str, str]]:
-        """``(dotted module, class name)`` of ``name``'s spec and implementation, without importing them."""
+        """``(dotted module, class name)`` of ``name``'s spec and implementation (one pair for a class
+        registered on its own), without importing them."""
         entry = self._entries[name]
         if not isinstance(entry, IdeaModules):
             return [(entry.__module__, entry.__name__)]
         pairs = (reference.split(":") for reference in (entry.spec, entry.implementation))
         return [(f"{__package__}.{module}", class_name) for module, class_name in pairs]
+
+    def module_names(self, name: str) -> list[str]:
+        """The dotted modules of ``name``'s spec and implementation, without importing them."""
+        return [module for module, _ in self.references(name)]
+
+    def class_names(self) -> list[str]:
+        """The implementation class names of every entry, without importing them."""
+        return [self.references(name)[-1][1] for name in self]
 
 
 #: Whether the idea folders are flattened into this module's own folder (``hf_variants.hub`` sets it in the
@@ -235,11 +232,6 @@ def parametrization_owners(attention_type: str, layer_scheme: str) -> dict[str, 
         for field in registry[name].parametrization_fields:
             owners.setdefault(field, registry.implementation(name))
     return owners
-
-
-def parametrization_fields(attention_type: str, layer_scheme: str) -> frozenset[str]:
-    """The pair's parametrisation fields, read off its specs (no modeling code imported)."""
-    return frozenset().union(*(idea.parametrization_fields for idea in selected_ideas(attention_type, layer_scheme)))
 
 
 def selected_implementations(config: EncoderConfig) -> tuple[type[ConfigurableIdea], ...]:

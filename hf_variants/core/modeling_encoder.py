@@ -90,9 +90,9 @@ def record_outputs(forward: Callable[..., EncoderOutput]) -> Callable[..., Encod
     captured = capture_outputs(forward)
 
     @functools.wraps(forward)
-    def wrapper(self: EncoderPreTrainedModel, *args: Any, **kwargs: Any) -> EncoderOutput | tuple:
-        if not self.has_attentions and _requested_outputs(self.config, {"output_attentions":
-                                                                        kwargs.get("output_attentions")}):  # fmt: skip
+    def wrapper(self: EncoderModel, *args: Any, **kwargs: Any) -> EncoderOutput | tuple:
+        asked = kwargs.get("output_attentions")
+        if not self.has_attentions and (self.config.output_attentions if asked is None else asked):
             logger.warning_once(
                 "output_attentions=True: this model's token mixing has no attention probabilities "
                 "(attention-free in transformers' sense); `attentions` is None."
