@@ -1,9 +1,10 @@
 """What a config knows of a token mixer or a layer scheme: its declarative spec (fields, defaults,
 validation, matched control, matched sizes), apart from the ``nn.Module`` that implements it.
 
-Torch-free, like every ``mixers/<key>/configuration_<key>.py`` and ``schemes/<key>/configuration_<key>.py``
-spec: a config (and ``AutoConfig`` of an exported checkpoint) imports these and no modeling code, so
-building one imports neither flex attention nor ``torchdiffeq``. The registries
+Torch-free (no torch import of its own; transformers' config classes import torch anyway), like every
+``mixers/<key>/configuration_<key>.py`` and ``schemes/<key>/configuration_<key>.py`` spec: a config (and
+``AutoConfig`` of an exported checkpoint) imports these and no modeling code, so building one imports
+neither flex attention nor ``torchdiffeq``. The registries
 (:mod:`hf_variants.core.composition`) pair each spec with its implementation, imported only when a model
 is built.
 """
