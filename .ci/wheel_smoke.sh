@@ -53,8 +53,12 @@ hf-variants finetune --model_name_or_path mlm --train_file train.csv --validatio
     --do_train --do_eval --max_steps 3 --per_device_train_batch_size 8 --max_seq_length 24 \
     --report_to none --disable_tqdm true --output_dir classifier < /dev/null
 hf-variants export classifier --output_dir export --repo_id me/tiny --push --local_hub hub < /dev/null
-test -f hub/me/tiny/modeling_node_transformer.py && test -f hub/me/tiny/ode_layer.py
-test ! -e hub/me/tiny/mixture_of_keys.py  # only the code of the export's own pair
+for shipped in modeling_node_transformer.py configuration_ode.py modeling_ode.py; do
+    test -f "hub/me/tiny/$shipped" || { echo "the export lacks $shipped"; exit 1; }
+done
+for other in configuration_mgk.py modeling_mgk.py; do  # only the code of the export's own pair
+    test ! -e "hub/me/tiny/$other" || { echo "the export ships $other, of another pair"; exit 1; }
+done
 
 python -m pip uninstall --quiet --yes hf-variants
 if python -c "import hf_variants" 2>/dev/null; then echo "hf_variants is still importable"; exit 1; fi
