@@ -21,8 +21,8 @@ MAX_NUM_STEPS_LIMIT = 100_000
 
 
 class OdeSpec(FeedForwardSchemeSpec):
-    """One N-ODE block: ``X(T_F)`` from ``X(0) = hidden_states``. Returns the end state, the attention
-    probabilities of F at ``(X(T_F), T_F)`` when asked, the NFE and the per-sequence kinetic energy.
+    """The N-ODE block, ``X(T_F)`` from ``X(0) = hidden_states`` by an ODE solver: its config fields, their
+    validation, its matched control (the vanilla eq. (1) block) and its matched size.
 
     Config fields (on every config whose ``layer_scheme`` is ``"ode"``):
         ode_function: F of the block: ``"eq2"`` ``FFN_t(MHSA_t(X))`` (the paper's final choice),
