@@ -6,7 +6,7 @@ committed result files (``hf_variants.lab.tables``); nothing in them is typed by
     python scripts/render_tables.py --check    # exit 1 if either is out of date with the result files
 
 The page's blocks lie between ``<!-- BEGIN generated: NAME -->`` and ``<!-- END generated: NAME -->``
-(NAME: ``classification``, ``transject-bounds``, ``transject-readings``, ``pretraining-budget``,
+(NAME: ``classification``, ``transject-bounds``, ``parity``, ``transject-readings``, ``pretraining-budget``,
 ``pretraining-budget-long``, ``glue-after-pretraining``).
 """
 
@@ -21,6 +21,7 @@ from hf_variants.lab.tables import (
     PAIRS,
     comparison_table,
     injective_layer_table,
+    parity_table,
     reading_table,
     settings_text,
     sweep_table,
@@ -49,6 +50,8 @@ TRANSJECT_READINGS = [
     ("transject_embedding", "transject:embedding_init=standard_normal"),
 ]
 BOUNDS = ROOT / "docs" / "transject" / "transject_bounds.json"
+PARITY = ROOT / "docs" / "parity" / "parity.json"
+PARITY_COMMAND = "python scripts/parity.py --output_dir docs/parity"
 BUDGET = ROOT / "docs" / "experiments" / "pretraining_budget"
 BUDGET_COMMAND = (
     "python scripts/pretraining_budget.py --data_dir ../shared/data --output_dir docs/experiments/pretraining_budget "
@@ -84,6 +87,7 @@ def generated_blocks() -> dict[str, str]:
             f"{comparison_table(GRID, TASKS)}\n{settings_text(GRID, TASKS)}\n{rendered_from(GRID, COMMAND)}"
         ),
         "transject-bounds": f"{transject_bounds_table(BOUNDS)}\n{rendered_from(BOUNDS)}",
+        "parity": f"{parity_table(PARITY)}\n{rendered_from(PARITY, PARITY_COMMAND)}",
         "transject-readings": transject_readings(),
         "pretraining-budget": f"{budget_study_table(BUDGET)}\n{rendered_from(BUDGET, BUDGET_COMMAND)}",
         "pretraining-budget-long": (

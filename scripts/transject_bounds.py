@@ -7,7 +7,10 @@ authors' N(0, 1) token embeddings, TransJect with the unbounded ``"linear"`` res
 Entropic-TransJect, TransJect's matched control (the same model with softmax attention and BERT
 layers, same embeddings and pooling) and ``transformers``' BERT as an external reference, all of the
 same width and depth, each first trained on SST-2 (``--train_steps``, sentence classification from
-scratch with a WordPiece tokenizer trained on SST-2 train), the script records the residual weights
+scratch with a WordPiece tokenizer trained on SST-2 train) by the fine-tuning engine — the
+classification grid's run (:func:`hf_variants.lab.grid_training.train_and_evaluate`: the Trainer of
+``hf-variants finetune`` with AdamW, linear warmup and decay, clipping and the non-finite check; a
+run that stops is recorded with its status and cause) — the script records the residual weights
 α_l during training (every ``--train_steps // 10`` steps) and the dev accuracy with every α_l set to
 0 afterwards (what the layers contribute), then runs SST-2 dev sentences and measures, for every
 layer l and every pair of real tokens (i, j) of a sentence, the distance ratio
@@ -28,18 +31,18 @@ import json
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-import torch
-from transformers import BertConfig, BertForSequenceClassification
+from transformers import BertConfig, PretrainedConfig, PreTrainedModel, TrainerCallback
 
 from hf_variants.core.composition import matched_control
-from hf_variants.core.schemes.injective.modeling_injective import layers_as_identity, residual_weights
+from hf_variants.core.schemes.injective.modeling_injective import residual_weights
 from hf_variants.glue import load_glue_local
 from hf_variants.lab.analysis import layer_distance_ratios, summarise
+from hf_variants.lab.grid_training import EncodedSplit, RunSettings, train_and_evaluate
 from hf_variants.tokenization import train_wordpiece_tokenizer
-from hf_variants.training.nonfinite import NonFiniteStepError, nonfinite_gradients
-from hf_variants.transject import TransJectConfig, TransJectForSequenceClassification
+from hf_variants.transject import TransJectConfig
 
 
 def read_sst2(glue_dir: Path, split: str, limit: int | None = None) -> tuple[list[str], list[int]]:
@@ -50,7 +53,8 @@ def read_sst2(glue_dir: Path, split: str, limit: int | None = None) -> tuple[lis
     return [sentence.strip() for sentence in data["sentence"]], list(data["label"])
 
 
-def build_models(vocab_size: int, hidden: int, layers: int, max_len: int, pad_id: int) -> dict[str, torch.nn.Module]:
+def model_configs(vocab_size: int, hidden: int, layers: int, max_len: int, pad_id: int) -> dict[str, PretrainedConfig]:
+    """The compared models, by name: TransJect's readings, its matched control and transformers' BERT."""
     shared = dict(
         vocab_size=vocab_size,
         hidden_size=hidden,
@@ -60,7 +64,7 @@ def build_models(vocab_size: int, hidden: int, layers: int, max_len: int, pad_id
         pad_token_id=pad_id,
     )
     transject = TransJectConfig(num_experts=4, **shared)
-    configs = {
+    return {
         "TransJect": transject,
         "TransJect, residual_weight=sigmoid": TransJectConfig(num_experts=4, residual_weight="sigmoid", **shared),
         "TransJect, sigmoid, N(0, 1) token embeddings": TransJectConfig(
@@ -69,52 +73,50 @@ def build_models(vocab_size: int, hidden: int, layers: int, max_len: int, pad_id
         "TransJect, residual_weight=linear": TransJectConfig(num_experts=4, residual_weight="linear", **shared),
         "Entropic-TransJect": TransJectConfig(num_experts=4, entropic=True, **shared),
         "matched control (softmax, BERT layers)": matched_control(transject),
+        "transformers BERT (external reference)": BertConfig(
+            num_attention_heads=4, intermediate_size=4 * hidden, attn_implementation="eager", **shared
+        ),
     }
-    models = {}
-    for name, config in configs.items():
-        torch.manual_seed(0)
-        models[name] = TransJectForSequenceClassification(config)
-    torch.manual_seed(0)
-    models["transformers BERT (external reference)"] = BertForSequenceClassification(
-        BertConfig(num_attention_heads=4, intermediate_size=4 * hidden, attn_implementation="eager", **shared)
-    )
-    return models
 
 
-def train(
-    model: torch.nn.Module, batches: list[dict[str, torch.Tensor]], steps: int, lr: float
-) -> tuple[float, dict[int, list[float]]]:
-    """Train; returns the last loss and α_l (:func:`residual_weights`) every ``steps // 10`` steps."""
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98))
-    model.train()
-    loss = float("nan")
-    alphas: dict[int, list[float]] = {}
-    for step in range(steps):
-        if step % max(1, steps // 10) == 0 and residual_weights(model):
-            alphas[step] = residual_weights(model)
-        output = model(**batches[step % len(batches)])
-        output.loss.backward()
-        nonfinite = nonfinite_gradients(model.named_parameters())  # before clipping, which spreads inf as NaN
-        loss_text = None if torch.isfinite(output.loss) else str(output.loss.item())
-        if nonfinite or loss_text is not None:
-            raise NonFiniteStepError(step + 1, nonfinite, loss_text)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad()
-        loss = output.loss.item()
-    if residual_weights(model):
-        alphas[steps] = residual_weights(model)
-    return loss, alphas
+class ResidualWeightTrace(TrainerCallback):
+    """The residual weights α_l (:func:`residual_weights`) every ``interval`` steps and after the last,
+    by step; nothing for a model without injective layers."""
+
+    def __init__(self, interval: int) -> None:
+        self.interval = max(1, interval)
+        self.by_step: dict[int, list[float]] = {}
+
+    def on_step_begin(self, args, state, control, model=None, **kwargs):
+        if state.global_step % self.interval == 0 and (alphas := residual_weights(model)):
+            self.by_step[state.global_step] = alphas
+
+    def on_train_end(self, args, state, control, model=None, **kwargs):
+        if alphas := residual_weights(model):
+            self.by_step[state.global_step] = alphas
 
 
-def accuracy(model: torch.nn.Module, batches: list[dict[str, torch.Tensor]]) -> float:
-    model.eval()
-    correct = total = 0
-    for batch in batches:
-        predictions = model(**{k: v for k, v in batch.items() if k != "labels"}).logits.argmax(-1)
-        correct += int((predictions == batch["labels"]).sum())
-        total += len(batch["labels"])
-    return correct / total
+def bounds_record(run: dict[str, Any], trace: ResidualWeightTrace) -> dict[str, Any]:
+    """One model's entry of ``transject_bounds.json`` from the engine's run record: the dev accuracy (and
+    with every α_l = 0), α_l by step and the distance and norm ratios per layer; a run that did not finish
+    keeps its status and cause instead of numbers."""
+    if run["status"] != "finished":
+        return run
+    record: dict[str, Any] = {
+        "status": "finished",
+        "final_train_loss": run["final_train_loss"],
+        "residual_weight_alpha_by_step": trace.by_step,
+        "dev_accuracy": run["accuracy"],
+        "predicts_one_class": run["predicts_one_class"],
+    }
+    if "accuracy_with_identity_layers" in run:
+        record["dev_accuracy_alpha_zero"] = run["accuracy_with_identity_layers"]
+    ratios = run["ratios"]
+    return record | {
+        "distance_ratio": [summarise(v) for v in ratios["distance_ratio"]],
+        "norm_ratio": [summarise(v) for v in ratios["norm_ratio"]],
+        "encoder_distance_ratio_max": float(np.prod([v.max() for v in ratios["distance_ratio"]])),
+    }
 
 
 def plot(results: dict, path: Path) -> None:
@@ -124,7 +126,7 @@ def plot(results: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     figure, axis = plt.subplots(figsize=(8, 4))
-    names = list(results["models"])
+    names = [name for name, model in results["models"].items() if model.get("status", "finished") == "finished"]
     layers = len(results["models"][names[0]]["distance_ratio"])
     width = 0.8 / len(names)
     for index, name in enumerate(names):
@@ -163,62 +165,46 @@ def main() -> None:
     parser.add_argument("--train_steps", type=int, default=1000)
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--learning_rate", type=float, default=1e-3)
+    parser.add_argument("--warmup_ratio", type=float, default=0.1)
     parser.add_argument("--num_sentences", type=int, default=200, help="SST-2 dev sentences to measure.")
     parser.add_argument("--max_length", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    torch.manual_seed(args.seed)
 
     train_sentences, train_labels = read_sst2(args.glue_dir, "train", args.train_examples)
     dev_sentences, dev_labels = read_sst2(args.glue_dir, "validation")
     tokenizer = train_wordpiece_tokenizer(train_sentences, vocab_size=4000, model_max_length=args.max_length)
-
-    def batches(sentences: list[str], labels: list[int]) -> list[dict[str, torch.Tensor]]:
-        out = []
-        for start in range(0, len(sentences), args.batch_size):
-            encoded = tokenizer(
-                sentences[start : start + args.batch_size],
-                padding=True,
-                truncation=True,
-                return_tensors="pt",
-                return_token_type_ids=False,
-            )
-            encoded["labels"] = torch.tensor(labels[start : start + args.batch_size])
-            out.append(dict(encoded))
-        return out
-
-    train_batches, dev_batches = batches(train_sentences, train_labels), batches(dev_sentences, dev_labels)
+    train = EncodedSplit.encode(tokenizer, train_sentences, train_labels, args.max_length)
+    dev = EncodedSplit.encode(tokenizer, dev_sentences, dev_labels, args.max_length)
     measured = [
         dict(tokenizer(sentence, truncation=True, return_tensors="pt", return_token_type_ids=False))
         for sentence in dev_sentences[: args.num_sentences]
     ]
-    models = build_models(len(tokenizer), args.hidden_size, args.num_layers, args.max_length, tokenizer.pad_token_id)
+    settings = RunSettings(learning_rate=args.learning_rate, warmup_ratio=args.warmup_ratio,
+                           steps=args.train_steps, batch_size=args.batch_size, seed=args.seed)  # fmt: skip
+    configs = model_configs(len(tokenizer), args.hidden_size, args.num_layers, args.max_length, tokenizer.pad_token_id)
     results: dict = {
         "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
         "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "engine": "hf_variants.lab.grid_training.train_and_evaluate (the fine-tuning engine's Trainer)",
         "models": {},
     }
-    for name, model in models.items():
-        final_loss, alphas = train(model, train_batches, args.train_steps, args.learning_rate)
-        ratios = layer_distance_ratios(model, measured)
-        results["models"][name] = {
-            "final_train_loss": final_loss,
-            "residual_weight_alpha_by_step": alphas,
-            "dev_accuracy": accuracy(model, dev_batches),
-        }
-        if alphas:
-            with layers_as_identity(model):
-                results["models"][name]["dev_accuracy_alpha_zero"] = accuracy(model, dev_batches)
-        results["models"][name] |= {
-            "distance_ratio": [summarise(v) for v in ratios["distance_ratio"]],
-            "norm_ratio": [summarise(v) for v in ratios["norm_ratio"]],
-            "encoder_distance_ratio_max": float(np.prod([v.max() for v in ratios["distance_ratio"]])),
-        }
-        stats = results["models"][name]
+
+    def measure(model: PreTrainedModel) -> dict[str, Any]:
+        return {"ratios": layer_distance_ratios(model, measured)}
+
+    for name, config in configs.items():
+        trace = ResidualWeightTrace(args.train_steps // 10)
+        run = train_and_evaluate(config, tokenizer, train, dev, settings, callbacks=[trace], measure=measure)
+        stats = results["models"][name] = bounds_record(run, trace)
+        if stats["status"] != "finished":
+            print(f"{name}: {stats['status']} ({stats.get('cause') or stats.get('error')})")
+            continue
+        alphas = trace.by_step.get(args.train_steps)
         print(
             f"{name}: dev acc {stats['dev_accuracy']:.3f}; per-layer max distance ratio "
             + ", ".join(f"{s['max']:.3f}" for s in stats["distance_ratio"])
-            + (f"; trained α_l {', '.join(f'{a:+.3f}' for a in alphas[args.train_steps])}" if alphas else "")
+            + (f"; trained α_l {', '.join(f'{a:+.3f}' for a in alphas)}" if alphas else "")
         )
     args.output_dir.mkdir(parents=True, exist_ok=True)
     (args.output_dir / "transject_bounds.json").write_text(json.dumps(results, indent=2) + "\n")

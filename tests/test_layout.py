@@ -1,5 +1,6 @@
-"""The package's layout as a static import graph (every import, functions' included, but type-checking
-ones): no module imports itself back through others, and the library never imports the lab."""
+"""The package's layout, read statically: on the import graph (every import, functions' included, but
+type-checking ones) no module imports itself back through others, the library never imports the lab and
+a config reaches no modeling code; in the source, no module but the engines runs a training step."""
 
 from __future__ import annotations
 
@@ -143,3 +144,30 @@ def test_a_config_reaches_no_modeling_code() -> None:
                                                   for name in imported_names(m, files[m])))  # fmt: skip
     assert (modeling, with_torch) == ([], [])
     assert {"hf_variants.core.composition", "hf_variants.core.ideas"} <= reached
+
+
+#: The one library module that runs training steps itself: the pretraining engine (accelerate's loop).
+#: Fine-tuning steps run inside transformers' Trainer (``run_glue.GlueTrainer``).
+PRETRAINING_ENGINE = REPO_ROOT / "hf_variants" / "training" / "run_mlm.py"
+#: Scripts whose loop is what they show, not an experiment: the benchmarks time a step, the quickstart is a
+#: tour of the models in a plain PyTorch loop.
+STEP_SCRIPTS = {"benchmark.py", "benchmark_attention.py", "benchmark_sparse_mlm.py", "quickstart.py"}
+
+
+def backward_calls(path: Path) -> list[int]:
+    """Lines of ``path`` that call ``<anything>.backward(...)`` — where a training step of one's own starts."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute) and node.func.attr == "backward"]  # fmt: skip
+
+
+def test_no_module_outside_the_two_engines_runs_a_training_step() -> None:
+    """Experiments train through the engines (and so get their non-finite check, seeds and records):
+    no module of the package or of scripts/ calls ``backward`` but the pretraining engine and the scripts
+    whose loop is the point (:data:`STEP_SCRIPTS`)."""
+    candidates = [*(REPO_ROOT / "hf_variants").rglob("*.py"), *(REPO_ROOT / "scripts").glob("*.py")]
+    own_steps = {path.relative_to(REPO_ROOT).as_posix(): lines for path in candidates
+                 if path != PRETRAINING_ENGINE and path.name not in STEP_SCRIPTS and (lines := backward_calls(path))}
+    assert own_steps == {}
+    assert backward_calls(PRETRAINING_ENGINE)  # the scan finds the engine's own step
+    assert all(backward_calls(REPO_ROOT / "scripts" / name) for name in STEP_SCRIPTS)  # no stale exception

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +22,9 @@ import torch
 from transformers import (
     AutoModelForSequenceClassification,
     DataCollatorWithPadding,
+    PreTrainedModel,
     PreTrainedTokenizerFast,
+    TrainerCallback,
     TrainingArguments,
 )
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
@@ -114,16 +116,22 @@ def train_and_evaluate(
     train: EncodedSplit,
     evaluation: EncodedSplit,
     settings: RunSettings,
+    *,
+    callbacks: Sequence[TrainerCallback] = (),
+    measure: Callable[[PreTrainedModel], dict] | None = None,
 ) -> dict:
     """Train a fresh model of ``config`` on ``train`` and evaluate it on ``evaluation`` (both encoded by
     ``tokenizer``, which pads the batches); returns the result
-    record (accuracy, prediction counts, whether it predicts one class, losses, timing, parameter count)."""
+    record (accuracy, prediction counts, whether it predicts one class, losses, timing, parameter count).
+
+    A study that watches the training passes Trainer ``callbacks`` (they see the model at each event);
+    one that measures the trained model passes ``measure``, whose fields join a finished run's record."""
     torch.manual_seed(settings.seed)
     model = AutoModelForSequenceClassification.from_config(config)
     collator = TokenCountingCollator(tokenizer)
     with tempfile.TemporaryDirectory(prefix="grid-run-") as scratch:
         trainer = GlueTrainer(model=model, args=settings.training_arguments(scratch), train_dataset=train,
-                              data_collator=collator)  # fmt: skip
+                              data_collator=collator, callbacks=list(callbacks))  # fmt: skip
         for printer in (PrinterCallback, ProgressCallback):
             trainer.remove_callback(printer)
         started = time.perf_counter()
@@ -157,4 +165,5 @@ def train_and_evaluate(
         "train_seconds": round(train_seconds, 2),
         "train_tokens_per_second": round(train_tokens / train_seconds, 1),
         "parameters": sum(p.numel() for p in model.parameters()),
+        **(measure(model) if measure is not None else {}),
     }

@@ -148,14 +148,18 @@ def transject_bounds_table(results_file: Path) -> str:
     import json
 
     results = json.loads(results_file.read_text(encoding="utf-8"))
-    first = next(iter(results["models"].values()))
-    layers = len(first["distance_ratio"])
+    finished = [model for model in results["models"].values() if model.get("status", "finished") == "finished"]
+    layers = len(finished[0]["distance_ratio"]) if finished else 0
     header = " | ".join(f"layer {i} max / median" for i in range(1, layers + 1))
     lines = [
         f"| model | SST-2 dev acc. | with α_l = 0 | {header} | trained α_l (layers 1–{layers}) |",
         "|---|---:|---:|" + "---:|" * layers + "---|",
     ]
     for name, model in results["models"].items():
+        if model.get("status", "finished") != "finished":  # reported as such, with no numbers
+            cause = model.get("cause") or model.get("error") or ""
+            lines.append(f"| {name} | {model['status']}: {cause} | — |" + " — |" * layers + " — |")
+            continue
         ratios = " | ".join(f"{s['max']:.3f} / {s['median']:.3f}" for s in model["distance_ratio"])
         alphas = model.get("residual_weight_alpha_by_step") or {}
         final = alphas[max(alphas, key=int)] if alphas else None
@@ -163,6 +167,47 @@ def transject_bounds_table(results_file: Path) -> str:
         zeroed = model.get("dev_accuracy_alpha_zero")
         zeroed_text = "—" if zeroed is None else f"{100 * zeroed:.1f}%"
         lines.append(f"| {name} | {100 * model['dev_accuracy']:.1f}% | {zeroed_text} | {ratios} | {alpha_text} |")
+    return "\n".join(lines) + "\n"
+
+
+def parity_table(results_file: Path) -> str:
+    """PARITY (``scripts/parity.py``): per (d, N), the mean best training accuracy of the kept runs of vanilla
+    and N-ODE blocks beside the paper's Table 1, the mean wall time to first reach it and the N-ODE blocks'
+    function evaluations per forward. A cell whose runs stopped (non-finite values, solver failures) says
+    how many, and one with no finished run gives no numbers."""
+    import json
+
+    results = json.loads(results_file.read_text(encoding="utf-8"))
+    cells = {(cell["dim"], cell["blocks"], cell["block_type"]): cell for cell in results["cells"]}
+    lines = [
+        "| d | N | vanilla acc. (ours) | vanilla (paper) | N-ODE acc. (ours) | N-ODE (paper) | vanilla time to best "
+        "| N-ODE time to best | N-ODE NFE / forward |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+
+    def stopped(cell: dict[str, Any]) -> str:
+        counts = [f"{cell[status]}/{cell['runs']} {status}" for status in ("diverged", "solver_failed")
+                  if cell.get(status)]  # fmt: skip
+        return f" ({', '.join(counts)})" if counts else ""
+
+    def accuracy(cell: dict[str, Any] | None) -> str:
+        if cell is None:
+            return "—"
+        shown = f"{100 * cell['mean_best_accuracy']:.1f}%" if cell["kept"] else "no run finished"
+        return shown + stopped(cell)
+
+    def paper(cell: dict[str, Any] | None) -> str:
+        value = None if cell is None else cell.get("paper_accuracy_percent")
+        return "—" if value is None else f"{value:.1f}%"
+
+    def seconds(cell: dict[str, Any] | None) -> str:
+        return "—" if cell is None or not cell["kept"] else f"{cell['mean_time_to_best_s']:.1f} s"
+
+    for dim, blocks in dict.fromkeys((d, n) for d, n, _ in cells):
+        vanilla, ode = cells.get((dim, blocks, "vanilla")), cells.get((dim, blocks, "ode"))
+        nfe = "—" if ode is None or not ode["kept"] else f"{ode['mean_nfe_per_forward']:.0f}"
+        lines.append(f"| {dim} | {blocks} | {accuracy(vanilla)} | {paper(vanilla)} | {accuracy(ode)} | {paper(ode)} | "
+                     f"{seconds(vanilla)} | {seconds(ode)} | {nfe} |")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
