@@ -96,26 +96,32 @@ class ResidualWeightTrace(TrainerCallback):
             self.by_step[state.global_step] = alphas
 
 
+def ratio_summary(model: PreTrainedModel, encodings: list[dict]) -> dict[str, Any]:
+    """The distance and norm ratios of ``model``'s layers on ``encodings``, summarised per layer, and the
+    largest distance ratio over the whole encoder (the product of the layers' maxima)."""
+    ratios = layer_distance_ratios(model, encodings)
+    return {
+        "distance_ratio": [summarise(v) for v in ratios["distance_ratio"]],
+        "norm_ratio": [summarise(v) for v in ratios["norm_ratio"]],
+        "encoder_distance_ratio_max": float(np.prod([v.max() for v in ratios["distance_ratio"]])),
+    }
+
+
 def bounds_record(run: dict[str, Any], trace: ResidualWeightTrace) -> dict[str, Any]:
-    """One model's entry of ``transject_bounds.json`` from the engine's run record: the dev accuracy (and
-    with every α_l = 0), α_l by step and the distance and norm ratios per layer; a run that did not finish
-    keeps its status and cause instead of numbers."""
+    """One model's entry of ``transject_bounds.json`` from the engine's run record (measured by
+    :func:`ratio_summary`): the dev accuracy (and with every α_l = 0), α_l by step and the ratios per layer;
+    a run that did not finish keeps its status and cause instead of numbers."""
     if run["status"] != "finished":
         return run
-    record: dict[str, Any] = {
+    zeroed = {"dev_accuracy_alpha_zero": run["accuracy_with_identity_layers"]} if "residual_weights" in run else {}
+    return {
         "status": "finished",
         "final_train_loss": run["final_train_loss"],
         "residual_weight_alpha_by_step": trace.by_step,
         "dev_accuracy": run["accuracy"],
         "predicts_one_class": run["predicts_one_class"],
-    }
-    if "accuracy_with_identity_layers" in run:
-        record["dev_accuracy_alpha_zero"] = run["accuracy_with_identity_layers"]
-    ratios = run["ratios"]
-    return record | {
-        "distance_ratio": [summarise(v) for v in ratios["distance_ratio"]],
-        "norm_ratio": [summarise(v) for v in ratios["norm_ratio"]],
-        "encoder_distance_ratio_max": float(np.prod([v.max() for v in ratios["distance_ratio"]])),
+        **zeroed,
+        **{field: run[field] for field in ("distance_ratio", "norm_ratio", "encoder_distance_ratio_max")},
     }
 
 
@@ -126,7 +132,7 @@ def plot(results: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     figure, axis = plt.subplots(figsize=(8, 4))
-    names = [name for name, model in results["models"].items() if model.get("status", "finished") == "finished"]
+    names = [name for name, model in results["models"].items() if model["status"] == "finished"]
     layers = len(results["models"][names[0]]["distance_ratio"])
     width = 0.8 / len(names)
     for index, name in enumerate(names):
@@ -189,13 +195,10 @@ def main() -> None:
         "engine": "hf_variants.lab.grid_training.train_and_evaluate (the fine-tuning engine's Trainer)",
         "models": {},
     }
-
-    def measure(model: PreTrainedModel) -> dict[str, Any]:
-        return {"ratios": layer_distance_ratios(model, measured)}
-
     for name, config in configs.items():
         trace = ResidualWeightTrace(args.train_steps // 10)
-        run = train_and_evaluate(config, tokenizer, train, dev, settings, callbacks=[trace], measure=measure)
+        run = train_and_evaluate(config, tokenizer, train, dev, settings, callbacks=[trace],
+                                 measure=lambda model: ratio_summary(model, measured))  # fmt: skip
         stats = results["models"][name] = bounds_record(run, trace)
         if stats["status"] != "finished":
             print(f"{name}: {stats['status']} ({stats.get('cause') or stats.get('error')})")

@@ -83,7 +83,7 @@ def test_a_parity_run_stops_on_an_infinite_gradient_and_is_not_averaged_in(parit
                                                                  "solver_failed": 0}  # fmt: skip
 
 
-def tiny_transject(bounds, tokenizer, residual_weight: str):
+def tiny_transject(tokenizer, residual_weight: str):
     from hf_variants.transject import TransJectConfig
 
     return TransJectConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=2, num_experts=2,
@@ -109,7 +109,7 @@ def test_the_bounds_study_traces_alpha_and_measures_the_model_the_engine_trained
         measured.append(model)
         return {"trained_alphas": residual_weights(model)}
 
-    record = train_and_evaluate(tiny_transject(bounds, tokenizer, "sigmoid"), tokenizer, split, split, settings,
+    record = train_and_evaluate(tiny_transject(tokenizer, "sigmoid"), tokenizer, split, split, settings,
                                 callbacks=[trace], measure=measure)  # fmt: skip
     assert sorted(trace.by_step) == [0, 3, 6, 8]
     assert trace.by_step[0] == pytest.approx([0.5, 0.5], abs=1e-6)

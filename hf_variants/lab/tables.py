@@ -148,7 +148,7 @@ def transject_bounds_table(results_file: Path) -> str:
     import json
 
     results = json.loads(results_file.read_text(encoding="utf-8"))
-    finished = [model for model in results["models"].values() if model.get("status", "finished") == "finished"]
+    finished = [model for model in results["models"].values() if model["status"] == "finished"]
     layers = len(finished[0]["distance_ratio"]) if finished else 0
     header = " | ".join(f"layer {i} max / median" for i in range(1, layers + 1))
     lines = [
@@ -156,7 +156,7 @@ def transject_bounds_table(results_file: Path) -> str:
         "|---|---:|---:|" + "---:|" * layers + "---|",
     ]
     for name, model in results["models"].items():
-        if model.get("status", "finished") != "finished":  # reported as such, with no numbers
+        if model["status"] != "finished":  # reported as such, with no numbers
             cause = model.get("cause") or model.get("error") or ""
             lines.append(f"| {name} | {model['status']}: {cause} | — |" + " — |" * layers + " — |")
             continue
