@@ -38,7 +38,7 @@ import huggingface_hub
 import jinja2
 import transformers
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
-from huggingface_hub.utils import filter_repo_objects
+from huggingface_hub.utils import filter_repo_objects, validate_repo_id
 from transformers import PreTrainedModel
 
 from .core.composition import ATTENTION_TYPES, LAYER_SCHEMES, pair_modules
@@ -50,6 +50,7 @@ from .training.checkpoints import (
     verify_manifest,
     write_manifest,
 )
+from .training.files import inside
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 #: Templates of the model cards, one per model_type (package data: installed with the wheel).
@@ -511,9 +512,14 @@ class LocalHub:
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
 
+    def repo_folder(self, repo_id: str) -> Path:
+        """``ROOT/<repo_id>``, for a valid Hub id only, and checked to lie inside ``ROOT`` (symlinks included)."""
+        validate_repo_id(repo_id)
+        return inside(self.root, repo_id, "--repo_id")
+
     def create_repo(self, repo_id: str, *, private: bool = False, exist_ok: bool = False, repo_type: str = "model",
                     **_: Any) -> huggingface_hub.RepoUrl:  # fmt: skip
-        folder = self.root / repo_id
+        folder = self.repo_folder(repo_id)
         if folder.exists() and not exist_ok:
             raise FileExistsError(f"{folder} exists.")
         folder.mkdir(parents=True, exist_ok=True)
@@ -522,7 +528,7 @@ class LocalHub:
     def upload_folder(self, *, repo_id: str, folder_path: str | Path, commit_message: str | None = None,
                       allow_patterns: Any = None, ignore_patterns: Any = None, repo_type: str = "model",
                       **_: Any) -> str:  # fmt: skip
-        source, target = Path(folder_path), self.root / repo_id
+        source, target = Path(folder_path), self.repo_folder(repo_id)
         files = [path.relative_to(source).as_posix() for path in sorted(source.rglob("*")) if path.is_file()]
         for relative in filter_repo_objects(files, allow_patterns=allow_patterns, ignore_patterns=ignore_patterns):
             (target / relative).parent.mkdir(parents=True, exist_ok=True)
@@ -546,8 +552,10 @@ def push_folder_to_hub(
     folder instead. Returns the repo id the Hub reports.
     """
     folder = Path(folder)
+    validate_repo_id(repo_id)  # before anything is created, on the Hub or in a local hub
     if not (folder / "config.json").is_file():
         raise FileNotFoundError(f"{folder} has no config.json; create it with export_for_hub first.")
+    verify_manifest(folder)  # what is uploaded is what the export wrote
     api = api or huggingface_hub.HfApi(token=token)
     repo = api.create_repo(repo_id=repo_id, private=private, exist_ok=True, repo_type="model")
     api.upload_folder(repo_id=repo.repo_id, folder_path=str(folder), commit_message=commit_message,

@@ -59,6 +59,12 @@ def half_open_interval(low: float, high: float) -> Callable[[str], float]:
     return _ranged(float, lambda value: low <= value < high, f"must lie in [{low}, {high})", f"in [{low}, {high})")
 
 
+def seed_range() -> Callable[[str], int]:
+    """A seed: an integer in [0, 2**32), the range every generator a run seeds accepts (NumPy's is the narrowest)."""
+    return _ranged(int, lambda value: 0 <= value < 2**32, "is not a seed; a seed is an integer from 0 to 2**32 - 1",
+                   "a seed")  # fmt: skip
+
+
 def field_defaults(settings_class: type) -> dict[str, Any]:
     """Every default of a settings dataclass, for ``parser.set_defaults`` (its flags then show them)."""
     return {

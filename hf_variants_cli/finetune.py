@@ -93,6 +93,9 @@ class DataTrainingArguments:
             raise ValueError(f"--heldout_fraction must be between 0 and 1, got {self.heldout_fraction}.")
         if self.task_name is None and self.train_file is None and self.dataset_name is None:
             raise ValueError("Give --task_name (GLUE), --train_file or --dataset_name.")
+        given_files = [f"--{name}" for name in ("train_file", "validation_file", "test_file") if getattr(self, name)]
+        if self.glue_dir is not None and given_files:
+            raise ValueError(f"--glue_dir and {'/'.join(given_files)} are two sources of data: give one of them.")
         for name in ("train_file", "validation_file", "test_file"):
             path = getattr(self, name)
             if path is not None and Path(path).suffix.lower() not in (".csv", ".json", ".jsonl"):

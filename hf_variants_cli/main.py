@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -129,6 +130,24 @@ def run(argv: Sequence[str]) -> object:
     return None  # pragma: no cover - parse_args exits for every argv that is not a command
 
 
+#: Set to 1 to see the traceback of an error the command otherwise reports in one line.
+DEBUG_ENV = "HF_VARIANTS_DEBUG"
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    """The console entry point (its return value would become the exit status, so it returns nothing)."""
-    run(sys.argv[1:] if argv is None else argv)
+    """The console entry point (its return value would become the exit status, so it returns nothing).
+
+    A refusal or failure caused by the user's input, files or folders — the package's ``ValueError``s
+    (``CheckpointError``, bad settings, bad data cells), ``OSError``s (missing or unreadable files) and
+    ``FloatingPointError``s (a non-finite training step) — is printed as one line naming the command, with
+    exit status 1; ``HF_VARIANTS_DEBUG=1`` shows the traceback instead."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        run(argv)
+    except (ValueError, OSError, FloatingPointError) as error:
+        if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
+            raise
+        command = f"hf-variants {argv[0]}" if argv and argv[0] in COMMANDS else "hf-variants"
+        message = " ".join(str(error).split()) or type(error).__name__
+        print(f"{command}: error: {message} (set {DEBUG_ENV}=1 for the traceback)", file=sys.stderr)
+        raise SystemExit(1) from None

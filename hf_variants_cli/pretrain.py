@@ -6,7 +6,16 @@ import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .checks import above, at_least, check_fields, field_defaults, half_open_interval, open_interval, parse_into
+from .checks import (
+    above,
+    at_least,
+    check_fields,
+    field_defaults,
+    half_open_interval,
+    open_interval,
+    parse_into,
+    seed_range,
+)
 from .corpus import CorpusArguments
 from .formatting import HelpFormatter
 
@@ -103,7 +112,7 @@ def build_parser(prog: str = "hf-variants pretrain") -> argparse.ArgumentParser:
     training.add_argument("--mixed_precision", choices=["no", "fp16", "bf16"],
                           help="Overrides the launcher's setting (accelerate launch / accelerate config).")  # fmt: skip
     training.add_argument("--cpu", action="store_true", help="Train on the CPU even when a GPU is available.")
-    training.add_argument("--seed", type=int, help="Seed of the initialisation, data order and masks.")
+    training.add_argument("--seed", type=seed_range(), help="Seed of the initialisation, data order and masks.")
     training.add_argument("--logging_steps", type=at_least(1), help="Log the training loss every N steps.")
     training.add_argument("--eval_steps", type=at_least(1), help="Evaluate every N steps (default: only at the end).")
     training.add_argument("--checkpointing_steps", type=at_least(1), help="Save a resumable checkpoint every N steps.")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import inspect
 import json
+import re
 import textwrap
 from pathlib import Path
 from typing import Any, ClassVar
@@ -499,6 +500,20 @@ class CommonEncoderTests:
         with torch.no_grad():
             reference = copy.deepcopy(model).double()(inputs_embeds=inputs.double()).last_hidden_state
         torch.testing.assert_close(answer.double(), reference, rtol=1e-4, atol=0.0)
+
+    def test_a_non_finite_weight_is_named_not_blamed_on_the_inputs(self) -> None:
+        """A checkpoint with a NaN weight (damaged after its manifest was written, or repaired by hand) answers
+        nothing at inference, and the error names the weight, not "inputs too large"."""
+        model = self.model().eval()
+        name, weight = next((name, weight) for name, weight in model.named_parameters() if ".layer.0." in name)
+        with torch.no_grad():
+            weight.view(-1).fill_(float("nan"))
+        within_the_layer = re.escape(name.split(".layer.0.")[-1])
+        with pytest.raises(FloatingPointError, match=rf"The weight \S*{within_the_layer} holds NaN"), torch.no_grad():
+            model(input_ids=torch.tensor([[1, 2, 3, 4]]))
+        with torch.no_grad():  # repaired in place: the model answers again
+            weight.view(-1).fill_(0.5)
+        assert torch.isfinite(model(input_ids=torch.tensor([[1, 2, 3, 4]])).last_hidden_state).all()
 
     # ------------------------------------------------------------------ transformers conventions
     def test_a_users_subclass_does_not_rewire_the_heads(self) -> None:

@@ -8,7 +8,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-from .mlm_helpers import corpus, tokenizer_dir  # noqa: F401  (fixtures shared by the MLM test modules)
+from .mlm_helpers import corpus, pretrained_run, tokenizer_dir  # noqa: F401  (fixtures shared by the MLM test modules)
 
 
 @pytest.fixture(autouse=True)

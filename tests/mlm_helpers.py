@@ -39,6 +39,16 @@ def tokenizer_dir(tmp_path_factory, corpus: Path) -> Path:
     return output
 
 
+@pytest.fixture(scope="module")
+def pretrained_run(tmp_path_factory, corpus: Path, tokenizer_dir: Path) -> Path:
+    """A finished two-step pretraining run of a tiny Macaron-BERT (its folder, with manifest)."""
+    from hf_variants.training import run_mlm
+
+    output = tmp_path_factory.mktemp("pretrained") / "run"
+    run_mlm.main(mlm_args(corpus, tokenizer_dir, output, "macaron_bert", "--max_train_steps", "2"))
+    return output
+
+
 def mlm_args(
     corpus: Path, tokenizer_dir: Path, output: Path, model_type: str = "macaron_bert", *extra: str
 ) -> list[str]:

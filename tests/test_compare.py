@@ -216,11 +216,12 @@ def test_learning_rate_is_chosen_on_held_out_training_data(report: Path) -> None
 def test_export_writes_a_card_with_the_fine_tuning_result(report: Path, tmp_path: Path) -> None:
     import shutil
 
-    checkpoint = tmp_path / "edited"  # a copy edited by hand: its manifest would refuse the edit, so it goes
-    shutil.copytree(report / "models" / MIXED_FOLDER / f"{TASK}-seed42", checkpoint)
+    checkpoint = tmp_path / "edited"  # a copy edited by hand: its manifest would refuse the edit, so it is
+    shutil.copytree(report / "models" / MIXED_FOLDER / f"{TASK}-seed42", checkpoint)  # recorded again
     (checkpoint / checkpoints.MANIFEST_FILE).unlink()
     (checkpoint / "results.json").write_text(json.dumps({**json.loads((checkpoint / "results.json").read_text()),
                                                          "task": "cola"}))  # fmt: skip
+    checkpoints.write_manifest(checkpoint, {}, "finetune")
     cli_main(["export", str(checkpoint), "--output_dir", str(tmp_path / "hub"), "--repo_id", "me/mgk"])
     card = (tmp_path / "hub" / "README.md").read_text()
     metadata = yaml.safe_load(card.split("---")[1])

@@ -18,6 +18,7 @@ from safetensors.torch import load_file
 
 from hf_variants.training import checkpoints, run_mlm
 from hf_variants.training.checkpoints import CheckpointError
+from hf_variants.training.files import FAILPOINT_ENV
 from hf_variants.training.nonfinite import NonFiniteStepError
 
 from .helpers import REPO_ROOT, middle_parameter, poison_gradient
@@ -34,10 +35,10 @@ def run_args(corpus: Path, tokenizer_dir: Path, output: Path, *extra: str) -> li
 
 def launch(args: list[str], failpoint: str | None = None, script: str = "run_mlm") -> subprocess.CompletedProcess:
     """``scripts/<script>.py args`` in a fresh process, killed by itself at ``failpoint`` if given."""
-    env = {k: v for k, v in os.environ.items() if k != checkpoints.FAILPOINT_ENV}
+    env = {k: v for k, v in os.environ.items() if k != FAILPOINT_ENV}
     env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1")
     if failpoint:
-        env[checkpoints.FAILPOINT_ENV] = failpoint
+        env[FAILPOINT_ENV] = failpoint
     command = [sys.executable, str(REPO_ROOT / "scripts" / f"{script}.py"), *args]
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
 
@@ -164,15 +165,21 @@ def test_one_run_per_output_folder(corpus: Path, tokenizer_dir: Path, tmp_path: 
     other_seed = [*short, "--seed", "7"]
     with pytest.raises(CheckpointError, match=r"holds another run \(1 difference\(s\): seed: 42 → 7\)"):
         run_mlm.main(other_seed)
-    (output / "checkpoint-99").mkdir()  # an old checkpoint must not survive an overwrite
+    import shutil
+
+    shutil.copytree(output / "checkpoint-6", output / "checkpoint-99")  # an old checkpoint of the package's
+    (output / "checkpoint-98").mkdir()  # not the package's (no completeness marker): kept
     run_mlm.main([*other_seed, "--overwrite_output_dir", "--max_train_steps", "3"])
-    assert sorted(p.name for p in output.glob("checkpoint-*")) == ["checkpoint-3"]
+    assert sorted(p.name for p in output.glob("checkpoint-*")) == ["checkpoint-3", "checkpoint-98"]
 
     stranger = tmp_path / "stranger"
     stranger.mkdir()
     (stranger / "notes.txt").write_text("mine")
-    with pytest.raises(CheckpointError, match=r"not empty and has no run_fingerprint.json"):
-        run_mlm.main(mlm_args(corpus, tokenizer_dir, stranger, "macaron_bert", "--max_train_steps", "2"))
+    for overwrite in ([], ["--overwrite_output_dir"]):
+        with pytest.raises(CheckpointError, match=r"not empty and no hf-variants run wrote it .* it holds notes\.txt"):
+            run_mlm.main(mlm_args(corpus, tokenizer_dir, stranger, "macaron_bert", "--max_train_steps", "2",
+                                  *overwrite))  # fmt: skip
+    assert sorted(p.name for p in stranger.iterdir()) == ["notes.txt"]  # not even a lock file
 
 
 def test_resuming_a_checkpoint_of_another_run_is_refused(
@@ -244,10 +251,13 @@ GLUE_STEPS = 9  # Trainer checkpoints at 3, 6, 9
 
 @pytest.fixture(scope="module")
 def glue_setup(tmp_path_factory, corpus: Path, tokenizer_dir: Path) -> tuple[Path, Path]:
+    return make_glue_setup(tmp_path_factory.mktemp("glue-faults"), corpus, tokenizer_dir)
+
+
+def make_glue_setup(root: Path, corpus: Path, tokenizer_dir: Path) -> tuple[Path, Path]:
     """A tiny MLM checkpoint and a CSV sentence task (the label: does the sentence mention a person?)."""
     from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer
 
-    root = tmp_path_factory.mktemp("glue-faults")
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     config = AutoConfig.for_model("bert_control", vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
                                   num_attention_heads=4, intermediate_size=64, max_position_embeddings=64)  # fmt: skip

@@ -28,26 +28,19 @@ def flip_one_byte(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
-@pytest.fixture(scope="module")
-def pretrained(tmp_path_factory, corpus: Path, tokenizer_dir: Path) -> Path:
-    output = tmp_path_factory.mktemp("pretrained") / "run"
-    run_mlm.main(mlm_args(corpus, tokenizer_dir, output, "macaron_bert", "--max_train_steps", "2"))
-    return output
-
-
-def test_a_run_records_the_files_it_wrote(pretrained: Path) -> None:
-    manifest = verify_manifest(pretrained)
+def test_a_run_records_the_files_it_wrote(pretrained_run: Path) -> None:
+    manifest = verify_manifest(pretrained_run)
     assert manifest is not None and manifest["written_by"].startswith("hf-variants ")
     assert {"model.safetensors", "config.json", "tokenizer.json", "results.json"} <= set(manifest["files"])
-    result = subprocess.run([str(CLI), "verify", str(pretrained)], capture_output=True, text=True, timeout=120)
+    result = subprocess.run([str(CLI), "verify", str(pretrained_run)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and f"files match {MANIFEST_FILE}" in result.stdout
 
 
-def test_an_altered_weight_file_is_named_and_not_loaded(pretrained: Path, tmp_path: Path, corpus: Path) -> None:
+def test_an_altered_weight_file_is_named_and_not_loaded(pretrained_run: Path, tmp_path: Path, corpus: Path) -> None:
     import shutil
 
     damaged = tmp_path / "damaged"
-    shutil.copytree(pretrained, damaged)
+    shutil.copytree(pretrained_run, damaged)
     flip_one_byte(damaged / "model.safetensors")
     result = subprocess.run([str(CLI), "verify", str(damaged)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 1 and "model.safetensors does not match the SHA-256" in result.stderr
@@ -56,7 +49,7 @@ def test_an_altered_weight_file_is_named_and_not_loaded(pretrained: Path, tmp_pa
         ("tokenizer.json", Path.unlink, r"tokenizer\.json is missing"),
     ):
         broken = tmp_path / f"without-{name}"
-        shutil.copytree(pretrained, broken)
+        shutil.copytree(pretrained_run, broken)
         damage(broken / name)
         with pytest.raises(CheckpointError, match=message):
             verify_manifest(broken)

@@ -39,6 +39,7 @@ def load(tmp_path: Path, train: str, dev: str | None = None, *, suffix: str = ".
          r"dev\.csv:3: label 'postive' is not in the label set of the training file .*\['neg', 'pos'\]"),
         ("text,label\na,pos\nb,neg\n", "text\nc\n", r"dev\.csv: missing column\(s\) \['label'\]"),
         ('text,label\n"two\nlines",1\nb,0\nc,\n', None, r"train\.csv:5: this train row has no label"),
+        ("sentence\tlabel\na\t1\n", None, r"train\.csv:1: the header is one field holding tabs .* tab-separated"),
     ],
 )  # fmt: skip
 def test_a_bad_csv_cell_is_named_with_its_line(tmp_path: Path, train: str, dev: str | None, message: str) -> None:

@@ -200,6 +200,12 @@ def option_defaults(attention_type: str, layer_scheme: str) -> dict[str, Any]:
     return defaults
 
 
+def idea_field_names() -> frozenset[str]:
+    """The config fields of every registered token mixer and layer scheme (their specs only are imported)."""
+    registries = (ATTENTION_TYPES, LAYER_SCHEMES)
+    return frozenset(name for registry in registries for key in registry for name in registry[key].config_defaults)
+
+
 def validate_composition(config: EncoderConfig) -> None:
     """Validate the fields of the config's token mixer and layer scheme (and their pairing)."""
     for idea in selected_ideas(config.attention_type, config.layer_scheme):

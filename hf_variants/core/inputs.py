@@ -66,6 +66,25 @@ def check_input_ids(
     return tuple(inputs_embeds.shape[:2])
 
 
+def check_finite_weights(module: torch.nn.Module) -> None:
+    """At inference, every weight must be finite: a NaN weight can give a finite, wrong answer (torch's CPU
+    attention turns NaN queries into zeros), so a damaged checkpoint is named instead of answering. Checked
+    again only after a weight was replaced or changed in place (tensor version counters): an unchanged model
+    pays one pass over its weights once."""
+    if not value_checks_enabled():
+        return
+    state = tuple((id(weight), weight._version) for weight in module.parameters())
+    if getattr(module, "_finite_weights_state", None) == state:
+        return
+    damaged = next((name for name, weight in module.named_parameters() if not bool(torch.isfinite(weight).all())), None)
+    if damaged is not None:
+        raise FloatingPointError(
+            f"The weight {damaged} holds NaN or infinity, so the model's answers would be wrong: the checkpoint is "
+            "damaged or a training step wrote NaN/inf into it (`hf-variants verify` checks a folder it wrote)."
+        )
+    module._finite_weights_state = state
+
+
 def check_finite_output(hidden_states: torch.Tensor, embeddings: torch.Tensor) -> None:
     """At inference, a model whose output is NaN or infinite raises instead of answering: finite inputs of
     an extreme size (e.g. ``inputs_embeds`` of 1e30) overflow float arithmetic inside the model, and

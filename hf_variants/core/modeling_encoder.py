@@ -57,7 +57,7 @@ from .composition import (
 )
 from .configuration_encoder import EncoderConfig
 from .encoder_layers import EncoderEmbeddings, LayerInputs, LayerScheme, MaskedLMHead, Pooler
-from .inputs import check_finite_output, key_padding_mask, value_checks_enabled
+from .inputs import check_finite_output, check_finite_weights, key_padding_mask, value_checks_enabled
 from .outputs import (
     EncoderMaskedLMOutput,
     EncoderMultipleChoiceOutput,
@@ -344,6 +344,8 @@ class EncoderModel(EncoderPreTrainedModel):
         :func:`record_outputs`); ``output_diagnostics`` the auxiliary loss and the pair's diagnostics;
         ``return_dict=False`` gives a tuple."""
         output_attentions = _requested_outputs(self.config, kwargs)
+        if not self.training:
+            check_finite_weights(self)
         # Orthogonally parametrised weights are computed once per forward pass, not once per use.
         with parametrize.cached() if self.parametrized else contextlib.nullcontext():
             embeddings = self.embeddings(

@@ -7,8 +7,12 @@ otherwise (``gelu``); commas inside brackets do not split."""
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
+import difflib
+from collections.abc import Callable, Mapping
 from typing import Any
+
+#: Fields that select which ideas (and so which further fields) a config has.
+IDEA_SWITCHES = ("attention_type", "layer_scheme")
 
 
 def parse_overrides(text: str | None) -> dict[str, Any]:
@@ -26,6 +30,25 @@ def parse_overrides(text: str | None) -> dict[str, Any]:
         except (ValueError, SyntaxError):
             overrides[key] = value
     return overrides
+
+
+def check_override_fields(
+    overrides: Mapping[str, Any], build_reference: Callable[..., Any], flag: str = "--config_overrides"
+) -> None:
+    """Refuse an override that names no field of the config it changes (``hidden_sise=32`` would be stored
+    as a new attribute and change nothing). ``build_reference(**switches)`` builds that config with only the
+    overrides that select ideas (:data:`IDEA_SWITCHES`), so that the fields of a newly selected idea count.
+    A field of a registered idea that the config does not select is a name, not a typo, and passes: a
+    matched control carries its variant's sized fields (e.g. ``num_experts`` beside ``layer_scheme=vanilla``)."""
+    from .composition import idea_field_names
+
+    reference = build_reference(**{key: overrides[key] for key in IDEA_SWITCHES if key in overrides})
+    known = idea_field_names()
+    for key in overrides:
+        if not hasattr(reference, key) and key not in known:
+            close = difflib.get_close_matches(key, list(reference.to_dict()), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else "."
+            raise ValueError(f"{flag}: {type(reference).__name__} has no field {key!r}{hint}")
 
 
 def format_overrides(fields: Mapping[str, Any]) -> str:

@@ -69,6 +69,11 @@ def _read_csv(path: Path, text: str) -> Table:
         if not fields or all(not field.strip() for field in fields):
             continue  # a blank line
         if header is None:
+            if len(fields) == 1 and "\t" in fields[0]:
+                raise ValueError(
+                    f"{path}:{line}: the header is one field holding tabs ({fields[0]!r}): the file is tab-separated. "
+                    "Save it with commas (a .csv file) or as JSON lines."
+                )
             header = [name.strip() for name in fields]
             duplicated = sorted({name for name in header if header.count(name) > 1})
             if duplicated or "" in header:

@@ -2,24 +2,29 @@
 
 * **One run per folder.** :class:`OutputDirLock` holds an exclusive ``flock`` on the output folder for
   the life of the process (the kernel releases it when the process dies, ``kill -9`` included); a
-  second run is refused with the holder's PID. :func:`prepare_output_dir` records the run's
-  *fingerprint* (:mod:`.run_identity`: every argument but those without effect, data and weights by
-  content, the tokenizer's whole definition, library versions) in ``run_fingerprint.json`` and refuses a
-  non-empty folder that holds another run, unless
-  ``--overwrite_output_dir`` (which removes the old run's checkpoints and the files its manifest lists,
-  and nothing else: a user's own files in the folder stay).
+  second run is refused with the holder's PID. :func:`check_output_dir` refuses a non-empty folder that
+  holds another run, unless ``--overwrite_output_dir``, and a folder no run of the package wrote, always;
+  :func:`claim_output_dir` records the run's *fingerprint* (:mod:`.run_identity`: every argument but those
+  without effect, data and weights by content, the tokenizer's whole definition, library versions) in
+  ``run_fingerprint.json`` when training starts, after removing a replaced run's files: the checkpoints
+  it marked, the files its manifest lists, and nothing else (a user's own files stay, whatever their
+  names). Every path removed is checked to lie inside the resolved folder (:func:`.files.inside`).
+* **A finished run is finished.** :func:`finished_run` returns the record of a run whose manifest is
+  written and intact: the same command again changes nothing.
 * **Final folders carry a manifest.** :func:`write_manifest` records every file a run or an export wrote
   (size and SHA-256) in ``hf_variants_manifest.json``; :func:`verify_manifest` checks them before the
   package loads a folder (:func:`load_pretrained`) and in ``hf-variants verify``.
-* **Checkpoints are atomic.** :func:`write_checkpoint` writes into ``.checkpoint-N.partial`` and
-  renames it to ``checkpoint-N`` only after ``checkpoint_complete.json`` (every file with its size and
-  SHA-256) is written; :func:`latest_checkpoint` picks the newest complete one and names the ones it
-  skipped.
+* **Checkpoints and bookkeeping are atomic.** :func:`write_checkpoint` writes into
+  ``.checkpoint-N.partial`` and renames it to ``checkpoint-N`` only after ``checkpoint_complete.json``
+  (every file with its size and SHA-256) is written; :func:`latest_checkpoint` picks the newest complete
+  one and names the ones it skipped; :func:`rotate_checkpoints` removes old ones only once a newer one is
+  complete. Every JSON file is written by one rename (:func:`.files.write_json`).
 * **No pickles.** Tensors are stored as safetensors, everything else as JSON; loading never calls
   ``pickle``/``torch.load``. A missing, truncated or altered file is an error naming it.
 
 ``HF_VARIANTS_FAILPOINT=<name>@<step>`` makes the process kill itself with SIGKILL at a named point
-(:func:`failpoint`), which is how ``tests/test_faults.py`` interrupts runs at exact places.
+(:func:`failpoint`; ``<name>@<step>:SIGTERM`` sends that signal instead), which is how
+``tests/test_faults.py`` interrupts runs at exact places.
 """
 
 from __future__ import annotations
@@ -30,7 +35,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -39,6 +43,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
+from .files import CheckpointError, failpoint, fsync_directory, inside, is_temporary, write_json
 from .run_identity import announce_version_changes, file_sha256, fingerprint_differences, library_versions
 
 try:
@@ -53,24 +58,15 @@ LOCK_FILE = ".hf_variants.lock"
 FINGERPRINT_FILE = "run_fingerprint.json"
 COMPLETE_MARKER = "checkpoint_complete.json"
 MANIFEST_FILE = "hf_variants_manifest.json"
+#: The Trainer checkpoint being written (its name), removed once the checkpoint is marked complete: a
+#: checkpoint folder the package may remove although it holds no completeness marker yet.
+PENDING_FILE = ".hf_variants_pending_checkpoint.json"
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
+#: The folders :func:`write_checkpoint` writes before its one rename.
+PARTIAL_CHECKPOINT_PATTERN = re.compile(r"^\.checkpoint-\d+\.(partial|stale)$")
 #: Files of checkpoints written by other tools (or by v0.1.0 through ``accelerator.save_state``) that
 #: would need unpickling: never loaded.
 PICKLE_SUFFIXES = (".pkl", ".bin", ".pt", ".pth", ".pickle")
-FAILPOINT_ENV = "HF_VARIANTS_FAILPOINT"
-
-
-class CheckpointError(ValueError):
-    """A checkpoint or run folder cannot be used as it is; the message names the file and why."""
-
-
-# ------------------------------------------------------------------------------------------------
-# Fault injection
-# ------------------------------------------------------------------------------------------------
-def failpoint(name: str, step: int) -> None:
-    """SIGKILL this process when ``$HF_VARIANTS_FAILPOINT`` is ``name@step`` (tests only)."""
-    if os.environ.get(FAILPOINT_ENV) == f"{name}@{step}":
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -80,6 +76,7 @@ class OutputDirLock:
     """An exclusive lock on ``folder`` held until :meth:`release` or the end of the process."""
 
     def __init__(self, folder: Path) -> None:
+        refuse_foreign(folder)  # before the lock file is written into it
         folder.mkdir(parents=True, exist_ok=True)
         self.path = folder / LOCK_FILE
         self.handle = self.path.open("a+")
@@ -115,32 +112,65 @@ class OutputDirLock:
             self.handle.close()
 
 
-def prepare_output_dir(folder: Path, fingerprint: dict[str, Any], overwrite: bool) -> bool:
-    """Apply the one-run-per-folder rule; returns whether the folder holds *this* run (to resume).
+def check_output_dir(folder: Path, fingerprint: dict[str, Any], overwrite: bool) -> bool:
+    """The one-run-per-folder rule, checked before anything is written; returns whether the folder holds
+    *this* run (to resume or, when finished, to leave as it is).
 
-    * empty or new folder: the fingerprint is written, nothing to resume;
-    * the same run (equal fingerprint): resume from its newest complete checkpoint;
-    * anything else: ``CheckpointError`` listing what differs, unless ``overwrite`` — then the folder
-      is emptied (all old checkpoints and outputs removed) and the run starts afresh.
+    * empty or new folder: a new run;
+    * the same run (equal fingerprint): this run;
+    * a folder of another run: ``CheckpointError`` listing what differs, unless ``overwrite`` — then
+      :func:`claim_output_dir` removes that run's files when training starts;
+    * a non-empty folder that no run of the package wrote (no fingerprint, no manifest), e.g. a user's
+      folder behind a symlink: refused, ``overwrite`` or not — the package removes only what it recorded,
+      and a new run would write over the user's files.
     """
+    folder = folder.resolve()
+    refuse_foreign(folder)
     contents = [path for path in folder.iterdir() if path.name != LOCK_FILE] if folder.is_dir() else []
     fingerprint_file = folder / FINGERPRINT_FILE
-    if contents and not overwrite:
-        if not fingerprint_file.is_file():
-            raise CheckpointError(
-                f"--output_dir {folder} is not empty and has no {FINGERPRINT_FILE}: it was not written by this "
-                "run. Give another --output_dir, or --overwrite_output_dir to delete its contents."
-            )
-        saved = load_json(fingerprint_file)
-        differences = fingerprint_differences(saved, fingerprint)
-        if differences:
-            raise CheckpointError(
-                f"--output_dir {folder} holds another run ({len(differences)} difference(s): "
-                + "; ".join(differences[:6])
-                + "). Give another --output_dir, or --overwrite_output_dir to replace it."
-            )
-        announce_version_changes(saved, fingerprint, folder)
-        return True
+    if not contents or overwrite:
+        return False
+    if not fingerprint_file.is_file():  # a folder written by `hf-variants export`: another kind of folder
+        raise CheckpointError(
+            f"--output_dir {folder} holds files of another hf-variants command (a {MANIFEST_FILE} without "
+            f"{FINGERPRINT_FILE}). Give another --output_dir, or --overwrite_output_dir to replace them."
+        )
+    saved = load_json(fingerprint_file, fix="--overwrite_output_dir replaces the run in it")
+    differences = fingerprint_differences(saved, fingerprint)
+    if differences:
+        raise CheckpointError(
+            f"--output_dir {folder} holds another run ({len(differences)} difference(s): "
+            + "; ".join(differences[:6])
+            + "). Give another --output_dir, or --overwrite_output_dir to replace it."
+        )
+    announce_version_changes(saved, fingerprint, folder)
+    return True
+
+
+def refuse_foreign(folder: Path) -> None:
+    """Refuse a non-empty folder that no run of the package wrote (no fingerprint or manifest of its own),
+    e.g. a user's folder behind a symlink: the package never removes or writes over files it did not write,
+    ``--overwrite_output_dir`` included. Called before the lock file is written into the folder."""
+    folder = folder.resolve()
+    contents = sorted(path.name for path in folder.iterdir() if path.name != LOCK_FILE) if folder.is_dir() else []
+    if contents and not {FINGERPRINT_FILE, MANIFEST_FILE} & set(contents):
+        raise CheckpointError(
+            f"--output_dir {folder} is not empty and no hf-variants run wrote it (no {FINGERPRINT_FILE}; it holds "
+            f"{', '.join(contents[:4])}{', ...' if len(contents) > 4 else ''}). hf-variants never removes or writes "
+            "over files it did not write, --overwrite_output_dir included: give another --output_dir."
+        )
+
+
+def claim_output_dir(folder: Path, fingerprint: dict[str, Any], overwrite: bool) -> None:
+    """Make ``folder`` this run's when it starts training (not before: a run refused or failed while it
+    was being set up leaves no fingerprint that would refuse the corrected command): with ``overwrite``,
+    the previous run's files are removed (:func:`remove_previous_run`); then the fingerprint is written,
+    unless the folder already holds this run."""
+    folder = folder.resolve()
+    fingerprint_file = folder / FINGERPRINT_FILE
+    if fingerprint_file.is_file() and not overwrite:  # this run: check_output_dir refused any other
+        return
+    contents = [path for path in folder.iterdir() if path.name != LOCK_FILE] if folder.is_dir() else []
     if contents and overwrite:
         removed = remove_previous_run(folder)
         kept = len([path for path in folder.iterdir() if path.name != LOCK_FILE])
@@ -148,30 +178,92 @@ def prepare_output_dir(folder: Path, fingerprint: dict[str, Any], overwrite: boo
                        len(removed), folder, kept)  # fmt: skip
     folder.mkdir(parents=True, exist_ok=True)
     write_json(fingerprint_file, fingerprint)
-    return False
+
+
+def prepare_output_dir(folder: Path, fingerprint: dict[str, Any], overwrite: bool) -> bool:
+    """:func:`check_output_dir` and, for a new run, :func:`claim_output_dir` at once (for callers that
+    write nothing before their run starts, e.g. the lab's report folders)."""
+    resume = check_output_dir(folder, fingerprint, overwrite)
+    if not resume:
+        claim_output_dir(folder, fingerprint, overwrite)
+    return resume
+
+
+def written_by_the_package(path: Path, pending: str | None) -> bool:
+    """Whether the entry ``path`` of a run folder is one the package wrote and may remove: a checkpoint
+    it marked complete (or the one it was writing, ``pending``), a partial checkpoint folder of
+    :func:`write_checkpoint`, or a temporary file of an atomic write. Symlinks never are."""
+    if path.is_symlink():
+        return False
+    if path.is_dir():
+        marked = checkpoint_step(path) is not None and ((path / COMPLETE_MARKER).is_file() or path.name == pending)
+        return marked or PARTIAL_CHECKPOINT_PATTERN.match(path.name) is not None
+    return is_temporary(path.name)
+
+
+def pending_checkpoint(folder: Path) -> str | None:
+    """The name of the Trainer checkpoint that was being written when the run stopped, if any."""
+    if not (folder / PENDING_FILE).is_file():
+        return None
+    try:
+        return str(load_json(folder / PENDING_FILE)["checkpoint"])
+    except (CheckpointError, KeyError, TypeError):
+        return None
+
+
+def previous_run_entries(folder: Path) -> list[Path]:
+    """What a previous run of the package left in ``folder`` (resolved) and ``--overwrite_output_dir``
+    removes: the checkpoints it wrote (complete, being written or partial), the files its manifest lists
+    (each checked to lie inside the folder; one that escapes is an error naming it), its fingerprint and
+    manifest. Nothing else, whatever its name: a user's own ``checkpoint-7/`` without the package's
+    marker is not among them. A damaged manifest is listed alone (the files it listed can no longer be
+    told from the user's, and are kept)."""
+    folder = folder.resolve()
+    pending = pending_checkpoint(folder)
+    entries = [path for path in sorted(folder.iterdir()) if written_by_the_package(path, pending)]
+    entries += manifest_entries(folder)
+    bookkeeping = (FINGERPRINT_FILE, PENDING_FILE, MANIFEST_FILE)
+    return [*entries, *(folder / name for name in bookkeeping if (folder / name).is_file())]
 
 
 def remove_previous_run(folder: Path) -> list[str]:
-    """Remove what a previous run left in ``folder``: its checkpoints (complete or partial), its
-    fingerprint and the files its manifest lists. Files the package did not write are kept."""
-    removed = []
-    for path in sorted(folder.iterdir()):
-        if checkpoint_step(path) is not None or path.name.startswith(".checkpoint-"):
-            shutil.rmtree(path) if path.is_dir() else path.unlink()
-            removed.append(path.name)
-    removed += remove_recorded_files(folder)
-    if (folder / FINGERPRINT_FILE).is_file():
-        (folder / FINGERPRINT_FILE).unlink()
-        removed.append(FINGERPRINT_FILE)
-    return removed
+    """Remove :func:`previous_run_entries` (all checked before the first is removed); returns their names."""
+    entries = previous_run_entries(folder)
+    for path in entries:
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+    return [path.relative_to(folder.resolve()).as_posix() for path in entries]
+
+
+def check_inputs_kept(folder: Path, inputs: Mapping[str, str | Path | None]) -> None:
+    """With ``--overwrite_output_dir``: refuse a run that reads an input (``{flag: path}``) that the overwrite
+    would remove — continuing in place, ``--model_name_or_path R --output_dir R``, would delete the weights it
+    starts from. Inputs that are not local paths (Hub names) are skipped."""
+    folder = folder.resolve()
+    if not folder.is_dir():
+        return
+    removed = previous_run_entries(folder)
+    for flag, value in inputs.items():
+        if value is None or not Path(value).exists():
+            continue
+        path = Path(value).resolve()
+        if any(path == entry or entry in path.parents or path in entry.parents for entry in removed):
+            raise CheckpointError(
+                f"{flag} {value} lies in --output_dir {folder}, whose previous run --overwrite_output_dir removes "
+                "before training: the run would delete its own input. Give another --output_dir (or copy the input "
+                "elsewhere first)."
+            )
 
 
 # ------------------------------------------------------------------------------------------------
 # Manifests of final folders
 # ------------------------------------------------------------------------------------------------
 def file_states(folder: Path) -> dict[str, tuple[int, int]]:
-    """``{relative path: (size, mtime_ns)}`` of the files below ``folder``, without checkpoints, the lock
-    and the manifest: compared before and after a write, it tells which files the write produced."""
+    """``{relative path: (size, mtime_ns)}`` of the files below ``folder``, without checkpoints and the
+    package's bookkeeping (lock, manifest, pending note, temporary files): compared before and after a
+    write, it tells which files the write produced."""
     if not folder.is_dir():
         return {}
     states = {}
@@ -180,7 +272,7 @@ def file_states(folder: Path) -> dict[str, tuple[int, int]]:
         top = relative.parts[0]
         if checkpoint_step(Path(top)) is not None or top.startswith(".checkpoint-") or not path.is_file():
             continue
-        if relative.name in (LOCK_FILE, MANIFEST_FILE):
+        if relative.name in (LOCK_FILE, MANIFEST_FILE, PENDING_FILE) or is_temporary(relative.name):
             continue
         stat = path.stat()
         states[relative.as_posix()] = (stat.st_size, stat.st_mtime_ns)
@@ -201,13 +293,22 @@ def write_manifest(folder: Path, before: dict[str, tuple[int, int]], command: st
 
 
 def verify_manifest(folder: Path) -> dict[str, Any] | None:
-    """Check every file the folder's manifest lists (present, same size, same SHA-256); ``None`` for a
-    folder without a manifest (not written by this package, e.g. a Hub model)."""
-    path = Path(folder) / MANIFEST_FILE
+    """Check every file the folder's manifest lists (present, inside the folder, same size, same SHA-256);
+    ``None`` for a folder without a manifest that no run of the package wrote (e.g. a Hub model). A run
+    folder of the package without its manifest (deleted, or the run never finished) is an error: its files
+    could not be checked."""
+    folder = Path(folder)
+    path = folder / MANIFEST_FILE
     if not path.is_file():
+        if (folder / FINGERPRINT_FILE).is_file():
+            raise CheckpointError(
+                f"{folder} holds an hf-variants run ({FINGERPRINT_FILE}) but no {MANIFEST_FILE}: the run did not "
+                "finish or the manifest was removed, so its files cannot be checked. Run the command that wrote it "
+                "again."
+            )
         return None
-    manifest = load_json(path)
-    check_recorded_files(Path(folder), manifest.get("files", {}), path)
+    manifest = load_json(path, fix=f"run the command that wrote {folder} again with --overwrite_output_dir")
+    check_recorded_files(folder, manifest.get("files", {}), path)
     return manifest
 
 
@@ -217,31 +318,48 @@ def record_files(folder: Path, names: Iterable[str]) -> dict[str, dict[str, Any]
 
 
 def check_recorded_files(folder: Path, files: dict[str, dict[str, Any]], listing: Path) -> None:
-    """Every file ``listing`` recorded (:func:`record_files`) is present, with its size and SHA-256;
-    otherwise a ``CheckpointError`` naming the file and what is wrong with it."""
+    """Every file ``listing`` recorded (:func:`record_files`) is inside ``folder`` and present, with its size
+    and SHA-256; otherwise a ``CheckpointError`` naming the file and what is wrong with it."""
     for name, expected in files.items():
-        path = folder / name
+        path = inside(folder, name, f"{listing.name} entry")
         if not path.is_file():
-            raise CheckpointError(f"{path} is missing (listed in {listing}).")
+            raise CheckpointError(f"{folder / name} is missing (listed in {listing}).")
         if path.stat().st_size != expected["size"]:
             raise CheckpointError(
-                f"{path} has {path.stat().st_size} bytes, {expected['size']} were written: the file was truncated "
-                "or replaced."
+                f"{folder / name} has {path.stat().st_size} bytes, {expected['size']} were written: the file was "
+                "truncated or replaced."
             )
         if file_sha256(path) != expected["sha256"]:
-            raise CheckpointError(f"{path} does not match the SHA-256 recorded when it was written: it was altered.")
+            raise CheckpointError(
+                f"{folder / name} does not match the SHA-256 recorded when it was written: it was altered."
+            )
+
+
+def manifest_entries(folder: Path) -> list[Path]:
+    """The files ``folder``'s manifest lists, resolved and each checked to lie inside the folder (one that
+    escapes is an error naming it). A damaged manifest lists nothing, with a warning: the files it listed
+    can no longer be told from the user's, and are kept."""
+    folder = folder.resolve()
+    if not (folder / MANIFEST_FILE).is_file():
+        return []
+    try:
+        listed = load_json(folder / MANIFEST_FILE).get("files", {})
+    except CheckpointError as error:
+        logger.warning("%s; it is removed alone (the files it listed are kept).", error)
+        return []
+    return [inside(folder, name, f"{MANIFEST_FILE} entry") for name in listed]
 
 
 def remove_recorded_files(folder: Path) -> list[str]:
-    """Remove the files the folder's manifest lists, and the manifest (before a new write into the folder)."""
-    path = folder / MANIFEST_FILE
-    if not path.is_file():
-        return []
-    names = [name for name in load_json(path).get("files", {}) if (folder / name).is_file()]
-    for name in names:
-        (folder / name).unlink()
-    path.unlink()
-    return [*names, MANIFEST_FILE]
+    """Remove the files the folder's manifest lists, and the manifest (before a new export into the folder),
+    all checked (:func:`manifest_entries`) before the first is removed."""
+    folder = folder.resolve()
+    entries = [path for path in manifest_entries(folder) if path.is_file()]
+    if (folder / MANIFEST_FILE).is_file():
+        entries.append(folder / MANIFEST_FILE)
+    for path in entries:
+        path.unlink()
+    return [path.relative_to(folder).as_posix() for path in entries]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -361,9 +479,12 @@ def latest_checkpoint(folder: Path) -> tuple[Path | None, list[Path]]:
         key=checkpoint_step,
         reverse=True,
     ) if folder.is_dir() else []  # fmt: skip
+    pending = pending_checkpoint(folder) if folder.is_dir() else None
     skipped = []
     for path in candidates:
         try:
+            if path.name == pending and not (path / COMPLETE_MARKER).is_file():
+                raise CheckpointError("the run stopped while it was being written")
             verify_checkpoint(path)
         except CheckpointError as error:
             logger.warning("Not resuming from %s: it is incomplete or damaged (%s).", path, error)
@@ -371,6 +492,38 @@ def latest_checkpoint(folder: Path) -> tuple[Path | None, list[Path]]:
             continue
         return path, skipped
     return None, skipped
+
+
+def rotate_checkpoints(folder: Path, limit: int | None, keep: str | Path | None = None) -> list[str]:
+    """Remove the oldest complete checkpoints the package wrote in ``folder`` beyond the newest ``limit``
+    (``save_total_limit``), keeping ``keep`` (the best model's) too; called only after the newest one is
+    marked complete, so that a kill at any instant leaves at least one complete checkpoint. Checkpoints
+    without the package's marker (another tool's, or one left half-written) are not counted or removed."""
+    if not limit or limit <= 0 or not folder.is_dir():
+        return []
+    complete = sorted(
+        (path for path in folder.iterdir() if written_by_the_package(path, None) and checkpoint_step(path) is not None),
+        key=checkpoint_step,
+    )  # fmt: skip
+    kept = set(complete[-limit:])
+    if keep is not None:
+        kept.add(Path(folder) / Path(keep).name)
+    removed = [path for path in complete if path not in kept]
+    for path in removed:
+        shutil.rmtree(path)
+    return [path.name for path in removed]
+
+
+def finished_run(folder: Path, record: str = "results.json") -> dict[str, Any] | None:
+    """The record of a finished run in ``folder`` (its manifest written, every file it lists intact), or
+    ``None`` when the run has not finished. A finished run whose files were altered is an error naming the
+    file: re-running it would not give back what was recorded."""
+    if not (folder / MANIFEST_FILE).is_file():
+        return None
+    manifest = verify_manifest(folder)
+    if record not in manifest.get("files", {}):
+        return None
+    return load_json(folder / record)
 
 
 def checkpoint_to_resume(asked: str | None, folder: Path, fingerprint: dict[str, Any]) -> Path | None:
@@ -386,9 +539,12 @@ def checkpoint_to_resume(asked: str | None, folder: Path, fingerprint: dict[str,
             raise CheckpointError(f"{path} belongs to another run: " + "; ".join(differences[:6]))
         announce_version_changes(saved, fingerprint, path)
         return path
-    latest, _ = latest_checkpoint(folder)
+    latest, skipped = latest_checkpoint(folder)
     if latest is not None:
         logger.warning("Resuming this run from %s (its newest complete checkpoint).", latest)
+    elif skipped:
+        logger.warning("%s has no complete checkpoint (%s skipped, see above): this run starts from step 0.", folder,
+                       ", ".join(path.name for path in skipped))  # fmt: skip
     elif asked == "latest":
         logger.warning("--resume_from_checkpoint latest: %s has no complete checkpoint; starting afresh.", folder)
     return latest
@@ -413,7 +569,7 @@ def write_checkpoint(final: Path, write_files: Callable[[Path], None], step: int
         shutil.rmtree(stale)
     else:
         os.replace(partial, final)
-    _fsync_directory(final.parent)
+    fsync_directory(final.parent)
 
 
 def mark_complete(folder: Path) -> None:
@@ -453,31 +609,23 @@ def _fsync_tree(folder: Path) -> None:
         if path.is_file():
             with path.open("rb") as handle:
                 os.fsync(handle.fileno())
-    _fsync_directory(folder)
-
-
-def _fsync_directory(folder: Path) -> None:
-    descriptor = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
+    fsync_directory(folder)
 
 
 # ------------------------------------------------------------------------------------------------
 # Files: JSON and safetensors only
 # ------------------------------------------------------------------------------------------------
-def write_json(path: Path, value: Any) -> None:
-    path.write_text(json.dumps(value, indent=1, allow_nan=False) + "\n", encoding="utf-8")
-
-
-def load_json(path: Path) -> Any:
+def load_json(path: Path, fix: str | None = None) -> Any:
+    """A JSON file the package wrote; a missing or damaged one is a ``CheckpointError`` naming it (and
+    ``fix``, what recovers it, when given)."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise CheckpointError(f"{path} is missing.") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CheckpointError(f"{path} is not valid JSON ({error}): the file is damaged.") from None
+        raise CheckpointError(
+            f"{path} is not valid JSON ({error}): the file is damaged" + (f"; {fix}." if fix else ".")
+        ) from None
 
 
 def save_tensors(path: Path, tensors: dict[str, torch.Tensor]) -> None:

@@ -105,7 +105,8 @@ def tokenize_corpus(
         def encode(batch: dict[str, list[str]]) -> dict[str, Any]:
             return tokenizer(batch["text"], truncation=True, max_length=max_seq_length, return_special_tokens_mask=True)
 
-        return corpus.map(encode, batched=True, remove_columns=["text"], num_proc=num_proc, desc="tokenize")
+        return check_maskable(corpus.map(encode, batched=True, remove_columns=["text"], num_proc=num_proc,
+                                         desc="tokenize"))  # fmt: skip
 
     def encode_all(batch: dict[str, list[str]]) -> dict[str, Any]:
         return tokenizer(batch["text"], return_special_tokens_mask=True)
@@ -123,7 +124,20 @@ def tokenize_corpus(
                 f"The {split} corpus has fewer than max_seq_length={max_seq_length} tokens; use a smaller "
                 "max_seq_length or --line_by_line."
             )
-    return grouped
+    return check_maskable(grouped)
+
+
+def check_maskable(tokenized: DatasetDict) -> DatasetDict:
+    """Refuse a training corpus in which no token can be masked (every text empty after the tokenizer's
+    normalisation, e.g. zero-width or control characters only): it would "train" at loss 0 on nothing."""
+    masks = tokenized["train"]["special_tokens_mask"]
+    if not any(0 in mask for mask in masks):
+        raise ValueError(
+            f"The training corpus has no token to mask: all {len(masks)} examples are special tokens only (every text "
+            "is empty after the tokenizer's normalisation, e.g. zero-width or control characters). Check the training "
+            "file's content and encoding."
+        )
+    return tokenized
 
 
 class SeededMaskingCollator:

@@ -29,12 +29,14 @@ typed settings; only :func:`main` parses a command line.
 
 from __future__ import annotations
 
+import argparse
 import copy
 import json
 import logging
+import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,15 +60,19 @@ from transformers import (
     default_data_collator,
     set_seed,
 )
+from transformers.trainer import TRAINING_ARGS_NAME
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
+from hf_variants_cli.checks import above, at_least, half_open_interval, seed_range
 from hf_variants_cli.finetune import DataTrainingArguments, ModelArguments, RunArguments
 
-from ..core.overrides import parse_overrides
+from ..core.overrides import check_override_fields, parse_overrides
 from ..core.registration import VARIANTS
 from ..glue import EVALUATE_MODULE, GlueTask, get_task, load_glue
 from ..glue.user_files import choose_text_columns, load_task_files
 from . import checkpoints, run_identity
+from .files import write_text_atomic
+from .interrupts import StopOnSignal, TrainingInterrupted
 from .nonfinite import StopOnNonFiniteGradients
 
 logger = logging.getLogger(__name__)
@@ -109,23 +115,45 @@ LOSS_FILE = "train_loss_sum.json"
 
 
 class GlueTrainer(Trainer):
-    """The Trainer with two guarantees: a non-finite training loss or gradient stops the run before
-    the optimizer step (:class:`~hf_variants.training.nonfinite.StopOnNonFiniteGradients`; the Trainer
-    would log a substitute loss and train on NaN weights) — or, with ``skip_nonfinite_steps``, skips
-    that optimizer step and counts it — and each checkpoint stores the summed training loss so that a
-    resumed run reports the uninterrupted run's ``train_loss``."""
+    """The Trainer with three guarantees:
 
-    def __init__(self, *args: Any, skip_nonfinite_steps: bool = False, **kwargs: Any) -> None:
+    * a non-finite training loss or gradient stops the run before the optimizer step
+      (:class:`~hf_variants.training.nonfinite.StopOnNonFiniteGradients`; the Trainer would log a substitute
+      loss and train on NaN weights) — or, with ``skip_nonfinite_steps``, skips that optimizer step and
+      counts it;
+    * each checkpoint is marked complete (``checkpoint_complete.json``: every file's size and SHA-256, and
+      the run's ``fingerprint`` beside them) before ``save_total_limit`` removes an older one, so that a kill
+      at any instant leaves a complete checkpoint (the Trainer removes the old one first); the checkpoint
+      being written is named in a pending note, so that the package knows it as its own;
+    * each checkpoint stores the training loss summed over *every* step before it — across any number of
+      resumes — so that a resumed run reports the uninterrupted run's ``train_loss``
+      (:attr:`train_loss_sum`).
+    """
+
+    def __init__(self, *args: Any, skip_nonfinite_steps: bool = False, fingerprint: dict[str, Any] | None = None,
+                 **kwargs: Any) -> None:  # fmt: skip
         self.nonfinite_guard = StopOnNonFiniteGradients(
             skip=skip_nonfinite_steps,
             hint="lower --learning_rate, check the data, or pass --skip_nonfinite_steps true.",
         )
-        kwargs["callbacks"] = [*(kwargs.get("callbacks") or []), self.nonfinite_guard]
+        kwargs["callbacks"] = [*(kwargs.get("callbacks") or []), self.nonfinite_guard, StepFailpoint()]
         super().__init__(*args, **kwargs)
+        self.fingerprint = fingerprint
+        self.loss_sum_before_resume = 0.0
 
     @property
     def skipped_steps(self) -> int:
         return self.nonfinite_guard.skipped_steps
+
+    @property
+    def train_loss_sum(self) -> float:
+        """The training loss summed over every step of the run, those before a resume included."""
+        return self.loss_sum_before_resume + self._total_loss_scalar
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any):
+        if isinstance(resume_from_checkpoint, str) and (Path(resume_from_checkpoint) / LOSS_FILE).is_file():
+            self.loss_sum_before_resume = checkpoints.load_json(Path(resume_from_checkpoint) / LOSS_FILE)["loss_sum"]
+        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
 
     def training_step(self, model, inputs, num_items_in_batch=None):
         loss = super().training_step(model, inputs, num_items_in_batch)
@@ -133,11 +161,28 @@ class GlueTrainer(Trainer):
         return loss
 
     def _save_checkpoint(self, model, trial):
-        super()._save_checkpoint(model, trial)
-        folder = Path(self.args.output_dir) / f"checkpoint-{self.state.global_step}"
-        if self.args.should_save and folder.is_dir():
-            total = self._total_loss_scalar + float(self._tr_loss)
-            checkpoints.write_json(folder / LOSS_FILE, {"loss_sum": total, "global_step": self.state.global_step})
+        run_dir = Path(self._get_output_dir(trial=trial))
+        step = self.state.global_step
+        folder = run_dir / f"checkpoint-{step}"
+        if self.args.should_save:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            checkpoints.write_json(run_dir / checkpoints.PENDING_FILE, {"checkpoint": folder.name})
+        limit, self.args.save_total_limit = self.args.save_total_limit, None  # rotated below, once marked
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            self.args.save_total_limit = limit
+        if not (self.args.should_save and folder.is_dir()):
+            return
+        loss_sum = self.train_loss_sum + float(self._tr_loss)
+        checkpoints.write_json(folder / LOSS_FILE, {"loss_sum": loss_sum, "global_step": step})
+        if self.fingerprint is not None:
+            checkpoints.write_json(folder / checkpoints.FINGERPRINT_FILE, self.fingerprint)
+        checkpoints.failpoint("checkpoint_files_written", step)
+        checkpoints.mark_complete(folder)
+        (run_dir / checkpoints.PENDING_FILE).unlink(missing_ok=True)
+        checkpoints.failpoint("checkpoint_marked", step)
+        checkpoints.rotate_checkpoints(run_dir, limit, keep=self.state.best_model_checkpoint)
 
 
 class SilentLogProgressCallback(ProgressCallback):
@@ -147,21 +192,8 @@ class SilentLogProgressCallback(ProgressCallback):
         return control
 
 
-class CompletenessMarker(TrainerCallback):
-    """Gives each Trainer checkpoint the run's fingerprint and marks it complete once all its files are
-    written (``checkpoint_complete.json`` with every file's size and SHA-256), so that a resume never
-    picks a half-written checkpoint or one of another run."""
-
-    def __init__(self, fingerprint: dict[str, Any]) -> None:
-        self.fingerprint = fingerprint
-
-    def on_save(self, args, state, control, **kwargs):
-        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-        if args.should_save and folder.is_dir():
-            checkpoints.write_json(folder / checkpoints.FINGERPRINT_FILE, self.fingerprint)
-            checkpoints.failpoint("checkpoint_files_written", state.global_step)
-            checkpoints.mark_complete(folder)
-        return control
+class StepFailpoint(TrainerCallback):
+    """``HF_VARIANTS_FAILPOINT=train_step@N`` (tests): the process stops itself after optimizer step N."""
 
     def on_step_end(self, args, state, control, **kwargs):
         checkpoints.failpoint("train_step", state.global_step)
@@ -300,6 +332,16 @@ def hold_out(raw: DatasetDict, fraction: float, seed: int) -> DatasetDict:
     return DatasetDict({"train": split["train"], "validation": split["test"], **kept})
 
 
+def input_paths(model_args, data_args, training_args) -> dict[str, str | None]:
+    """Every input of a run by its flag (paths or Hub names): what ``--overwrite_output_dir`` must not remove."""
+    return {
+        "--model_name_or_path": model_args.model_name_or_path, "--config_name": model_args.config_name,
+        "--tokenizer_name": model_args.tokenizer_name, "--glue_dir": data_args.glue_dir,
+        "--train_file": data_args.train_file, "--validation_file": data_args.validation_file,
+        "--test_file": data_args.test_file, "--resume_from_checkpoint": training_args.resume_from_checkpoint,
+    }  # fmt: skip
+
+
 def run_fingerprint(model_args, data_args, training_args, run_args, tokenizer) -> dict[str, Any]:
     """What makes two fine-tuning runs the same run (:mod:`.run_identity`): every argument except those
     without effect; the model, config and data by content where they are local files (their paths only
@@ -380,14 +422,54 @@ def write_predictions(
 # --------------------------------------------------------------------------------------------
 # Main
 # --------------------------------------------------------------------------------------------
+#: Ranges of fine-tuning settings, checked by the range types of ``hf-variants pretrain``'s flags
+#: (:mod:`hf_variants_cli.checks`); every other number of every settings group must be finite.
+SETTING_RANGES: dict[str, Callable[[str], int | float]] = {
+    "learning_rate": above(0), "weight_decay": at_least(0, float), "adam_beta1": half_open_interval(0, 1),
+    "adam_beta2": half_open_interval(0, 1), "adam_epsilon": above(0), "max_grad_norm": at_least(0, float),
+    "seed": seed_range(), "data_seed": seed_range(), "heldout_seed": seed_range(),
+    "per_device_train_batch_size": at_least(1), "per_device_eval_batch_size": at_least(1),
+    "gradient_accumulation_steps": at_least(1), "label_smoothing_factor": half_open_interval(0, 1),
+    "max_seq_length": at_least(3), "max_train_samples": at_least(1), "max_eval_samples": at_least(1),
+    "max_predict_samples": at_least(1), "preprocessing_num_workers": at_least(1),
+}  # fmt: skip
+
+
+def check_settings(*groups: Any) -> None:
+    """Every numeric setting of the settings ``groups`` in its range (:data:`SETTING_RANGES`) and finite, and a
+    training run that trains at least one step; otherwise a ``ValueError`` naming the flag and its value."""
+    for group in groups:
+        for name, value in vars(group).items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            try:
+                if name in SETTING_RANGES:
+                    SETTING_RANGES[name](str(value))
+                elif isinstance(value, float) and not math.isfinite(value):
+                    raise ValueError(f"{value} is not a finite number")
+            except (argparse.ArgumentTypeError, ValueError) as error:
+                raise ValueError(f"argument --{name}: {error}") from None
+    training = next((group for group in groups if isinstance(group, TrainingArguments)), None)
+    if training is not None and training.do_train and training.max_steps <= 0 and not training.num_train_epochs > 0:
+        raise ValueError(
+            f"argument --num_train_epochs: {training.num_train_epochs} trains no step; give a number above 0, or "
+            "--max_steps."
+        )
+
+
 def parse_args(argv: Sequence[str] | None):
     """run_glue's arguments (:mod:`hf_variants_cli.finetune`) and every ``TrainingArguments`` field; the
-    task name is normalised here (``SST-2`` → ``sst2``), where the GLUE registry is at hand."""
+    task name is normalised here (``SST-2`` → ``sst2``), where the GLUE registry is at hand. A value out
+    of range is a usage error naming it (:func:`check_settings`)."""
     parser = HfArgumentParser((ModelArguments, DataTrainingArguments, TrainingArguments, RunArguments))
-    if argv is None and len(sys.argv) == 2 and sys.argv[1].endswith(".json"):
-        parsed = parser.parse_json_file(json_file=os.path.abspath(sys.argv[1]))
-    else:
-        parsed = parser.parse_args_into_dataclasses(args=argv)
+    try:
+        if argv is None and len(sys.argv) == 2 and sys.argv[1].endswith(".json"):
+            parsed = parser.parse_json_file(json_file=os.path.abspath(sys.argv[1]))
+        else:
+            parsed = parser.parse_args_into_dataclasses(args=argv)
+        check_settings(*parsed)
+    except ValueError as error:  # a dataclass's own check, or a range
+        parser.error(str(error))
     data_args = parsed[1]
     if data_args.task_name is not None:
         data_args.task_name = get_task(data_args.task_name).name
@@ -413,6 +495,7 @@ def run(
     import hf_variants  # noqa: F401  (registers the variants with the Auto classes)
 
     run_args = run_args if run_args is not None else RunArguments()
+    check_settings(model_args, data_args, training_args, run_args)
     lock = checkpoints.OutputDirLock(Path(training_args.output_dir)) if training_args.process_index == 0 else None
     try:
         return fine_tune(model_args, data_args, training_args, run_args, command)
@@ -472,9 +555,9 @@ def fine_tune(model_args, data_args, training_args, run_args, command: str | Non
         revision=model_args.model_revision, token=model_args.token, trust_remote_code=model_args.trust_remote_code,
     )  # fmt: skip
     pretrained_config = copy.deepcopy(config)
-    for key, value in parse_overrides(model_args.config_overrides).items():
-        if not hasattr(config, key):
-            raise ValueError(f"--config_overrides: {type(config).__name__} has no field {key!r}.")
+    overrides = parse_overrides(model_args.config_overrides)
+    check_override_fields(overrides, lambda **switches: type(config).from_dict({**config.to_dict(), **switches}))
+    for key, value in overrides.items():
         setattr(config, key, value)
     if config.model_type in VARIANTS:
         config.validate()
@@ -518,20 +601,22 @@ def fine_tune(model_args, data_args, training_args, run_args, command: str | Non
 
     fingerprint = run_fingerprint(model_args, data_args, training_args, run_args, tokenizer)
     output_dir = Path(training_args.output_dir)
-    if training_args.process_index == 0:
-        checkpoints.prepare_output_dir(output_dir, fingerprint, run_args.overwrite_output_dir)
-    files_before = checkpoints.file_states(output_dir)  # the manifest records what this run writes
-    resume_from = None
-    if training_args.do_train:
-        resume_from = checkpoints.checkpoint_to_resume(training_args.resume_from_checkpoint, output_dir, fingerprint)
+    this_run = checkpoints.check_output_dir(output_dir, fingerprint, run_args.overwrite_output_dir)
+    if run_args.overwrite_output_dir:
+        checkpoints.check_inputs_kept(output_dir, input_paths(model_args, data_args, training_args))
+    finished = checkpoints.finished_run(output_dir) if this_run else None
+    if finished is not None:
+        logger.warning("%s holds this run, finished: nothing was trained or written (--overwrite_output_dir runs it "
+                       "again).", output_dir)  # fmt: skip
+        return finished
 
-    max_seq_length = min(data_args.max_seq_length, tokenizer.model_max_length)
     positions = getattr(model.config, "max_position_embeddings", None)
-    if positions is not None and max_seq_length > positions:
+    if positions is not None and data_args.max_seq_length > positions:
         raise ValueError(
-            f"--max_seq_length {max_seq_length} exceeds the model's position table (max_position_embeddings="
-            f"{positions}); lower --max_seq_length."
+            f"--max_seq_length {data_args.max_seq_length} exceeds the model's position table (max_position_embeddings="
+            f"{positions}); lower --max_seq_length to at most {positions}."
         )
+    max_seq_length = min(data_args.max_seq_length, tokenizer.model_max_length)
     padding = "max_length" if data_args.pad_to_max_length else False
 
     def preprocess(examples: dict[str, list]) -> dict[str, list]:
@@ -567,9 +652,11 @@ def fine_tune(model_args, data_args, training_args, run_args, command: str | Non
     collator = default_data_collator if data_args.pad_to_max_length else DataCollatorWithPadding(tokenizer)
     compute_metrics = metric_function(data_args.task_name, labels)
     training_args.push_to_hub = push_to_hub and model.config.model_type not in VARIANTS
+    stop_on_signal = StopOnSignal()
     trainer = GlueTrainer(
         model=model,
-        callbacks=[CompletenessMarker(fingerprint)],
+        callbacks=[stop_on_signal],
+        fingerprint=fingerprint,
         skip_nonfinite_steps=run_args.skip_nonfinite_steps,
         args=training_args,
         train_dataset=train_dataset,
@@ -596,14 +683,27 @@ def fine_tune(model_args, data_args, training_args, run_args, command: str | Non
         "seed": training_args.seed,
         "parameters": sum(p.numel() for p in model.parameters()),
     }
+    # the run starts: the folder becomes its own (a run refused above left nothing that refuses the next)
+    with training_args.main_process_first(desc="claiming the output folder"):
+        if training_args.process_index == 0:
+            checkpoints.claim_output_dir(output_dir, fingerprint, run_args.overwrite_output_dir)
+    files_before = checkpoints.file_states(output_dir)  # the manifest records what this run writes
     if training_args.do_train:
-        train_result = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+        resume_from = checkpoints.checkpoint_to_resume(training_args.resume_from_checkpoint, output_dir, fingerprint)
+        with stop_on_signal:
+            train_result = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+        if stop_on_signal.received is not None:
+            interrupted = TrainingInterrupted(stop_on_signal.received, trainer.state.global_step,
+                                              str(output_dir / f"checkpoint-{trainer.state.global_step}"))  # fmt: skip
+            logger.warning(interrupted.message)
+            raise interrupted
         metrics = {**train_result.metrics, "train_samples": len(train_dataset),
                    "skipped_nonfinite_steps": trainer.skipped_steps}  # fmt: skip
-        if resume_from is not None:  # the Trainer's train_loss covers only the steps after the resume
-            before = checkpoints.load_json(resume_from / LOSS_FILE)["loss_sum"]
-            metrics["train_loss"] = (before + trainer._total_loss_scalar) / max(trainer.state.global_step, 1)
+        # the Trainer's own train_loss covers only the steps since the last resume
+        metrics["train_loss"] = trainer.train_loss_sum / max(trainer.state.global_step, 1)
         trainer.save_model()
+        if trainer.is_world_process_zero():  # Trainer.save_model pickles the TrainingArguments: results.json has them
+            (output_dir / TRAINING_ARGS_NAME).unlink(missing_ok=True)
         trainer.log_metrics("train", metrics)
         trainer.save_metrics("train", metrics)
         trainer.save_state()
@@ -640,7 +740,7 @@ def fine_tune(model_args, data_args, training_args, run_args, command: str | Non
 
     if trainer.is_world_process_zero():
         Path(training_args.output_dir).mkdir(parents=True, exist_ok=True)
-        (Path(training_args.output_dir) / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+        write_text_atomic(Path(training_args.output_dir) / "results.json", json.dumps(results, indent=2) + "\n")
         export_if_asked(data_args, training_args, push_to_hub, model, tokenizer, results)
         if training_args.push_to_hub:  # a model without hf-variants card: the Trainer's own push
             trainer.push_to_hub(finetuned_from=model_args.model_name_or_path, tasks="text-classification")

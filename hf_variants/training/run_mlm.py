@@ -37,6 +37,7 @@ import contextlib
 import json
 import math
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -54,12 +55,14 @@ from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer, PreTra
 from hf_variants_cli import pretrain as cli_arguments
 from hf_variants_cli.pretrain import PretrainingArguments
 
-from ..core.overrides import parse_overrides
+from ..core.overrides import check_override_fields, parse_overrides
 from ..core.registration import VARIANTS
 from ..tokenization import train_wordpiece_tokenizer
 from . import checkpoints, run_identity, tracking
 from .checkpoints import CheckpointError
 from .data import SeededMaskingCollator, global_batches, load_text_corpus, tokenize_corpus
+from .files import write_text_atomic
+from .interrupts import StopOnSignal, TrainingInterrupted
 from .nonfinite import NonFiniteStepError, nonfinite_gradients
 
 BASELINE_MODEL_TYPES = ("bert",)
@@ -119,6 +122,13 @@ def recorded_arguments(results: dict[str, Any], record: Path) -> dict[str, Any]:
     )
 
 
+def input_paths(args: PretrainingArguments) -> dict[str, str | Path | None]:
+    """Every input of a run by its flag (paths or Hub names): what ``--overwrite_output_dir`` must not remove."""
+    names = ("model_name_or_path", "config_name", "tokenizer_name", "train_file", "validation_file",
+             "resume_from_checkpoint")  # fmt: skip
+    return {f"--{name}": getattr(args, name) for name in names}
+
+
 def build_tokenizer(args: PretrainingArguments, corpus) -> PreTrainedTokenizerBase:
     if args.train_tokenizer_vocab_size:
         return train_wordpiece_tokenizer(
@@ -133,6 +143,12 @@ def build_tokenizer(args: PretrainingArguments, corpus) -> PreTrainedTokenizerBa
 def build_model(args: PretrainingArguments, tokenizer: PreTrainedTokenizerBase) -> transformers.PreTrainedModel:
     """A new model (model_type/config_name + overrides, vocabulary sized to the tokenizer) or a checkpoint."""
     overrides = parse_overrides(args.config_overrides)
+    source = args.model_name_or_path or args.config_name
+    check_override_fields(
+        overrides,
+        (lambda **switches: AutoConfig.from_pretrained(source, trust_remote_code=args.trust_remote_code, **switches))
+        if source is not None else (lambda **switches: AutoConfig.for_model(args.model_type, **switches)),
+    )  # fmt: skip
     if args.model_name_or_path is not None:
         model, loading = checkpoints.load_pretrained(
             AutoModelForMaskedLM.from_pretrained, args.model_name_or_path, dtype=torch.float32,
@@ -158,6 +174,12 @@ def build_model(args: PretrainingArguments, tokenizer: PreTrainedTokenizerBase) 
         raise ValueError(
             f"The tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {model.config.vocab_size}: "
             "its ids would index past the embedding table. Use the model's tokenizer or resize the embeddings."
+        )
+    positions = getattr(model.config, "max_position_embeddings", None)
+    if positions is not None and args.max_seq_length > positions:
+        raise ValueError(
+            f"--max_seq_length {args.max_seq_length} exceeds the model's position table (max_position_embeddings="
+            f"{positions}); lower --max_seq_length to at most {positions}."
         )
     return model
 
@@ -253,14 +275,18 @@ def run(args: PretrainingArguments, command: str | None = None) -> dict[str, Any
     check_parallelism(accelerator)
     lock = checkpoints.OutputDirLock(args.output_dir) if accelerator.is_main_process else None
     try:
-        return train(args, accelerator, command)
+        with StopOnSignal() as stop_on_signal:
+            return train(args, accelerator, command, stop_on_signal)
     finally:
         if lock is not None:
             lock.release()
 
 
-def train(args: PretrainingArguments, accelerator: Accelerator, command: str | None) -> dict[str, Any]:
-    """The run itself, inside the output folder's lock."""
+def train(
+    args: PretrainingArguments, accelerator: Accelerator, command: str | None, stop_on_signal: StopOnSignal
+) -> dict[str, Any]:
+    """The run itself, inside the output folder's lock; a SIGTERM or SIGINT (``stop_on_signal``) ends it after
+    the current step with a checkpoint of that step (:mod:`.interrupts`)."""
     set_seed(args.seed)
 
     corpus = load_text_corpus(
@@ -291,13 +317,18 @@ def train(args: PretrainingArguments, accelerator: Accelerator, command: str | N
     fingerprint = run_fingerprint(args, tokenizer, accelerator.mixed_precision)
     if schedule_depends_on_length(args):  # the steps already taken depend on the length: another length, another run
         fingerprint["schedule_steps"] = max_steps
-    with accelerator.main_process_first():
-        if accelerator.is_main_process:
-            checkpoints.prepare_output_dir(args.output_dir, fingerprint, args.overwrite_output_dir)
-    files_before = checkpoints.file_states(args.output_dir)  # the manifest records what this run writes
+    this_run = checkpoints.check_output_dir(args.output_dir, fingerprint, args.overwrite_output_dir)
+    if args.overwrite_output_dir:
+        checkpoints.check_inputs_kept(args.output_dir, input_paths(args))
+    finished = checkpoints.finished_run(args.output_dir) if this_run else None
+    if finished is not None and finished["steps"] >= max_steps:
+        accelerator.print(
+            f"{args.output_dir} holds this run, finished at step {finished['steps']}: nothing was trained or written "
+            "(a larger --max_train_steps continues it; --overwrite_output_dir runs it again)."
+        )
+        return finished
     if args.resume_from_checkpoint not in (None, "latest"):  # the clearest message for the commonest mistake
         check_checkpoint_tokenizer(Path(args.resume_from_checkpoint), tokenizer)
-    resume_from = checkpoints.checkpoint_to_resume(args.resume_from_checkpoint, args.output_dir, fingerprint)
     model = build_model(args, tokenizer)
     # fine-tuning scripts refuse a tokenizer with another vocabulary (same size, other tokens)
     model.config.tokenizer_vocabulary_sha256 = run_identity.vocabulary_sha256(tokenizer)
@@ -317,6 +348,12 @@ def train(args: PretrainingArguments, accelerator: Accelerator, command: str | N
     model, optimizer = accelerator.prepare(model, optimizer)
     accelerator.register_for_checkpointing(scheduler)
 
+    # the run starts: the folder becomes its own (a run refused above left nothing that refuses the next)
+    with accelerator.main_process_first():
+        if accelerator.is_main_process:
+            checkpoints.claim_output_dir(args.output_dir, fingerprint, args.overwrite_output_dir)
+    files_before = checkpoints.file_states(args.output_dir)  # the manifest records what this run writes
+    resume_from = checkpoints.checkpoint_to_resume(args.resume_from_checkpoint, args.output_dir, fingerprint)
     state = {"global_step": 0, "train_seconds": 0.0, "train_tokens": 0, "skipped_steps": 0, "history": [], "logged": []}
     if resume_from is not None:
         state = load_checkpoint(resume_from, accelerator, model, optimizer, scheduler)
@@ -412,16 +449,22 @@ def train(args: PretrainingArguments, accelerator: Accelerator, command: str | N
                     step=state["global_step"],
                 )
             over_budget = args.time_budget_seconds is not None and state["train_seconds"] >= args.time_budget_seconds
-            stop = state["global_step"] >= max_steps or bool(
-                accelerator.reduce(torch.tensor(float(over_budget), device=accelerator.device), reduction="max")
-            )
-            # a checkpoint at the last step too, so that a longer run of the same schedule continues from it
-            if args.checkpointing_steps and (state["global_step"] % args.checkpointing_steps == 0 or stop):
+            flags = torch.tensor([float(over_budget), float(stop_on_signal.received is not None)])
+            over_budget, signalled = (bool(flag) for flag in accelerator.reduce(flags.to(accelerator.device), "max"))
+            stop = state["global_step"] >= max_steps or over_budget
+            # a checkpoint at the last step too, so that a longer run of the same schedule continues from it, and
+            # at a stop signal, so that no step is lost
+            checkpoint = args.output_dir / f"checkpoint-{state['global_step']}"
+            every = args.checkpointing_steps
+            if signalled or (every and (state["global_step"] % every == 0 or stop)):
                 state["logged"] = tracking.csv_rows(accelerator)
-                save_checkpoint(
-                    accelerator, args.output_dir / f"checkpoint-{state['global_step']}", state, fingerprint, tokenizer,
-                    model, optimizer, scheduler,
-                )  # fmt: skip
+                save_checkpoint(accelerator, checkpoint, state, fingerprint, tokenizer, model, optimizer, scheduler)
+            if signalled:
+                progress.close()
+                interrupted = TrainingInterrupted(stop_on_signal.received or signal.SIGTERM, state["global_step"],
+                                                  str(checkpoint))  # fmt: skip
+                accelerator.print(interrupted.message)
+                raise interrupted
             if stop:
                 break
     progress.close()
@@ -454,8 +497,8 @@ def train(args: PretrainingArguments, accelerator: Accelerator, command: str | N
     if accelerator.is_main_process:
         unwrapped.save_pretrained(args.output_dir, safe_serialization=True)
         tokenizer.save_pretrained(args.output_dir)
-        (args.output_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-        (args.output_dir / "train_history.json").write_text(json.dumps(history) + "\n")
+        write_text_atomic(args.output_dir / "results.json", json.dumps(results, indent=2) + "\n")
+        write_text_atomic(args.output_dir / "train_history.json", json.dumps(history) + "\n")
         export_if_asked(args, unwrapped, tokenizer, results)
         checkpoints.write_manifest(args.output_dir, files_before, "pretrain")
     accelerator.print(json.dumps({k: v for k, v in results.items() if k not in ("command", "arguments")}, indent=2))
