@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -97,3 +98,52 @@ def test_compile_mode_records_eager_and_compiled_throughput(tmp_path) -> None:
         assert row["compiled_tokens_per_second"] == pytest.approx(16 * 8 / row["compiled_step_seconds"])
     assert rows["bert_control"]["fullgraph"] and not rows["node_transformer"]["fullgraph"]
     assert (tmp_path / "compile_benchmark.md").read_text().count("\n| ") == 4  # header + 3 models
+
+
+def hand_counted_bert_flops(hidden: int, layers: int, vocab: int, length: int, size: int) -> int:
+    """Forward + backward FLOPs of transformers' BertForMaskedLM, by hand: per layer, the Q, K, V and output
+    projections (4 · 2·B·N·h²), the FFN (2 · 2·B·N·h·4h) and the two attention products QKᵀ and AV
+    (2 · 2·B·N²·h); the MLM head's transform (2·B·N·h²) and decoder (2·B·N·h·V); backward twice the forward
+    (a gradient for the input and one for the weight of every product)."""
+    b, n, h = size, length, hidden
+    layer = 24 * b * n * h * h + 4 * b * n * n * h
+    head = 2 * b * n * h * h + 2 * b * n * h * vocab
+    return 3 * (layers * layer + head)
+
+
+def test_one_bert_layer_costs_the_hand_counted_flops() -> None:
+    one, two = (benchmark.training_flops("bert", 32, layers, 100, 16, 2) for layers in (1, 2))
+    assert two - one == hand_counted_bert_flops(32, 2, 100, 16, 2) - hand_counted_bert_flops(32, 1, 100, 16, 2)
+    assert one == hand_counted_bert_flops(32, 1, 100, 16, 2)
+
+
+def test_the_device_check_dry_run_covers_the_gpu_code_path(tmp_path) -> None:
+    """`scripts/device_check.sh --device cpu --tiny`: what the script runs at BERT-base size on a GPU — the
+    versions, the benchmark's device path (a Device's clock, autocast, memory, matmul peak per precision, MFU)
+    and a bf16 pretraining run from the launcher's mixed precision — at toy sizes, in under a minute."""
+    env = {**os.environ, "PYTHON": sys.executable, "HF_VARIANTS_SENTENCES": "2000"}
+    command = ["bash", str(ROOT / "scripts" / "device_check.sh"), "--device", "cpu", "--tiny",
+               "--output_dir", str(tmp_path)]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    versions = json.loads((tmp_path / "versions.json").read_text())
+    assert versions["device"] == "cpu" and versions["packages"]["torch"] and versions["packages"]["transformers"]
+    pretraining = json.loads((tmp_path / "pretrain_bf16.json").read_text())
+    assert pretraining["mixed_precision"] == "bf16" and pretraining["steps"] > 0
+    assert pretraining["tokens_per_second"] > 0
+    results = json.loads((tmp_path / "model_benchmark.json").read_text())
+    peaks = results["matmul_peak_flops_by_precision"]
+    assert set(peaks) == {"fp32", "bf16"} and results["device"] == "cpu"
+    rows = results["rows"]
+    expected_models = {*benchmark.MODELS, *(f"control of {name}" for name in benchmark.MODELS if name != "bert")}
+    for precision in ("fp32", "bf16"):
+        assert {r["model"] for r in rows if r["precision"] == precision and r["length"] == 16} == expected_models
+    for row in rows:
+        assert row["step_seconds"] > 0 and row["inference_seconds"] > 0 and row["training_state_bytes"] > 0
+        assert row["mfu"] == pytest.approx(row["step_flops"] / row["step_seconds"] / peaks[row["precision"]])
+        if row["model"] == "bert":
+            assert row["step_flops"] == hand_counted_bert_flops(32, 2, 100, row["length"], 2)
+    assert {r["length"] for r in rows if r["model"] == "mlk_bert"} == {16, 32}  # the long-N rows
+    assert results["node_transformer"]["sweep"][0]["nfe_total"] > 0
+    table = (tmp_path / "model_benchmark.md").read_text()
+    assert "| 32 | 16 | bert | bf16 |" in table and "bf16 matmul peak" in table

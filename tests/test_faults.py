@@ -306,6 +306,56 @@ def test_run_glue_killed_at_several_points_resumes_to_the_uninterrupted_run(
     assert resumed["train_loss"] == pytest.approx(full["train_loss"], rel=1e-5)
 
 
+@pytest.mark.skipif(not Path(sys.executable).with_name("accelerate").exists(), reason="no accelerate launcher")
+def test_fine_tuning_under_the_launcher_trains_one_process_model_and_resumes_exactly(
+    glue_setup: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """`accelerate launch --multi_gpu --num_processes 2 … finetune` on this GPU-less machine (gloo, per-device
+    batch 4) trains the model one process trains with batch 8 (dropout off: each process draws its own masks),
+    also when it is killed after step 5 and resumed from checkpoint-3 under two processes."""
+    import json
+
+    def args(output: Path, batch: int) -> list[str]:
+        values = glue_run_args(glue_setup, output)
+        values[values.index("--per_device_train_batch_size") + 1] = str(batch)
+        return [*values, "--config_overrides", "hidden_dropout_prob=0.0,attention_probs_dropout_prob=0.0"]
+
+    def launched(output: Path, failpoint: str | None = None) -> subprocess.CompletedProcess:
+        env = {k: v for k, v in os.environ.items() if k != FAILPOINT_ENV}
+        env.update(HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", **({FAILPOINT_ENV: failpoint} if failpoint else {}))
+        command = [str(Path(sys.executable).with_name("accelerate")), "launch", "--multi_gpu", "--num_processes", "2",
+                   "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+                   "-m", "hf_variants_cli", "finetune", *args(output, 4)]  # the documented launch  # fmt: skip
+        return subprocess.run(command, capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
+
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert launch(args(one, 8), script="run_glue").returncode == 0
+    assert launched(two, "train_step@5").returncode != 0  # both processes killed after step 5
+    assert (two / "checkpoint-3" / checkpoints.COMPLETE_MARKER).is_file() and not (two / "results.json").exists()
+    resumed = launched(two)
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    assert "Resuming this run from" in resumed.stderr
+    expected, got = load_file(one / "model.safetensors"), load_file(two / "model.safetensors")
+    for name in expected:
+        torch.testing.assert_close(got[name], expected[name], rtol=1e-4, atol=1e-5, msg=name)
+    alone, parallel = (json.loads((folder / "results.json").read_text())["train"] for folder in (one, two))
+    assert parallel["train_loss"] == pytest.approx(alone["train_loss"], rel=1e-5)
+
+
+def test_fine_tuning_refuses_sharded_checkpoints(monkeypatch: pytest.MonkeyPatch) -> None:
+    from transformers import TrainingArguments
+
+    from hf_variants.training import run_glue
+
+    plain = TrainingArguments("unused", report_to="none")
+    run_glue.refuse_sharded_state(plain)  # data parallelism: fine
+    with pytest.raises(ValueError, match=r"does not support FSDP: its checkpoints are written in shards"):
+        run_glue.refuse_sharded_state(TrainingArguments("unused", report_to="none", fsdp="full_shard"))
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")  # what `accelerate launch` sets from a config file
+    with pytest.raises(ValueError, match=r"does not support DEEPSPEED"):
+        run_glue.refuse_sharded_state(plain)
+
+
 def test_a_malicious_pickle_in_a_trainer_checkpoint_never_runs(glue_setup: tuple[Path, Path], tmp_path: Path) -> None:
     """Trainer checkpoints hold torch pickles (optimizer.pt, scheduler.pt, rng_state.pth): a replaced
     file fails the completeness marker; with a forged marker the Trainer's weights_only=True loading

@@ -13,6 +13,15 @@ from typing import Any
 import torch
 
 
+def full_precision(device: torch.device | str) -> torch.autocast:
+    """A float32 island inside mixed precision: ``torch.autocast`` (``accelerate launch --mixed_precision
+    bf16``) off for the computations that lose their meaning in bf16 — orthogonal parametrisations (the
+    weight must stay orthogonal), TransJect's spectrum (an eigen-decomposition of a Gram matrix) and MGK's
+    soft E-step (mixture responsibilities); the ODE solver's state is float32 as well (its step-size control
+    compares errors with rtol/atol far below bf16 resolution). Inputs are cast to float32 by the caller."""
+    return torch.autocast(device_type=torch.device(device).type, enabled=False)
+
+
 def value_checks_enabled() -> bool:
     # Data-dependent checks would break graph capture; compiled/traced code skips them.
     return not (torch.jit.is_tracing() or torch.compiler.is_compiling())

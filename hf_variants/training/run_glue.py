@@ -358,6 +358,9 @@ def run_fingerprint(model_args, data_args, training_args, run_args, tokenizer) -
     return {
         **requested_arguments(model_args, data_args, training_args, run_args, frozenset(by_content)),
         "tokenizer_sha256": run_identity.tokenizer_sha256(tokenizer),
+        # the launcher's --mixed_precision reaches the Trainer through the environment, not a field
+        "mixed_precision": "bf16" if training_args.bf16 else "fp16" if training_args.fp16 else getattr(
+            training_args, "mixed_precision", "no"),
         "files": files,
         "locations": locations,
         "versions": run_identity.library_versions(),
@@ -457,10 +460,40 @@ def check_settings(*groups: Any) -> None:
         )
 
 
+def refuse_sharded_state(training_args: TrainingArguments) -> None:
+    """Refuse FSDP and DeepSpeed, whose checkpoints every process writes a shard of: the completeness marker
+    (written by the main process after its own save) could not vouch for the other processes' shards, and a
+    resume could pick a half-written checkpoint. Data parallelism is supported (``accelerate launch
+    --multi_gpu``; gloo on a machine without GPUs)."""
+    requested = [name for name in ("FSDP", "DEEPSPEED") if os.environ.get(f"ACCELERATE_USE_{name}") == "true"]
+    if training_args.fsdp:
+        requested.append("FSDP")
+    if training_args.deepspeed:
+        requested.append("DEEPSPEED")
+    if requested:
+        raise ValueError(
+            f"hf-variants finetune does not support {requested[0]}: its checkpoints are written in shards by every "
+            "process, which the main process's completeness marker cannot vouch for. Use data parallelism "
+            "(accelerate launch --multi_gpu, scripts/configs/ddp_multi_gpu.yaml or multi_cpu_gloo.yaml)."
+        )
+
+
+def launched_processes() -> int:
+    """The number of processes ``accelerate launch`` / torchrun started (1 without a launcher). On a machine
+    without GPUs they train data-parallel over gloo on the CPU, as the pretraining engine does: the Trainer
+    does so only with ``ACCELERATE_USE_CPU`` set before its ``TrainingArguments`` set up their devices
+    (otherwise every process trains alone, each as process 0), so it is set here."""
+    processes = int(os.environ.get("WORLD_SIZE", "1"))
+    if processes > 1 and not torch.cuda.is_available():
+        os.environ.setdefault("ACCELERATE_USE_CPU", "true")
+    return processes
+
+
 def parse_args(argv: Sequence[str] | None):
     """run_glue's arguments (:mod:`hf_variants_cli.finetune`) and every ``TrainingArguments`` field; the
     task name is normalised here (``SST-2`` → ``sst2``), where the GLUE registry is at hand. A value out
     of range is a usage error naming it (:func:`check_settings`)."""
+    launched_processes()  # before TrainingArguments exist
     parser = HfArgumentParser((ModelArguments, DataTrainingArguments, TrainingArguments, RunArguments))
     try:
         if argv is None and len(sys.argv) == 2 and sys.argv[1].endswith(".json"):
@@ -496,6 +529,14 @@ def run(
 
     run_args = run_args if run_args is not None else RunArguments()
     check_settings(model_args, data_args, training_args, run_args)
+    refuse_sharded_state(training_args)
+    processes = launched_processes()
+    if training_args.world_size != processes:
+        raise ValueError(
+            f"This process is one of {processes} started by a launcher, but the TrainingArguments were set up for "
+            f"{training_args.world_size}: build them after calling run_glue.launched_processes() (on a machine "
+            "without GPUs it selects data parallelism over gloo on the CPU)."
+        )
     lock = checkpoints.OutputDirLock(Path(training_args.output_dir)) if training_args.process_index == 0 else None
     try:
         return fine_tune(model_args, data_args, training_args, run_args, command)

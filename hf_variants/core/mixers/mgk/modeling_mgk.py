@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import initialization as init
 
-from ...inputs import flex_block_mask
+from ...inputs import flex_block_mask, full_precision
 from ..softmax.modeling_softmax import MultiHeadSelfAttention
 
 if TYPE_CHECKING:
@@ -226,9 +226,10 @@ class MixtureOfKeysAttention(MultiHeadSelfAttention):
     def update_priors(self, query: torch.Tensor, keys: torch.Tensor, padding_mask: torch.Tensor | None) -> None:
         """Soft E-step + M-step (eq. 8): responsibilities ``γ_ijr = softmax_r ℓ_ijr`` with the current
         π, then ``π_r = mean of γ_ijr`` over real (query, key) pairs of the batch, per head."""
-        query, keys = upcast(query), upcast(keys)
-        scores = component_log_scores(query, keys, self.variances(query), self.log_priors().to(query.dtype))
-        responsibilities = torch.softmax(scores, dim=2)  # (B, H, M, N, N)
+        with full_precision(query.device):
+            query, keys = query.float(), keys.float()
+            scores = component_log_scores(query, keys, self.variances(query), self.log_priors().float())
+            responsibilities = torch.softmax(scores, dim=2)  # (B, H, M, N, N)
         if padding_mask is None:
             priors = responsibilities.mean(dim=(0, 3, 4))
         else:

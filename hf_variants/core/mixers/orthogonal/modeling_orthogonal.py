@@ -25,6 +25,7 @@ from transformers import initialization as init
 
 from ...encoder_layers import LayerInputs, TokenMixer
 from ...ideas import ConfigurableIdea
+from ...inputs import full_precision
 from .configuration_orthogonal import ORTHOGONAL_MAPS
 
 if TYPE_CHECKING:
@@ -50,7 +51,9 @@ class OrthogonalLinear(nn.Linear):
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         bias = None if self.bias is None else self.bias.to(hidden_states.dtype)
-        return nn.functional.linear(hidden_states, self.weight.to(hidden_states.dtype), bias)
+        with full_precision(hidden_states.device):  # the map in float32 under autocast too
+            weight = self.weight
+        return nn.functional.linear(hidden_states, weight.to(hidden_states.dtype), bias)
 
 
 class HoldsOrthogonalLinears(ConfigurableIdea, nn.Module):
@@ -146,7 +149,13 @@ class EigenvalueEstimator(nn.Module):
         if self.mode == "random":
             eigenvalues = self.random_eigenvalues.expand(embeddings.shape[0], -1)
             return _standardise(eigenvalues), None
-        x = embeddings.float()
+        with full_precision(embeddings.device):
+            return self.spectrum(embeddings.float(), padding_mask, embeddings.dtype)
+
+    def spectrum(
+        self, x: torch.Tensor, padding_mask: torch.Tensor | None, dtype: torch.dtype
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The standardised eigenvalues of the Gram matrix of ``x`` (float32), and the estimate's error."""
         if padding_mask is not None:
             x = x * padding_mask[..., None]
         gram = x.transpose(1, 2) @ x  # (B, d, d)
@@ -157,12 +166,12 @@ class EigenvalueEstimator(nn.Module):
             finite = torch.isfinite(gram).all(dim=(-2, -1), keepdim=True)
             eigenvalues = torch.linalg.eigvalsh(torch.where(finite, gram, 0.0).double()).flip(-1)
             eigenvalues = torch.where(finite[..., 0], eigenvalues, torch.nan)
-            return _standardise(eigenvalues).to(embeddings.dtype), None
+            return _standardise(eigenvalues).to(dtype), None
         vectors = self.eigenvectors.weight.float()  # columns are the eigenvector estimates
         diagonal = torch.einsum("di,bde,ei->bi", vectors, gram, vectors)
         reconstruction = vectors @ torch.diag_embed(diagonal) @ vectors.T
         error = torch.linalg.matrix_norm(gram - reconstruction) / torch.linalg.matrix_norm(gram).clamp_min(1e-12)
-        return _standardise(diagonal).to(embeddings.dtype), error.mean()
+        return _standardise(diagonal).to(dtype), error.mean()
 
     def layer_inputs(self, embeddings: torch.Tensor, padding_mask: torch.Tensor | None) -> LayerInputs:
         """``((Σ,), weighted reconstruction loss or None, diagnostics)`` for the backbone."""
