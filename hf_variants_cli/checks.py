@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -90,10 +91,21 @@ def check_fields(settings: Any, parser: argparse.ArgumentParser) -> None:
         setattr(settings, action.dest, Path(value) if action.type is Path else checked)
 
 
+def underscored(argv: list[str]) -> list[str]:
+    """``--flag-name`` as ``--flag_name`` (the flags' own spelling), as transformers' ``HfArgumentParser``
+    accepts both; values are left as they are."""
+    return [
+        "--" + item[2:].partition("=")[0].replace("-", "_") + "".join(item.partition("=")[1:])
+        if item.startswith("--") and len(item) > 2 else item
+        for item in argv
+    ]
+
+
 def parse_into(settings_class: type[T], parser: argparse.ArgumentParser, argv: list[str] | None) -> T:
     """The command line as typed settings (``settings_class(**flags)``); a bad value or combination, which
-    the settings class refuses with a ``ValueError``, is argparse's usage error naming it."""
-    namespace = parser.parse_args(argv)
+    the settings class refuses with a ``ValueError``, is argparse's usage error naming it. Flags may be
+    written with dashes (``--model-type``) or underscores."""
+    namespace = parser.parse_args(underscored(sys.argv[1:] if argv is None else argv))
     try:
         return settings_class(**vars(namespace))
     except ValueError as error:

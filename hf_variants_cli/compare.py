@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
+from .checks import underscored
 from .formatting import HelpFormatter
 
 #: The environment variable naming a local data folder (wikitext-2/ and glue/), read without --data_dir.
@@ -121,7 +123,7 @@ def build_parser(prog: str = "hf-variants compare") -> argparse.ArgumentParser:
 def parse_args(argv: list[str] | None = None, prog: str = "hf-variants compare") -> argparse.Namespace:
     """The arguments, with every flag the command line left unset taken from ``--preset``."""
     parser = build_parser(prog)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(underscored(sys.argv[1:] if argv is None else argv))
     for name, value in PRESETS[args.preset].items():
         if getattr(args, name) is None:
             setattr(args, name, value)

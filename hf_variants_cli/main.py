@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -60,9 +61,9 @@ def _push(argv: list[str]) -> object:
 
 
 def _compare(argv: list[str]) -> object:
-    from .compare import build_parser
+    from .compare import parse_args
 
-    build_parser().parse_args(argv)  # --help and argument errors before the lab is imported
+    parse_args(argv)  # --help and argument errors before the lab is imported
     from hf_variants.lab import require_lab_extra
 
     try:
@@ -126,7 +127,12 @@ def run(argv: Sequence[str]) -> object:
     argv = list(argv)
     if argv and argv[0] in COMMANDS:
         return COMMANDS[argv[0]].run(argv[1:])
-    build_parser().parse_args(argv)  # --help, --version, or an error naming the unknown command
+    parser = build_parser()
+    if argv and not argv[0].startswith("-"):  # a misspelt command: name the closest
+        close = difflib.get_close_matches(argv[0], list(COMMANDS), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        parser.error(f"argument COMMAND: invalid choice: {argv[0]!r}{hint} (choose from {', '.join(COMMANDS)})")
+    parser.parse_args(argv)  # --help, --version, or an error naming what is wrong
     return None  # pragma: no cover - parse_args exits for every argv that is not a command
 
 

@@ -45,7 +45,20 @@ def test_help_lists_every_subcommand_and_an_unknown_one_is_named() -> None:
     for name in ("pretrain", "finetune", "train-tokenizer", "export", "push", "compare", "info"):
         assert name in listed and name in hf_variants_cli.main.COMMANDS
     wrong = run_cli("pretrian")
-    assert wrong.returncode == 2 and "invalid choice: 'pretrian'" in wrong.stderr
+    assert wrong.returncode == 2 and "invalid choice: 'pretrian'; did you mean 'pretrain'?" in wrong.stderr
+
+
+def test_flags_may_be_written_with_dashes_as_in_transformers() -> None:
+    from hf_variants_cli import compare, pretrain, tokenizer
+
+    dashed = pretrain.parse_args(["--model-type", "macaron_bert", "--train-file", "t.txt", "--output-dir", "out",
+                                  "--max-train-steps=5"])  # fmt: skip
+    assert (dashed.model_type, dashed.train_file, dashed.max_train_steps) == ("macaron_bert", "t.txt", 5)
+    assert tokenizer.parse_args(["--train-file", "t.txt", "--vocab-size", "100", "--output-dir", "o"]).vocab_size == 100
+    assert compare.parse_args(["--output-dir", "o", "--num-seeds", "4"]).num_seeds == 4
+    assert pretrain.parse_args(["--model_type", "bert", "--train_file", "a-b.txt", "--output_dir", "o"]).train_file == (
+        "a-b.txt"
+    )  # values keep their dashes
 
 
 HELP_COMMANDS = ["--help", "--version", "info --help", "pretrain --help", "finetune --help", "compare --help",
