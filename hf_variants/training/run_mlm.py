@@ -321,7 +321,7 @@ def train(
     if args.overwrite_output_dir:
         checkpoints.check_inputs_kept(args.output_dir, input_paths(args))
     finished = checkpoints.finished_run(args.output_dir) if this_run else None
-    if finished is not None and finished["steps"] >= max_steps:
+    if finished is not None and finished.get("steps", 0) >= max_steps:
         accelerator.print(
             f"{args.output_dir} holds this run, finished at step {finished['steps']}: nothing was trained or written "
             "(a larger --max_train_steps continues it; --overwrite_output_dir runs it again)."
