@@ -47,6 +47,7 @@ import numpy as np
 import torch
 import transformers
 from datasets import ClassLabel, DatasetDict, Value, load_dataset
+from packaging import version
 from transformers import (
     AutoConfig,
     AutoModelForSequenceClassification,
@@ -478,6 +479,18 @@ def refuse_sharded_state(training_args: TrainingArguments) -> None:
         )
 
 
+def check_cpu_processes_can_resume() -> None:
+    """transformers 5.17's Trainer loads the optimizer state of a run of several processes onto their device,
+    which on a CPU is ``cpu:0`` — a location torch cannot restore to (5.18 loads onto ``cpu``): refused with
+    the fix instead of that traceback."""
+    if version.parse(transformers.__version__) < version.parse("5.18.0"):
+        raise ValueError(
+            f"Resuming a fine-tuning run of several CPU processes needs transformers >= 5.18 (this is "
+            f"{transformers.__version__}, whose Trainer cannot load the optimizer state it saved): upgrade "
+            "transformers."
+        )
+
+
 def launched_processes() -> int:
     """The number of processes ``accelerate launch`` / torchrun started (1 without a launcher). On a machine
     without GPUs they train data-parallel over gloo on the CPU, as the pretraining engine does: the Trainer
@@ -731,6 +744,8 @@ def fine_tune(model_args, data_args, training_args, run_args, command: str | Non
     files_before = checkpoints.file_states(output_dir)  # the manifest records what this run writes
     if training_args.do_train:
         resume_from = checkpoints.checkpoint_to_resume(training_args.resume_from_checkpoint, output_dir, fingerprint)
+        if resume_from is not None and training_args.world_size > 1 and training_args.device.type == "cpu":
+            check_cpu_processes_can_resume()
         with stop_on_signal:
             train_result = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
         if stop_on_signal.received is not None:
