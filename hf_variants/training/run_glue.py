@@ -661,7 +661,7 @@ def fine_tune(model_args, data_args, training_args, run_args, command: str | Non
     finished = checkpoints.finished_run(output_dir) if this_run else None
     if finished is not None:
         logger.warning("%s holds this run, finished: nothing was trained or written (--overwrite_output_dir runs it "
-                       "again).", output_dir)  # fmt: skip
+                       "again; `hf-variants export` exports or pushes it).", output_dir)  # fmt: skip
         return finished
 
     positions = getattr(model.config, "max_position_embeddings", None)

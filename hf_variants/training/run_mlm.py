@@ -324,7 +324,8 @@ def train(
     if finished is not None and finished.get("steps", 0) >= max_steps:
         accelerator.print(
             f"{args.output_dir} holds this run, finished at step {finished['steps']}: nothing was trained or written "
-            "(a larger --max_train_steps continues it; --overwrite_output_dir runs it again)."
+            "(a larger --max_train_steps continues it; --overwrite_output_dir runs it again; `hf-variants export` "
+            "exports or pushes it)."
         )
         return finished
     if args.resume_from_checkpoint not in (None, "latest"):  # the clearest message for the commonest mistake
