@@ -528,7 +528,8 @@ def test_the_verdict_is_the_same_with_one_or_two_threads(thread_runs: dict[str, 
     for results in (one["results"], two["results"]):
         for entry in results["models"].values():
             assert {run["status"] for run in entry["fine_tuning"][TASK]["runs"].values()} == {"learned"}
-    assert "no difference detected" in one["conclusions"] or "its control:" in one["conclusions"]
+    verdicts = ("no difference detected", "its control:", "cannot separate these models")  # a verdict, not "none"
+    assert any(verdict in one["conclusions"] for verdict in verdicts)
     assert one["conclusions"] == two["conclusions"]
 
 

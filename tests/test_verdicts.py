@@ -56,6 +56,23 @@ def test_summary_and_pair_verdict_use_only_runs_that_learned() -> None:
     assert verdicts.summary({"1": Outcome(None, failed="x")}) is None
 
 
+def test_a_difference_without_spread_is_no_interval() -> None:
+    """Every seed at the same score for both models (a task at its ceiling) gives a zero-width interval, which
+    measures nothing: the verdict says the task cannot separate them; a constant non-zero difference gets no
+    interval either, and neither is ever reported as a detected difference."""
+    run = Outcome(None, chance=0.5, examples=400, losses=FALLING)
+    ceiling = {str(seed): replace(run, value=1.0) for seed in (1, 2, 3)}
+    tied = verdicts.pair_verdict(ceiling, ceiling)
+    assert tied.text == "cannot separate these models: both scored the same in every one of 3 seeds"
+    assert tied.difference.difference_text(100) == "+0.0 in every seed" and not tied.difference.excludes_zero
+    below = verdicts.pair_verdict({seed: replace(r, value=0.9) for seed, r in ceiling.items()}, ceiling)
+    assert below.text == "no interval: the difference was -10.0 points in every one of 3 seeds (no spread)"
+    assert not below.difference.excludes_zero
+    spread = verdicts.pair_verdict({"1": replace(run, value=0.9), "2": replace(run, value=0.8)}, ceiling)
+    # differences -10 and -20 points: mean -15, s = 7.07, t(0.975, 1) = 12.706: ±63.5 points
+    assert spread.text == "no difference detected: -15.0 [-78.5, +48.5] points over 2 seeds (the interval holds 0)"
+
+
 # --------------------------------------------------------------------------------------------
 # The learning-rate choice: one rule for compare, the grid and the GLUE studies
 # --------------------------------------------------------------------------------------------

@@ -30,9 +30,15 @@ class Interval:
         return self.mean + self.half_width
 
     @property
+    def spread(self) -> bool:
+        """Whether the values differ at all: every value equal (a task at its ceiling or floor for both models)
+        gives a zero-width interval, which measures nothing."""
+        return self.n >= 2 and self.half_width > 0
+
+    @property
     def excludes_zero(self) -> bool:
-        """Whether the interval lies entirely above or below 0 (never, with fewer than two values)."""
-        return self.n >= 2 and (self.low > 0 or self.high < 0)
+        """Whether the interval lies entirely above or below 0 (never, with fewer than two values or no spread)."""
+        return self.spread and (self.low > 0 or self.high < 0)
 
     def mean_text(self, scale: float = 1.0) -> str:
         """``mean ± half-width`` (``mean (n = 1)`` for one value), times ``scale``, one decimal."""
@@ -41,7 +47,10 @@ class Interval:
         return f"{scale * self.mean:.1f} ± {scale * self.half_width:.1f}"
 
     def difference_text(self, scale: float = 1.0) -> str:
-        """A difference as ``+mean [low, high]`` times ``scale``, bold when the interval excludes 0."""
+        """A difference as ``+mean [low, high]`` times ``scale``, bold when the interval excludes 0; without
+        spread, ``+mean in every seed`` (a zero-width interval would read as precision)."""
+        if self.n >= 2 and not self.spread:
+            return f"{scale * self.mean:+.1f} in every seed"
         text = f"{scale * self.mean:+.1f} [{scale * self.low:+.1f}, {scale * self.high:+.1f}]"
         return f"**{text}**" if self.excludes_zero else text
 

@@ -136,6 +136,11 @@ class PairVerdict:
         if self.difference is None:
             return f"no verdict: fewer than 2 of {self.seeds} seeds where both learned"
         shown = self.difference.difference_text(100)
+        if not self.difference.spread:  # every seed gave the same difference: nothing to build an interval on
+            if self.difference.mean == 0:
+                return f"cannot separate these models: both scored the same in every one of {self.difference.n} seeds"
+            return (f"no interval: the difference was {100 * self.difference.mean:+.1f} points in every one of "
+                    f"{self.difference.n} seeds (no spread)")
         if not self.difference.excludes_zero:
             return f"no difference detected: {shown} points over {self.difference.n} seeds (the interval holds 0)"
         side = "above" if self.difference.mean > 0 else "below"

@@ -228,7 +228,12 @@ def previous_run_entries(folder: Path) -> list[Path]:
 
 def remove_previous_run(folder: Path) -> list[str]:
     """Remove :func:`previous_run_entries` (all checked before the first is removed); returns their names."""
-    entries = previous_run_entries(folder)
+    return remove_entries(folder, previous_run_entries(folder))
+
+
+def remove_entries(folder: Path, entries: list[Path]) -> list[str]:
+    """Remove ``entries`` of ``folder`` (files or folders, already checked to be the package's and inside it);
+    returns their names relative to the folder."""
     for path in entries:
         if path.is_dir():
             shutil.rmtree(path)
@@ -354,12 +359,8 @@ def remove_recorded_files(folder: Path) -> list[str]:
     """Remove the files the folder's manifest lists, and the manifest (before a new export into the folder),
     all checked (:func:`manifest_entries`) before the first is removed."""
     folder = folder.resolve()
-    entries = [path for path in manifest_entries(folder) if path.is_file()]
-    if (folder / MANIFEST_FILE).is_file():
-        entries.append(folder / MANIFEST_FILE)
-    for path in entries:
-        path.unlink()
-    return [path.relative_to(folder).as_posix() for path in entries]
+    entries = [path for path in [*manifest_entries(folder), folder / MANIFEST_FILE] if path.is_file()]
+    return remove_entries(folder, entries)
 
 
 # ------------------------------------------------------------------------------------------------
