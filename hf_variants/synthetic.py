@@ -80,3 +80,71 @@ def synthetic_subject_number(count: int, seed: int = 0) -> list[tuple[str, int]]
         words[3] = rng.choice(next(pair for pair in _VERBS[kind] if words[3] in pair))
         examples.append((" ".join(words), int(words[2] not in _SUBJECTS[kind])))
     return examples
+
+
+# Agreement attractors (Linzen et al. 2016): nouns of either number between the subject and its verb, and
+# before it. Past-tense verbs carry no number, so the subject's noun is the only evidence; nouns with
+# regular plurals only ("-s"), so a noun's number is its last letter.
+_PAST_VERBS = {"animal": ["chased", "watched", "followed"], "person": ["read", "wrote", "bought"]}
+_REGULAR_OBJECTS = {"animal": ["ball", "rabbit", "shadow"], "person": ["book", "letter", "song"]}
+_PREPOSITIONS = ["near", "with", "behind"]
+_REGULAR_NOUNS = {
+    "animal": ["cat", "dog", "bird", "horse", "goat"],
+    "person": ["teacher", "doctor", "farmer", "writer"],
+}
+
+
+def _noun_phrase(rng: random.Random) -> tuple[list[str], str, bool]:
+    """``the [adjective] noun(s)`` of a random kind: its words, kind and number."""
+    kind = rng.choice(sorted(_REGULAR_NOUNS))
+    plural = rng.random() < 0.5
+    words = ["the"] + ([rng.choice(_ADJECTIVES[kind])] if rng.random() < 0.3 else [])
+    return [*words, rng.choice(_REGULAR_NOUNS[kind]) + ("s" if plural else "")], kind, plural
+
+
+def _modifier(rng: random.Random, forms: int = 3) -> list[str]:
+    """A phrase holding one attractor: a prepositional phrase (``near the dogs``) or, with ``forms=3``,
+    also an object relative clause (``that the dogs watched``) or a subject relative clause (``that
+    watched the dogs``); the attractor's number is a fair coin, independent of everything else."""
+    noun, kind, _ = _noun_phrase(rng)
+    form = rng.randrange(forms)
+    if form == 0:
+        return [rng.choice(_PREPOSITIONS), *noun]
+    verb = rng.choice(_PAST_VERBS[kind])
+    return ["that", *noun, verb] if form == 1 else ["that", verb, *noun]
+
+
+def attractor_sentence(rng: random.Random, attractors: int) -> tuple[str, bool]:
+    """One sentence with 0–``attractors`` prepositional phrases before its subject (no comma) and 0–
+    ``attractors`` modifiers after it (``near the goats behind the dog the cat that the birds watched
+    chased the ball .``); returns the sentence and whether its subject is plural. The subject is the
+    first noun not inside a phrase — its position varies, and telling it from a fronted phrase's noun
+    takes the word before its article — and every other noun's number is independent of it."""
+    words: list[str] = []
+    for _ in range(rng.randint(0, attractors)):
+        words += _modifier(rng, forms=1)
+    subject, kind, plural = _noun_phrase(rng)
+    words += subject
+    for _ in range(rng.randint(0, attractors)):
+        words += _modifier(rng)
+    obj = rng.choice(_REGULAR_OBJECTS[kind]) + ("s" if rng.random() < 0.5 else "")
+    words += [rng.choice(_PAST_VERBS[kind]), "the", obj]
+    if rng.random() < 0.3:
+        words.append(rng.choice(_PLACES))
+    return " ".join(words) + " .", plural
+
+
+#: The default difficulty: at most this many attractor phrases on each side of the subject (chosen by
+#: ``scripts/calibrate_attractors.py``, records in docs/compare/calibration).
+DEFAULT_ATTRACTORS = 3
+
+
+def synthetic_attractor_number(
+    count: int, seed: int = 0, attractors: int = DEFAULT_ATTRACTORS
+) -> list[tuple[str, int]]:
+    """Is the subject plural, across attractors? ``(sentence, 1)`` for a plural subject, balanced
+    within sampling; see :func:`attractor_sentence`. ``attractors`` is the difficulty: the most
+    phrases, each with a noun of random number, before the subject and between it and its (numberless,
+    past-tense) verb. Neither a bag of words, the first noun nor the noun nearest the verb decides it."""
+    rng = random.Random(seed)
+    return [(sentence, int(plural)) for sentence, plural in (attractor_sentence(rng, attractors) for _ in range(count))]

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from .checks import underscored
-from .formatting import HelpFormatter
+from .formatting import ArgumentParser, HelpFormatter
 
 #: The environment variable naming a local data folder (wikitext-2/ and glue/), read without --data_dir.
 DATA_ENV = "HF_VARIANTS_DATA"
@@ -22,12 +22,17 @@ held-out training data, give each variant-vs-control verdict as a seed-paired in
 reload everything through the Auto classes, measure, and write a report folder (report.md,
 results.json, PNG figures).
 
-Data, in this order: --data_dir (wikitext-2/ and glue/ in the GLUE TSV layout), the HF_VARIANTS_DATA
-environment variable (a folder of the same layout), the Hub, else the package's embedded synthetic
-language and its tasks (subject_number by default; agreement).
+Data: the package's embedded synthetic language and its tasks (attractor_number by default;
+subject_number, agreement), unless asked for otherwise: --data_dir (wikitext-2/ and glue/ in the GLUE
+TSV layout), else the HF_VARIANTS_DATA environment variable (a folder of the same layout), else
+--from_hub. The Hub is never tried unless asked for.
 
---preset picks the budget: 'minutes' (the default: a few minutes on a 2-core CPU, every variant
-against its control over 3 fine-tuning seeds) or 'full' (the larger, slower comparison for real data:
+Two calibration models are added (--no_calibration_controls leaves them out): the BERT control without
+token mixing (the positive control, which must come out below) and under other seeds (the negative
+control, which must hold 0); the report's first line says whether the budget can be trusted.
+
+--preset picks the budget: 'minutes' (the default: minutes on a 2-core CPU, every variant against its
+control over 3 fine-tuning seeds) or 'full' (the larger, slower comparison for real data:
 2 layers, 200 MLM steps, 600 fine-tuning steps, three learning rates). Any flag below overrides its
 preset's value.
 """
@@ -36,7 +41,7 @@ preset's value.
 PRESETS: dict[str, dict[str, object]] = {
     "minutes": {
         "num_layers": 1, "max_seq_length": 32, "pretrain_steps": 100, "finetune_steps": 200,
-        "finetune_learning_rates": [3e-4, 1e-3], "num_seeds": 3,
+        "finetune_learning_rates": [1e-3, 3e-3], "num_seeds": 3,
     },
     "full": {
         "num_layers": 2, "max_seq_length": 64, "pretrain_steps": 200, "finetune_steps": 600,
@@ -47,7 +52,7 @@ DEFAULT_PRESET = "minutes"
 
 
 def build_parser(prog: str = "hf-variants compare") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION, formatter_class=HelpFormatter)
+    parser = ArgumentParser(prog=prog, description=DESCRIPTION, formatter_class=HelpFormatter)
     parser.add_argument(
         "--preset", choices=sorted(PRESETS), default=DEFAULT_PRESET,
         help="The budget: 'minutes' (default; " + ", ".join(f"{k}={v}" for k, v in PRESETS["minutes"].items())
@@ -67,6 +72,12 @@ def build_parser(prog: str = "hf-variants compare") -> argparse.ArgumentParser:
         help="Do not add each variant's matched control (the same model with only its idea turned off, at the "
         "same sizes) after it.",
     )
+    parser.add_argument(
+        "--no_calibration_controls",
+        action="store_true",
+        help="Do not add the two models that show what the comparison can detect: the BERT control without token "
+        "mixing (positive control: it must come out below) and under other seeds (negative control: it must hold 0).",
+    )
     parser.add_argument("--output_dir", type=Path, default=Path("outputs/compare"), help="The report folder.")
     parser.add_argument(
         "--overwrite_output_dir",
@@ -77,9 +88,19 @@ def build_parser(prog: str = "hf-variants compare") -> argparse.ArgumentParser:
     parser.add_argument("--data_dir", type=Path, help="Folder with wikitext-2/ and glue/ (GLUE TSV layout).")
     parser.add_argument(
         "--tasks", nargs="+",
-        help="GLUE tasks (default sst2) or, on the embedded data, subject_number (default) and/or agreement.",
+        help="GLUE tasks (default sst2 with --data_dir, $HF_VARIANTS_DATA or --from_hub) or embedded tasks: "
+        "attractor_number (default), subject_number, agreement.",
     )  # fmt: skip
-    parser.add_argument("--no_hub", action="store_true", help="Skip the Hub in the data resolution.")
+    parser.add_argument(
+        "--from_hub", action="store_true",
+        help="Take WikiText-2 and the GLUE tasks from the Hub (never tried otherwise; an error when it does not "
+        "answer).",
+    )
+    parser.add_argument(
+        "--attractors", type=int,
+        help="Difficulty of the embedded attractor_number task: the most phrases, each with a noun of either "
+        "number, between the subject and its verb (default: the level calibrated in docs/main-job.md).",
+    )
     parser.add_argument("--tokenizer", help="Use this tokenizer (path or Hub name) instead of training one.")
     parser.add_argument("--vocab_size", type=int, help="Of the trained tokenizer (default 8000; 200 synthetic).")
     parser.add_argument("--hidden_size", type=int, default=128, help="Hidden size of every model.")
@@ -130,6 +151,8 @@ def parse_args(argv: list[str] | None = None, prog: str = "hf-variants compare")
     for name in ("num_layers", "max_seq_length", "pretrain_steps", "finetune_steps", "num_seeds", "workers"):
         if getattr(args, name) < 1:
             parser.error(f"argument --{name}: must be at least 1, got {getattr(args, name)}.")
+    if args.attractors is not None and args.attractors < 0:
+        parser.error(f"argument --attractors: must be at least 0, got {args.attractors}.")
     rates = args.finetune_learning_rates
     if len(set(rates)) != len(rates) or min(rates) <= 0:
         parser.error(f"argument --finetune_learning_rates: needs distinct positive rates, got {rates}.")

@@ -1,4 +1,5 @@
-"""Help text that shows every argument's default and keeps the description's line breaks."""
+"""Help text that shows every argument's default and keeps the description's line breaks, and a parser
+whose usage errors are two lines (not the whole usage of a command with forty flags)."""
 
 from __future__ import annotations
 
@@ -15,3 +16,14 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescript
         if action.option_strings or action.nargs in (argparse.OPTIONAL, argparse.ZERO_OR_MORE):
             return f"{text} (default: %(default)s)".strip()
         return text
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """``argparse.ArgumentParser`` whose usage error is a short usage line and the error (exit status 2);
+    ``--help`` still shows everything."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        positionals = [(action.metavar or action.dest).upper() for action in self._actions
+                       if not action.option_strings and action.help != argparse.SUPPRESS]  # fmt: skip
+        usage = " ".join([self.prog, *map(str, positionals), "[options]"])
+        self.exit(2, f"usage: {usage}  (--help lists them)\n{self.prog}: error: {message}\n")

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from .formatting import HelpFormatter
+from .formatting import ArgumentParser, HelpFormatter
 
 EXPORT_DESCRIPTION = """\
 Write a checkpoint folder (save_pretrained, run_mlm or run_glue output) as a Hub folder: weights,
@@ -24,7 +24,7 @@ from_pretrained loads like the Hub repository.
 
 
 def export_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hf-variants export", description=EXPORT_DESCRIPTION,
+    parser = ArgumentParser(prog="hf-variants export", description=EXPORT_DESCRIPTION,
                                      formatter_class=HelpFormatter)  # fmt: skip
     parser.add_argument("checkpoint", type=Path, help="A folder with config.json and the weights.")
     parser.add_argument("--output_dir", type=Path, required=True, help="The Hub folder to write.")
@@ -35,7 +35,7 @@ def export_parser() -> argparse.ArgumentParser:
 
 
 def push_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hf-variants push", description=PUSH_DESCRIPTION,
+    parser = ArgumentParser(prog="hf-variants push", description=PUSH_DESCRIPTION,
                                      formatter_class=HelpFormatter)  # fmt: skip
     parser.add_argument("folder", type=Path, help="A folder written by 'hf-variants export'.")
     parser.add_argument("--repo_id", required=True, help="Target repository, e.g. you/macaron-bert-small.")
@@ -90,7 +90,7 @@ names the first file that is missing, truncated or altered.
 
 
 def verify(argv: list[str]) -> dict:
-    parser = argparse.ArgumentParser(prog="hf-variants verify", description=VERIFY_DESCRIPTION,
+    parser = ArgumentParser(prog="hf-variants verify", description=VERIFY_DESCRIPTION,
                                      formatter_class=HelpFormatter)  # fmt: skip
     parser.add_argument("folder", type=Path, help="A model folder written by hf-variants.")
     args = parser.parse_args(argv)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
 from importlib import metadata
 from typing import Any
+
+from .formatting import ArgumentParser
 
 LIBRARIES = ("hf-variants", "torch", "transformers", "accelerate", "datasets", "evaluate", "huggingface_hub",
              "tokenizers", "torchdiffeq")  # fmt: skip
@@ -40,7 +41,7 @@ def info() -> dict[str, Any]:
 
 
 def run(argv: list[str]) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(prog="hf-variants info", description=__doc__.split(": ", 1)[1])
+    parser = ArgumentParser(prog="hf-variants info", description=__doc__.split(": ", 1)[1])
     parser.add_argument("--json", action="store_true", help="Print the details as JSON.")
     args = parser.parse_args(argv)
     details = info()

@@ -10,6 +10,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 
+from .formatting import ArgumentParser
+
 DISTRIBUTION = "hf-variants"
 
 
@@ -93,7 +95,8 @@ COMMANDS: dict[str, Command] = {
     "train-tokenizer": Command("Train a WordPiece tokenizer on a corpus.", _train_tokenizer),
     "export": Command("Write a checkpoint as a Hub folder (remote code and model card).", _export),
     "push": Command("Upload a Hub folder to the Hub (or to a local folder laid out like it).", _push),
-    "compare": Command("The main job: every variant against its matched control, with a report.", _compare),
+    "compare": Command("The main job: each variant against its matched control on embedded tasks that can separate "
+                       "models, with controls showing what it can detect.", _compare),
     "verify": Command("Check a folder hf-variants wrote against its manifest (sizes and SHA-256).", _verify),
     "info": Command("Registered model types, library versions and the compute device.", _info),
 }
@@ -108,7 +111,7 @@ def version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="hf-variants",
         description="Research Transformer encoders as HuggingFace models: pretrain, fine-tune, export, compare.",
         epilog="Run 'hf-variants COMMAND --help' for a command's arguments and their defaults. Multi-process: "

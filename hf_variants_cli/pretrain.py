@@ -17,7 +17,7 @@ from .checks import (
     seed_range,
 )
 from .corpus import CorpusArguments
-from .formatting import HelpFormatter
+from .formatting import ArgumentParser, HelpFormatter
 
 #: The package's model types (``hf_variants.VARIANTS``; tests/test_cli.py checks they agree) and
 #: transformers' own BERT, which run_mlm trains as an external reference.
@@ -45,7 +45,7 @@ finished run (see --max_train_steps). Another run in a used folder is refused.
 
 
 def build_parser(prog: str = "hf-variants pretrain") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION, formatter_class=HelpFormatter)
+    parser = ArgumentParser(prog=prog, description=DESCRIPTION, formatter_class=HelpFormatter)
     model = parser.add_argument_group("model (exactly one of --model_type, --config_name, --model_name_or_path)")
     model.add_argument("--model_type", help=f"Train from scratch: one of {', '.join(MODEL_TYPES)} (or a variant "
                        "registered in the same process).")  # fmt: skip

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .checks import at_least, check_fields, field_defaults, parse_into
 from .corpus import CorpusArguments
-from .formatting import HelpFormatter
+from .formatting import ArgumentParser, HelpFormatter
 
 DESCRIPTION = """\
 Train a BERT-style WordPiece tokenizer on a corpus and save it in the Hugging Face format.
@@ -18,7 +18,7 @@ Train a BERT-style WordPiece tokenizer on a corpus and save it in the Hugging Fa
 
 
 def build_parser(prog: str = "hf-variants train-tokenizer") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION, formatter_class=HelpFormatter)
+    parser = ArgumentParser(prog=prog, description=DESCRIPTION, formatter_class=HelpFormatter)
     parser.add_argument("--train_file", help="Local .txt/.csv/.json(l) corpus.")
     parser.add_argument("--dataset_name", help="Or a Hub dataset, e.g. wikitext.")
     parser.add_argument("--dataset_config_name", help="The dataset's configuration, e.g. wikitext-2-raw-v1.")

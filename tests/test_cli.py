@@ -48,6 +48,19 @@ def test_help_lists_every_subcommand_and_an_unknown_one_is_named() -> None:
     assert wrong.returncode == 2 and "invalid choice: 'pretrian'; did you mean 'pretrain'?" in wrong.stderr
 
 
+@pytest.mark.parametrize(("command", "usage", "error"), [
+    ("pretrain", "usage: hf-variants pretrain [options]", "the following arguments are required: --output_dir"),
+    ("export", "usage: hf-variants export CHECKPOINT [options]", "required: checkpoint, --output_dir"),
+    ("compare --num_seeds 0", "usage: hf-variants compare [options]", "argument --num_seeds: must be at least 1"),
+])  # fmt: skip
+def test_a_usage_error_is_two_lines_not_the_whole_usage(command: str, usage: str, error: str) -> None:
+    """A command with forty flags answers a mistake with a short usage and the error (``--help`` lists all)."""
+    refused = run_cli(*command.split())
+    lines = refused.stderr.splitlines()
+    assert refused.returncode == 2 and len(lines) == 2, refused.stderr
+    assert lines[0] == f"{usage}  (--help lists them)" and error in lines[1]
+
+
 def test_flags_may_be_written_with_dashes_as_in_transformers() -> None:
     from hf_variants_cli import compare, pretrain, tokenizer
 
@@ -206,3 +219,18 @@ def test_export_push_to_a_local_hub_and_load_without_the_package(corpus, tokeniz
     assert loaded.returncode == 0, loaded.stderr[-3000:]
     assert json.loads(loaded.stdout.strip().splitlines()[-1]) == ["transformers_modules", 5]
     assert "You are using a model of type" not in loaded.stderr  # the remote config class is the saved one
+
+
+def test_a_run_refused_before_it_wrote_anything_leaves_no_folder(tmp_path: Path) -> None:
+    """A missing input ends pretraining and fine-tuning with one line, and the new --output_dir the lock
+    had created (holding only the lock file) is gone; a folder that existed before stays."""
+    for command in (["pretrain", "--model_type", "bert_control", "--train_file", str(tmp_path / "nope.txt")],
+                    ["finetune", "--model_name_or_path", "x", "--train_file", str(tmp_path / "nope.csv"),
+                     "--do_train"]):  # fmt: skip
+        refused = run_cli(*command, "--output_dir", str(tmp_path / "new"))
+        assert refused.returncode == 1 and "does not exist" in refused.stderr, refused.stderr
+        assert not (tmp_path / "new").exists()
+    (tmp_path / "mine").mkdir()
+    run_cli("pretrain", "--model_type", "bert_control", "--train_file", str(tmp_path / "nope.txt"),
+            "--output_dir", str(tmp_path / "mine"))  # fmt: skip
+    assert (tmp_path / "mine").is_dir()

@@ -260,6 +260,7 @@ MATCHED_AT_32 = {
     "mgk": {"num_attention_heads": 2, "head_dim": 8},  # the paper's M/2 heads of two keys each
     "mlk": {"num_attention_heads": 2, "head_dim": 8},
     "orthogonal": {"num_attention_heads": 1},  # one full-width map, no heads
+    "mean": {"num_attention_heads": 4},  # softmax's width, for its value projection
     "lie_trotter": {"intermediate_size": 128},
     "strang": {"intermediate_size": 128},  # the matched BERT's; each of the two FFNs gets half
     "ode": {"intermediate_size": 128, "rtol": 1e-4, "atol": 1e-4, "max_num_steps": 20},

@@ -51,7 +51,9 @@ def test_every_compared_model_was_run_at_the_protocols_rate(results: Path) -> No
             scores = tuned.get("heldout_scores_by_learning_rate")
             if not scores or len(scores) < 2:
                 continue
-            sweep = {float(rate): verdicts.HeldOutRun(score) for rate, score in scores.items()}
+            losses, left_out = tuned.get("heldout_losses_by_learning_rate", {}), tuned.get("heldout_left_out", {})
+            sweep = {float(rate): verdicts.HeldOutRun(score, left_out.get(rate, "").startswith(verdicts.ONE_CLASS),
+                                                      losses.get(rate)) for rate, score in scores.items()}  # fmt: skip
             assert tuned["learning_rate"] == verdicts.choose_learning_rate(sweep), (name, task)
 
 

@@ -304,3 +304,39 @@ def test_the_engine_called_with_typed_settings_is_the_command_line_run(
     assert typed["eval_loss"] == command["eval_loss"]
     weights = [load_file(tmp_path / run / "model.safetensors") for run in ("command", "typed")]
     assert all(torch.equal(weights[0][key], weights[1][key]) for key in weights[0])
+
+
+def test_lines_longer_than_the_model_are_packed_without_the_tokenizers_warning(tokenizer_dir: Path) -> None:
+    """Whole lines are tokenized, then cut into blocks: a 300-token line is expected, so transformers'
+    "Token indices sequence length is longer than the specified maximum" warning is not shown; the blocks
+    hold every token of the line, in order."""
+    from datasets import Dataset, DatasetDict
+    from transformers.utils import logging as transformers_logging
+
+    from hf_variants.training.data import tokenize_corpus
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    tokenizer.model_max_length = 64
+    line = " ".join(["the cat chases the mouse ."] * 50)
+    logger = transformers_logging.get_logger("transformers.tokenization_utils_base")
+    records: list[str] = []
+    handler = logging_handler(records)
+    logger.addHandler(handler)
+    try:
+        blocks = tokenize_corpus(DatasetDict({"train": Dataset.from_dict({"text": [line]})}), tokenizer, 32)
+    finally:
+        logger.removeHandler(handler)
+    assert not [message for message in records if "longer than the specified maximum" in message]
+    ids = tokenizer(line)["input_ids"]
+    assert len(ids) > tokenizer.model_max_length  # the case the warning is about
+    assert [token for block in blocks["train"]["input_ids"] for token in block] == ids[: len(ids) // 32 * 32]
+
+
+def logging_handler(records: list[str]):
+    import logging
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record.getMessage())
+
+    return Collect()

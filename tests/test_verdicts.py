@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from hf_variants.lab import verdicts
+from hf_variants.lab import statistics, verdicts
 
 Outcome = verdicts.RunOutcome
 FALLING = (0.69, 0.4, 0.2, 0.1, 0.05, 0.02, 0.01, 0.01)
@@ -54,6 +54,10 @@ def test_summary_and_pair_verdict_use_only_runs_that_learned() -> None:
                                 "control": []}
     assert verdict.seeds == 3
     assert verdicts.summary({"1": Outcome(None, failed="x")}) is None
+    solver = Outcome(None, failed="ODESolverError: Step 12: N-ODE block 0: the dopri5 solver failed (underflow in dt "
+                                  "nan) after 80 function evaluations. The input may be stiff")  # fmt: skip
+    assert verdicts.reason(solver) == ("failed (ODESolverError: Step 12: N-ODE block 0: the dopri5 solver failed "
+                                       "(underflow in dt nan) after 80 function evaluations)")  # fmt: skip
 
 
 def test_a_difference_without_spread_is_no_interval() -> None:
@@ -63,14 +67,28 @@ def test_a_difference_without_spread_is_no_interval() -> None:
     run = Outcome(None, chance=0.5, examples=400, losses=FALLING)
     ceiling = {str(seed): replace(run, value=1.0) for seed in (1, 2, 3)}
     tied = verdicts.pair_verdict(ceiling, ceiling)
-    assert tied.text == "cannot separate these models: both scored the same in every one of 3 seeds"
+    assert tied.text == "cannot separate these models: every seed of both scored 100.0"
     assert tied.difference.difference_text(100) == "+0.0 in every seed" and not tied.difference.excludes_zero
     below = verdicts.pair_verdict({seed: replace(r, value=0.9) for seed, r in ceiling.items()}, ceiling)
     assert below.text == "no interval: the difference was -10.0 points in every one of 3 seeds (no spread)"
     assert not below.difference.excludes_zero
     spread = verdicts.pair_verdict({"1": replace(run, value=0.9), "2": replace(run, value=0.8)}, ceiling)
-    # differences -10 and -20 points: mean -15, s = 7.07, t(0.975, 1) = 12.706: ±63.5 points
-    assert spread.text == "no difference detected: -15.0 [-78.5, +48.5] points over 2 seeds (the interval holds 0)"
+    # differences -10 and -20 points: mean -15, s = 7.07, t(0.975, 1) = 12.706: ±63.5 points; detectable with
+    # 80% power: (t(0.975, 1) + t(0.8, 1)) · s / √2 = (12.706 + 1.376) · 5 = 70.4 points
+    assert spread.text == ("no difference detected: -15.0 [-78.5, +48.5] points over 2 seeds (the interval holds 0; "
+                           "could detect ±70.4)")
+
+
+def test_the_detectable_difference_against_hand_computed_values() -> None:
+    """The paired t-test's minimum detectable difference, (t_{0.975,n−1} + t_{0.8,n−1}) · s/√n, against table
+    values: n = 3, s = 1: (4.3027 + 1.0607) / √3 = 3.0966; n = 5, s = √10: (2.7764 + 0.9410) · √2 = 5.2565."""
+    three = statistics.mean_interval([1.0, 2.0, 3.0])  # s = 1
+    assert three.detectable_difference() == pytest.approx(3.0966, abs=1e-3)
+    five = statistics.mean_interval([0.0, 2.0, 4.0, 6.0, 8.0])  # s = √10, s/√n = √2
+    assert five.detectable_difference() == pytest.approx(5.2565, abs=1e-3)
+    assert statistics.mean_interval([1.0, 1.0]).detectable_difference() is None  # no spread
+    assert statistics.mean_interval([1.0]).detectable_difference() is None  # one value
+    assert three.detectable_difference(power=0.5) == pytest.approx(three.half_width)  # t_{0.5} = 0: the interval
 
 
 # --------------------------------------------------------------------------------------------
@@ -82,6 +100,10 @@ Run = verdicts.HeldOutRun
 def test_the_rate_is_the_best_held_out_score_among_runs_that_learned() -> None:
     assert verdicts.choose_learning_rate({1e-3: Run(0.6), 3e-3: Run(0.7)}) == 3e-3
     assert verdicts.choose_learning_rate({3e-3: Run(0.7), 1e-3: Run(0.7)}) == 1e-3  # tie: the smaller
+    # a tie with held-out losses recorded: the lower loss; with one loss missing, the smaller rate
+    assert verdicts.choose_learning_rate({3e-3: Run(0.7, loss=0.41), 1e-3: Run(0.7, loss=0.52)}) == 3e-3
+    assert verdicts.choose_learning_rate({3e-3: Run(0.7, loss=0.41), 1e-3: Run(0.7)}) == 1e-3
+    assert verdicts.choose_learning_rate({3e-3: Run(0.7, loss=0.41), 1e-3: Run(0.8, loss=0.52)}) == 1e-3
     assert verdicts.choose_learning_rate({1e-3: Run(0.6), 3e-3: Run(0.9, one_class=True)}) == 1e-3
     assert verdicts.choose_learning_rate({1e-3: Run(None), 3e-3: Run(0.2)}) == 3e-3  # a failure is never chosen
     assert verdicts.choose_learning_rate({1e-3: Run(float("nan")), 3e-3: Run(0.1)}) == 3e-3

@@ -139,6 +139,7 @@ ATTENTION_TYPES = IdeaRegistry("attention_type", {
     "mlk": _package_idea("mixers.mlk", "LinearMixtureSpec", "LinearMixtureAttention"),  # Nguyen et al. 2022, §2.4
     # TransJect, Theorem 1
     "orthogonal": _package_idea("mixers.orthogonal", "OrthogonalAttentionSpec", "OrthogonalAttention"),
+    "mean": _package_idea("mixers.mean", "MeanMixerSpec", "MeanMixer"),  # no token mixing: a floor for comparisons
 })  # fmt: skip
 
 #: ``layer_scheme`` → layer (``schemes/<key>/``).

@@ -65,7 +65,8 @@ class EncoderConfig(PretrainedConfig):
             ``output_router_logits``: these values describe the whole batch, so pipelines could not
             split them per example. ``forward(..., output_diagnostics=True)`` asks for them per call.
         attention_type: The token mixer, a key of ``hf_variants.core.composition.ATTENTION_TYPES``:
-            ``"softmax"`` (BERT), ``"mgk"`` / ``"mlk"`` (MGK-BERT), ``"orthogonal"`` (TransJect).
+            ``"softmax"`` (BERT), ``"mgk"`` / ``"mlk"`` (MGK-BERT), ``"orthogonal"`` (TransJect), ``"mean"``
+            (no token mixing: every token gets the sequence's mean, a floor for comparisons).
         layer_scheme: How a layer composes its sub-steps, a key of ``LAYER_SCHEMES``:
             ``"lie_trotter"`` (BERT), ``"strang"`` (Macaron), ``"ode"`` (N-ODE), ``"vanilla"`` (the N-ODE paper's
             eq. (1) baseline), ``"injective"`` (TransJect).

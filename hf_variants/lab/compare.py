@@ -6,13 +6,15 @@ It runs the library's own pipeline: :mod:`hf_variants.training.train_tokenizer`,
 :mod:`~hf_variants.training.run_mlm` and :mod:`~hf_variants.training.run_glue`, then
 :mod:`hf_variants.lab.analysis` on the reloaded models and :mod:`hf_variants.lab.figures`.
 
-Data, in this order (the first that is available is used, and the report says which):
+Data: the embedded default — the package's synthetic language (:mod:`hf_variants.synthetic`) for MLM
+and its attractor-number task for fine-tuning, generated from ``--seed`` — unless other data is asked
+for, in this order (the report says which was used):
 
 1. ``--data_dir``: a folder with ``wikitext-2/{train,valid}.txt`` and ``glue/`` in the GLUE TSV layout;
 2. the ``HF_VARIANTS_DATA`` environment variable, a folder of the same layout;
-3. the Hub (``wikitext``/``wikitext-2-raw-v1`` and ``nyu-mll/glue``), unless offline or unreachable;
-4. the embedded default: the package's synthetic language (:mod:`hf_variants.synthetic`) for MLM and
-   its subject–verb agreement task (CoLA-like, accuracy) for fine-tuning.
+3. ``--from_hub``: the Hub (``wikitext``/``wikitext-2-raw-v1`` and ``nyu-mll/glue``); an error when it
+   does not answer. The Hub is never tried unless asked for, so a command is the same experiment with
+   and without a network.
 
 The report folder is owned like the engines' run folders (:mod:`hf_variants.training.checkpoints`): a
 lock taken before anything is written, a fingerprint of the settings (another comparison in the folder
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import csv
 import json
 import os
 import sys
@@ -45,13 +48,20 @@ from hf_variants_cli import compare as cli_arguments
 
 from ..core.ideas import MatchedSize
 from ..core.overrides import format_overrides
+from ..synthetic import DEFAULT_ATTRACTORS
 from ..training import checkpoints, run_identity
 from . import verdicts
 from .spec import EXTERNAL_REFERENCE, ModelSpec, with_matched_controls
+from .statistics import Interval, mean_interval, paired_difference_if_any
+
+#: The baseline of the calibration controls (:func:`with_calibration_controls`).
+BASELINE = "bert_control"
+#: Embedded tasks that a model without token mixing cannot solve: the positive control is judged on them.
+NEEDS_TOKEN_MIXING = frozenset({"attractor_number", "agreement"})
 
 DATA_ENV = cli_arguments.DATA_ENV
 #: The embedded default's fine-tuning task when no data is given (see :func:`embedded_tasks`).
-SYNTHETIC_TASK = "subject_number"
+SYNTHETIC_TASK = "attractor_number"
 #: Solver steps per N-ODE block and forward in the comparison (healthy runs take a handful at rtol 1e-3).
 NODE_MAX_STEPS = 50
 
@@ -139,30 +149,55 @@ def hub_reachable(timeout: float = 10.0) -> bool:
 
 
 def embedded_tasks() -> dict[str, Callable[..., list[tuple[str, int]]]]:
-    """The tasks of the embedded default, name → generator of ``(sentence, label)`` rows."""
-    from ..synthetic import synthetic_acceptability, synthetic_subject_number
+    """The tasks of the embedded default, name → generator of ``(sentence, label)`` rows (``count``,
+    ``seed=``, ``attractors=``)."""
+    from .. import synthetic
 
-    return {"subject_number": synthetic_subject_number, "agreement": synthetic_acceptability}
+    def fixed(generator: Callable[..., list[tuple[str, int]]]) -> Callable[..., list[tuple[str, int]]]:
+        return lambda count, seed, attractors: generator(count, seed=seed)  # no difficulty knob
+
+    return {
+        "attractor_number": synthetic.synthetic_attractor_number,
+        "subject_number": fixed(synthetic.synthetic_subject_number),
+        "agreement": fixed(synthetic.synthetic_acceptability),
+    }
 
 
-def synthetic_source(folder: Path, seed: int, tasks: Sequence[str] = (SYNTHETIC_TASK,)) -> DataSource:
-    """Write the embedded default data into ``folder``: the synthetic language (MLM) and each of
-    ``tasks`` (CSV with ``sentence``/``label``: 2,000 training and 400 dev rows)."""
-    from ..synthetic import synthetic_sentences
+def synthetic_corpus(count: int, seed: int, attractors: int) -> list[str]:
+    """The MLM corpus of the embedded default: the synthetic language's simple sentences alternating with
+    sentences with attractor phrases (:func:`~hf_variants.synthetic.attractor_sentence`)."""
+    import random
 
+    from ..synthetic import attractor_sentence, synthetic_sentence
+
+    rng = random.Random(seed)
+    return [attractor_sentence(rng, attractors)[0] if index % 2 else synthetic_sentence(rng) for index in range(count)]
+
+
+def synthetic_source(
+    folder: Path, seed: int, tasks: Sequence[str] = (SYNTHETIC_TASK,), attractors: int = DEFAULT_ATTRACTORS
+) -> DataSource:
+    """Write the embedded default data into ``folder``: the synthetic corpus (:func:`synthetic_corpus`,
+    MLM) and each of ``tasks`` (CSV with ``sentence``/``label``: 2,000 training and 400 dev rows, from
+    disjoint seeds; a dev sentence that also occurs in training is replaced, so that no dev example was
+    trained on)."""
     generators = embedded_tasks()
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "train.txt").write_text("\n".join(synthetic_sentences(6000, seed=seed)) + "\n")
-    (folder / "valid.txt").write_text("\n".join(synthetic_sentences(600, seed=seed + 1)) + "\n")
+    (folder / "train.txt").write_text("\n".join(synthetic_corpus(6000, seed, attractors)) + "\n")
+    (folder / "valid.txt").write_text("\n".join(synthetic_corpus(600, seed + 1, attractors)) + "\n")
     task_data = {}
     for task in tasks:
-        for split, count, offset in (("train", 2000, 2), ("dev", 400, 3)):
-            rows = generators[task](count, seed=seed + offset)
-            lines = ["sentence,label", *(f"{sentence},{label}" for sentence, label in rows)]
-            (folder / f"{task}_{split}.csv").write_text("\n".join(lines) + "\n")
+        train = generators[task](2000, seed=seed + 2, attractors=attractors)
+        seen = {sentence for sentence, _ in train}
+        dev = [row for row in generators[task](4000, seed=seed + 3, attractors=attractors) if row[0] not in seen][:400]
+        for split, rows in (("train", train), ("dev", dev)):
+            with (folder / f"{task}_{split}.csv").open("w", newline="", encoding="utf-8") as handle:
+                csv.writer(handle, lineterminator="\n").writerows([("sentence", "label"), *rows])
         task_data[task] = {"train_file": str(folder / f"{task}_train.csv"),
                            "validation_file": str(folder / f"{task}_dev.csv")}  # fmt: skip
-    described = {"subject_number": "subject number (is the subject plural? the verb's form is no clue)",
+    described = {"attractor_number": f"attractor number (is the subject plural, past up to {attractors} phrases "
+                                      "with nouns of either number?)",
+                 "subject_number": "subject number (is the subject plural? the verb's form is no clue)",
                  "agreement": "subject–verb agreement (is the verb form right for the subject's number?)"}  # fmt: skip
     return DataSource(
         "synthetic",
@@ -175,18 +210,26 @@ def synthetic_source(folder: Path, seed: int, tasks: Sequence[str] = (SYNTHETIC_
 
 
 def resolve_data(
-    data_dir: Path | None, tasks: Sequence[str] | None, output_dir: Path, seed: int, use_hub: bool = True
+    data_dir: Path | None, tasks: Sequence[str] | None, output_dir: Path, seed: int, from_hub: bool = False,
+    attractors: int = DEFAULT_ATTRACTORS,
 ) -> DataSource:
-    """The first available of --data_dir, $HF_VARIANTS_DATA, the Hub, the embedded default; tasks of
-    the embedded default (:func:`embedded_tasks`) are always taken from it."""
+    """The data a user asked for — ``data_dir``, else ``$HF_VARIANTS_DATA``, else the Hub with
+    ``from_hub`` — or the embedded default; tasks of the embedded default (:func:`embedded_tasks`) are
+    always taken from it. Whether the Hub answers never changes the choice: asked for and unreachable
+    is an error, not asked for is never tried, so one command line is one experiment on every machine."""
     if tasks and set(tasks) <= embedded_tasks().keys():
-        return synthetic_source(output_dir / "data", seed, list(dict.fromkeys(tasks)))
+        return synthetic_source(output_dir / "data", seed, list(dict.fromkeys(tasks)), attractors)
     glue_tasks = list(tasks) if tasks else ["sst2"]
     if data_dir is not None:
         return local_source("data_dir", Path(data_dir), glue_tasks)
     if os.environ.get(DATA_ENV):
         return local_source("env", Path(os.environ[DATA_ENV]), glue_tasks)
-    if use_hub and hub_reachable():
+    if from_hub:
+        if not hub_reachable():
+            raise ConnectionError(
+                "--from_hub: the Hub is not reachable (or HF_HUB_OFFLINE is set); give a local copy with "
+                f"--data_dir or ${DATA_ENV}, or leave both out for the embedded tasks."
+            )
         return DataSource(
             "hub",
             f"the Hub: wikitext/wikitext-2-raw-v1 for MLM, nyu-mll/glue {', '.join(glue_tasks)} for fine-tuning",
@@ -195,10 +238,10 @@ def resolve_data(
         )
     if tasks:
         raise FileNotFoundError(
-            f"No data for tasks {list(tasks)}: no --data_dir, no ${DATA_ENV}, and the Hub is not reachable. "
-            f"The embedded default has only the tasks {sorted(embedded_tasks())}."
+            f"--tasks {' '.join(tasks)}: GLUE tasks need data: --data_dir, ${DATA_ENV} or --from_hub. "
+            f"The embedded tasks are {', '.join(sorted(embedded_tasks()))}."
         )
-    return synthetic_source(output_dir / "data", seed)
+    return synthetic_source(output_dir / "data", seed, attractors=attractors)
 
 
 # --------------------------------------------------------------------------------------------
@@ -262,8 +305,10 @@ def train_or_take_tokenizer(args: argparse.Namespace, source: DataSource) -> str
     return str(train_tokenizer.train_tokenizer(settings))
 
 
-def pretrain(args: argparse.Namespace, source: DataSource, tokenizer: str, spec: ModelSpec) -> dict[str, Any]:
-    """The model's MLM pretraining into ``models/<spec>/mlm`` on the pretraining engine."""
+def pretrain(
+    args: argparse.Namespace, source: DataSource, tokenizer: str, spec: ModelSpec, seed: int
+) -> dict[str, Any]:
+    """The model's MLM pretraining at ``seed`` into ``models/<spec>/mlm-seed<seed>`` on the pretraining engine."""
     from hf_variants_cli.pretrain import PretrainingArguments
 
     from ..training import run_mlm
@@ -273,7 +318,7 @@ def pretrain(args: argparse.Namespace, source: DataSource, tokenizer: str, spec:
         **source.corpus, tokenizer_name=tokenizer, max_seq_length=args.max_seq_length,
         per_device_train_batch_size=args.pretrain_batch_size, learning_rate=args.pretrain_learning_rate,
         num_warmup_steps=0.1, max_train_steps=args.pretrain_steps, max_eval_samples=args.max_pretrain_eval_samples,
-        logging_steps=5, seed=args.seed, output_dir=args.output_dir / "models" / spec.folder / "mlm",
+        logging_steps=5, seed=seed, output_dir=args.output_dir / "models" / spec.folder / f"mlm-seed{seed}",
         time_budget_seconds=args.pretrain_seconds, overwrite_output_dir=args.overwrite_output_dir,
         disable_tqdm=not stage_bars(args),
     )  # fmt: skip
@@ -292,15 +337,16 @@ def fine_tune(
     args: argparse.Namespace, source: DataSource, spec: ModelSpec, task: str, learning_rate: float,
     output_name: str, seed: int, heldout: bool = False,
 ) -> dict[str, Any]:
-    """One fine-tuning run on the fine-tuning engine into ``models/<spec>/<output_name>``; with ``heldout``
-    it trains on the training split without a held-out slice and is scored on that slice, never on dev."""
+    """One fine-tuning run on the fine-tuning engine into ``models/<spec>/<output_name>``, from the model's
+    pretraining at the same ``seed``; with ``heldout`` it trains on the training split without a held-out
+    slice and is scored on that slice, never on dev."""
     from transformers import TrainingArguments
 
     from hf_variants_cli.finetune import DataTrainingArguments, ModelArguments, RunArguments
 
     from ..training import run_glue
 
-    pretrained = args.output_dir / "models" / spec.folder / "mlm"
+    pretrained = args.output_dir / "models" / spec.folder / f"mlm-seed{seed}"
     held_out = {"heldout_fraction": args.heldout_fraction, "heldout_seed": 0} if heldout else {}
     settings = (
         ModelArguments(model_name_or_path=str(pretrained)),
@@ -348,8 +394,9 @@ def finished_stage(folder: Path, arguments: dict[str, Any], inputs: Sequence[Pat
 
 @dataclass(frozen=True)
 class Run:
-    """One training run of the comparison: a model's MLM pretraining (no ``task``), a held-out run for
-    choosing the learning rate (at ``--seed``), or a final fine-tuning run at one seed."""
+    """One training run of the comparison: a model's MLM pretraining at one seed (no ``task``), a held-out
+    run for choosing the learning rate (at the model's first seed), or a final fine-tuning run at one seed,
+    from the pretraining at that seed (so each seed is a whole pretrain-and-fine-tune replicate)."""
 
     spec: ModelSpec
     task: str | None = None
@@ -361,7 +408,7 @@ class Run:
     def folder_name(self) -> str:
         """Its folder (and ``.log`` file) under ``models/<spec>/``."""
         if self.task is None:
-            return "mlm"
+            return f"mlm-seed{self.seed}"
         return f"{self.task}-sweep-lr{self.learning_rate:g}" if self.heldout else f"{self.task}-seed{self.seed}"
 
 
@@ -374,7 +421,7 @@ def train(args: argparse.Namespace, source: DataSource, tokenizer: str, run: Run
     quiet = not args.disable_tqdm or args.workers > 1  # beside bars, or side by side: to the log file only
     with console_to_file(args.output_dir / "models" / run.spec.folder / f"{run.folder_name}.log", quiet):
         if run.task is None:
-            return pretrain(args, source, tokenizer, run.spec)
+            return pretrain(args, source, tokenizer, run.spec, run.seed)
         try:
             return fine_tune(args, source, run.spec, run.task, run.learning_rate, run.folder_name, run.seed,
                              heldout=run.heldout)  # fmt: skip
@@ -387,7 +434,8 @@ def choose_learning_rate(task: str, outcomes: dict[float, dict[str, Any]]) -> tu
     rate's score (None for a run that failed, which is never chosen)."""
     sweep = {
         rate: verdicts.HeldOutRun(None) if "failed" in result else verdicts.HeldOutRun(
-            headline(task, result["eval"]["validation"])[1], verdicts.collapsed(result["eval"]["validation"]))
+            headline(task, result["eval"]["validation"])[1], verdicts.collapsed(result["eval"]["validation"]),
+            result["eval"]["validation"].get("loss"))
         for rate, result in sorted(outcomes.items())
     }  # fmt: skip
     return verdicts.choose_learning_rate(sweep), {rate: run.score for rate, run in sweep.items()}
@@ -402,33 +450,46 @@ def train_all(
     args: argparse.Namespace, source: DataSource, tokenizer: str, specs: Sequence[ModelSpec], tasks: Sequence[str],
     finished: Callable[[Run], None],
 ) -> tuple[dict[Run, dict[str, Any]], dict[tuple[str, str], tuple[float, dict[float, float | None]]]]:
-    """Every run of the comparison, ``--workers`` at a time: each model's pretraining, then per task
-    its held-out runs (one per rate, when there are several), then its final runs at the chosen rate,
-    one per seed. Returns each run's result and, per (model name, task), the chosen rate with every
-    held-out rate's score (:func:`choose_learning_rate`); ``finished`` is called as each run ends."""
+    """Every run of the comparison, ``--workers`` at a time: each model's pretraining at every seed; from
+    the first seed's, per task its held-out runs (one per rate, when there are several); then per seed
+    its final run at the chosen rate, from that seed's pretraining. Returns each run's result and, per
+    (model name, task), the chosen rate with every held-out rate's score (:func:`choose_learning_rate`);
+    ``finished`` is called as each run ends."""
     from concurrent.futures import FIRST_COMPLETED, wait
 
     results: dict[Run, dict[str, Any]] = {}
     choices: dict[tuple[str, str], tuple[float, dict[float, float | None]]] = {}
     rates = sorted(args.finetune_learning_rates)
 
+    def seeds(spec: ModelSpec) -> list[int]:
+        return [seed + spec.seed_offset for seed in fine_tuning_seeds(args)]
+
     def final_runs(spec: ModelSpec, task: str, choice: tuple[float, dict[float, float | None]]) -> list[Run]:
+        """The final runs once the rate is chosen, for the seeds whose pretraining has finished (the others
+        follow their pretraining)."""
         choices[spec.name, task] = choice
-        return [Run(spec, task, choice[0], seed) for seed in fine_tuning_seeds(args)]
+        return [Run(spec, task, choice[0], seed) for seed in seeds(spec) if Run(spec, seed=seed) in results]
 
     def runs_after(run: Run) -> list[Run]:
-        if run.task is None:  # pretrained: the held-out runs, or with one rate the final runs
-            if len(rates) == 1:
-                return [r for task in tasks for r in final_runs(run.spec, task, (rates[0], {}))]
-            return [Run(run.spec, task, rate, args.seed, heldout=True) for task in tasks for rate in rates]
+        if run.task is None:  # pretrained at one seed: its final runs where the rate is chosen, and at the
+            follow = []  # first seed the held-out runs (with one rate: the choice, so the final runs)
+            for task in tasks:
+                if (run.spec.name, task) in choices:
+                    follow.append(Run(run.spec, task, choices[run.spec.name, task][0], run.seed))
+                elif run.seed == seeds(run.spec)[0]:
+                    follow += (final_runs(run.spec, task, (rates[0], {})) if len(rates) == 1
+                               else [Run(run.spec, task, rate, run.seed, heldout=True) for rate in rates])  # fmt: skip
+            return follow
         if run.heldout:
-            sweep = {rate: results.get(Run(run.spec, run.task, rate, args.seed, heldout=True)) for rate in rates}
+            sweep = {rate: results.get(Run(run.spec, run.task, rate, run.seed, heldout=True)) for rate in rates}
             if all(result is not None for result in sweep.values()):
                 return final_runs(run.spec, run.task, choose_learning_rate(run.task, sweep))
         return []
 
+    # every model's first seed first: its held-out runs can start while the other seeds pretrain
+    pretrainings = [Run(spec, seed=seeds(spec)[index]) for index in range(args.num_seeds) for spec in specs]
     with executor(args) as pool:
-        pending = {pool.submit(train, args, source, tokenizer, Run(spec)): Run(spec) for spec in specs}
+        pending = {pool.submit(train, args, source, tokenizer, run): run for run in pretrainings}
         try:
             while pending:
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -443,6 +504,38 @@ def train_all(
                 future.cancel()
             raise
     return results, choices
+
+
+def with_calibration_controls(
+    specs: Sequence[ModelSpec], tasks: Sequence[str], off: bool = False
+) -> tuple[list[ModelSpec], dict[str, Any]]:
+    """``specs`` with the two models that show what this comparison can see, and which they are: the
+    BERT control under other seeds (:meth:`~.spec.ModelSpec.replica`, the *negative* control: its verdict
+    against the BERT control must hold 0) and, when a task needs token mixing (:data:`NEEDS_TOKEN_MIXING`),
+    the BERT control without token mixing (:meth:`~.spec.ModelSpec.without_token_mixing`, the *positive*
+    control: its verdict must lie below 0). The BERT control is added first when ``specs`` lacks it."""
+    if off:
+        return list(specs), {}
+    baseline = ModelSpec(BASELINE)
+    positive_tasks = [task for task in tasks if task in NEEDS_TOKEN_MIXING]
+    calibration: dict[str, Any] = {"baseline": baseline.name, "negative": baseline.replica().name}
+    added = [baseline.replica()]
+    if positive_tasks:
+        calibration |= {"positive": baseline.without_token_mixing().name, "positive_tasks": positive_tasks}
+        added.insert(0, baseline.without_token_mixing())
+    return [*([] if baseline in specs else [baseline]), *specs, *added], calibration
+
+
+def heldout_left_out(sweep: dict[float, dict[str, Any]]) -> dict[str, str]:
+    """Rate → why the held-out run at that rate was not a candidate for the choice: it failed (with
+    the error's first clause and step) or predicted one class on the held-out slice."""
+    left_out = {}
+    for rate, result in sweep.items():
+        if "failed" in result:
+            left_out[f"{rate:g}"] = verdicts.reason(verdicts.RunOutcome(None, failed=result["failed"]))
+        elif verdicts.collapsed(result["eval"]["validation"]):
+            left_out[f"{rate:g}"] = f"{verdicts.ONE_CLASS} (one class on the held-out slice)"
+    return left_out
 
 
 def die_with(parent_pid: int) -> None:
@@ -637,7 +730,8 @@ def compare_models(args: argparse.Namespace, argv: Sequence[str] | None) -> dict
             record.unlink()
     files_before = {name: state for name, state in checkpoints.file_states(args.output_dir).items()
                     if not name.startswith(OWNED_FOLDERS)}  # fmt: skip
-    source = resolve_data(args.data_dir, args.tasks, args.output_dir, args.seed, use_hub=not args.no_hub)
+    attractors = DEFAULT_ATTRACTORS if args.attractors is None else args.attractors
+    source = resolve_data(args.data_dir, args.tasks, args.output_dir, args.seed, args.from_hub, attractors)
     tasks = list(source.tasks)
     print(f"[hf-variants compare] Data: {source.description}.", flush=True)
     tokenizer_name = train_or_take_tokenizer(args, source)
@@ -645,15 +739,17 @@ def compare_models(args: argparse.Namespace, argv: Sequence[str] | None) -> dict
     sentences = source.dev_split(tasks[0])[0][: args.analysis_sentences]
 
     specs = list(args.models) if args.no_matched_controls else with_matched_controls(args.models)
+    specs, calibration = with_calibration_controls(specs, tasks, args.no_calibration_controls)
     names = [spec.name for spec in specs]
     if len(set(names)) != len(names):
         raise ValueError(f"--models names a model twice: {names}")
     sweep_runs = len(args.finetune_learning_rates) if len(args.finetune_learning_rates) > 1 else 0
-    overall = tqdm(total=len(specs) * (1 + len(tasks) * (sweep_runs + args.num_seeds)), desc="compare (all models)",
+    runs_per_model = args.num_seeds + len(tasks) * (sweep_runs + args.num_seeds)  # pretrainings, held-out, final
+    overall = tqdm(total=len(specs) * runs_per_model, desc="compare (all models)",
                    position=0, disable=args.disable_tqdm, unit="run")  # fmt: skip
 
     def finished(run: Run) -> None:
-        what = "MLM pretraining" if run.task is None else run.folder_name
+        what = f"MLM pretraining, seed {run.seed}" if run.task is None else run.folder_name
         if args.disable_tqdm:
             print(f"[hf-variants compare] finished {run.spec.name}: {what}", flush=True)
         else:
@@ -669,8 +765,9 @@ def compare_models(args: argparse.Namespace, argv: Sequence[str] | None) -> dict
     analyses: dict[str, dict[str, Any]] = {}
     for spec in specs:
         model_dir = args.output_dir / "models" / spec.folder
-        mlm = outcomes[Run(spec)]
-        reloaded_mlm = AutoModelForMaskedLM.from_pretrained(model_dir / "mlm")
+        pretrainings = {seed: outcomes[Run(spec, seed=seed + spec.seed_offset)] for seed in fine_tuning_seeds(args)}
+        mlm, first_mlm = pretrainings[args.seed], model_dir / f"mlm-seed{args.seed + spec.seed_offset}"
+        reloaded_mlm = AutoModelForMaskedLM.from_pretrained(first_mlm)
         attention_type, layer_scheme = spec.pair()
         entry: dict[str, Any] = {
             "model_type": spec.model_type,
@@ -684,20 +781,24 @@ def compare_models(args: argparse.Namespace, argv: Sequence[str] | None) -> dict
             "parameters": sum(p.numel() for p in reloaded_mlm.parameters()),
             "pretraining": {key: mlm[key] for key in ("steps", "train_seconds", "train_tokens", "tokens_per_second",
                                                       "eval_loss", "perplexity", "final_train_loss")},
-            "pretraining_curve": json.loads((model_dir / "mlm" / "train_history.json").read_text()),
+            "pretraining_runs": {str(seed): {key: result[key] for key in ("eval_loss", "perplexity", "train_seconds")}
+                                 for seed, result in pretrainings.items()},
+            "pretraining_curve": json.loads((first_mlm / "train_history.json").read_text()),
             "fine_tuning": {},
         }  # fmt: skip
         for task in tasks:
             rate, scores = choices[spec.name, task]
-            sweep = {r: outcomes[Run(spec, task, r, args.seed, heldout=True)] for r in scores}
-            runs = {str(seed): final_run(args, source, tokenizer, spec, Run(spec, task, rate, seed), outcomes)
-                    for seed in fine_tuning_seeds(args)}  # fmt: skip
+            sweep = {r: outcomes[Run(spec, task, r, args.seed + spec.seed_offset, heldout=True)] for r in scores}
+            runs = {str(seed): final_run(args, source, tokenizer, spec, Run(spec, task, rate, seed + spec.seed_offset),
+                                         outcomes) for seed in fine_tuning_seeds(args)}  # fmt: skip
             interval = verdicts.summary(run_outcomes(runs))
             entry["fine_tuning"][task] = {
                 "metric": headline_metric(task),
                 "learning_rate": rate,
                 "heldout_scores_by_learning_rate": {f"{r:g}": score for r, score in scores.items()},
-                "heldout_failures": {f"{r:g}": result["failed"] for r, result in sweep.items() if "failed" in result},
+                "heldout_losses_by_learning_rate": {f"{r:g}": result["eval"]["validation"].get("loss")
+                                                    for r, result in sweep.items() if "failed" not in result},
+                "heldout_left_out": heldout_left_out(sweep),
                 "runs": runs,
                 "learned": None if interval is None else {"mean": interval.mean, "half_width": interval.half_width,
                                                           "seeds": interval.n},
@@ -706,10 +807,11 @@ def compare_models(args: argparse.Namespace, argv: Sequence[str] | None) -> dict
                          if "failed" not in run), None)  # fmt: skip
         if analysed is not None:
             analyses[spec.name] = analyse(
-                classifier_from(model_dir / f"{tasks[0]}-seed{analysed}", attn_implementation="eager"),
+                classifier_from(model_dir / f"{tasks[0]}-seed{int(analysed) + spec.seed_offset}",
+                                attn_implementation="eager"),
                 tokenizer, sentences, args.max_seq_length,
             )
-        entry["training_seconds"] = mlm["train_seconds"] + sum(
+        entry["training_seconds"] = sum(result["train_seconds"] for result in pretrainings.values()) + sum(
             run.get("train_seconds", 0.0) for task in tasks for run in entry["fine_tuning"][task]["runs"].values()
         )
         summary = analyses.get(spec.name)
@@ -727,6 +829,7 @@ def compare_models(args: argparse.Namespace, argv: Sequence[str] | None) -> dict
         "command": " ".join(["hf-variants compare", *(argv if argv is not None else sys.argv[2:])]),
         "data": {"kind": source.kind, "description": source.description},
         "tasks": tasks,
+        "calibration": calibration,
         "settings": {k: _setting(v) for k, v in vars(args).items()},
         "tokenizer": tokenizer_name,
         "models": models,
@@ -820,6 +923,23 @@ def score_text(tuned: dict[str, Any]) -> str:
     return f"{'—' if interval is None else interval.mean_text(100)} ({learned}/{len(runs)} learned{why})"
 
 
+def pretraining_losses(entry: dict[str, Any]) -> dict[int, float]:
+    """Seed → the model's MLM validation loss after pretraining at that seed (one seed in older records)."""
+    runs = entry.get("pretraining_runs") or ({"0": entry["pretraining"]} if "pretraining" in entry else {})
+    return {int(seed): run["eval_loss"] for seed, run in runs.items()}
+
+
+def loss_difference(variant: dict[str, dict[str, Any]], control: dict[str, dict[str, Any]]) -> Interval | None:
+    """The seed-paired difference of the dev cross-entropy (a continuous measure beside accuracy, which
+    a run tends to reach all at once) over the seeds where both learned; None with fewer than two."""
+    def losses(runs: dict[str, dict[str, Any]]) -> dict[int, float]:
+        learned = verdicts.learned_values(run_outcomes(runs))
+        recorded = {seed: runs[str(seed)].get("metrics", {}).get("loss") for seed in learned}
+        return {seed: loss for seed, loss in recorded.items() if loss is not None}
+
+    return paired_difference_if_any(losses(variant), losses(control))
+
+
 def answer_lines(results: dict[str, Any]) -> list[str]:
     """The report's first section: each variant against its matched control over seeds, and what to
     conclude (:func:`~hf_variants.lab.verdicts.pair_verdict`)."""
@@ -830,8 +950,9 @@ def answer_lines(results: dict[str, Any]) -> list[str]:
         return [*lines, "No variant was run with its matched control (`--no_matched_controls`).", ""]
     lines += [
         "| variant | matched control (only the idea turned off) | task | variant | control | "
-        "variant − control [95% interval] | learning rate (variant / control) |",
-        "|---|---|---|---:|---:|---:|---|",
+        "variant − control [95% interval] | dev loss, variant − control | MLM validation loss, variant − control | "
+        "learning rate (variant / control) |",
+        "|---|---|---|---:|---:|---:|---:|---:|---|",
     ]
     conclusions = []
     for variant, control in pairs:
@@ -840,16 +961,20 @@ def answer_lines(results: dict[str, Any]) -> list[str]:
             verdict = verdicts.pair_verdict(run_outcomes(v["runs"]), run_outcomes(c["runs"]))
             difference = "—" if verdict.difference is None else verdict.difference.difference_text(100)
             changes = ", ".join(f"`{k}={value}`" for k, value in models[control]["control_changes"].items())
+            loss = loss_difference(v["runs"], c["runs"])
+            mlm = paired_difference_if_any(pretraining_losses(models[variant]), pretraining_losses(models[control]))
             lines.append(
                 f"| {variant} | {changes} | {task} | {score_text(v)} | {score_text(c)} | {difference} | "
+                f"{'—' if loss is None else loss.difference_text(digits=3)} | "
+                f"{'—' if mlm is None else mlm.difference_text(digits=3)} | "
                 f"{v['learning_rate']:g} / {c['learning_rate']:g} |"
             )
             left_out = [f"{who} {', '.join(items)}" for who, items in verdict.left_out.items() if items]
             note = f" Left out: {'; '.join(left_out)}." if left_out else ""
             for who, tuned in ((variant, v), ("its control", c)):
-                if tuned.get("heldout_failures") and len(tuned["heldout_failures"]) == len(
-                    tuned.get("heldout_scores_by_learning_rate", ())
-                ):
+                reasons = tuned.get("heldout_left_out", {}).values()
+                failures = [why for why in reasons if why.startswith(verdicts.FAILED)]
+                if failures and len(failures) == len(tuned.get("heldout_scores_by_learning_rate", ())):
                     note += f" Every held-out run of {who} failed, so its final runs used the smallest rate."
             if verdict.difference is None:
                 note += (
@@ -859,15 +984,86 @@ def answer_lines(results: dict[str, Any]) -> list[str]:
             conclusions.append(f"- {task}: {variant} — {verdict.text}.{note}")
     seeds = len(models[pairs[0][0]]["fine_tuning"][tasks[0]]["runs"])
     metrics = ", ".join(sorted({models[pairs[0][0]]["fine_tuning"][t]["metric"] for t in tasks}))
-    lines += ["", f"Dev {metrics} ×100: mean ± 95% half-width over the fine-tuning seeds that learned ({seeds} "
-              "seeds, one pretraining per model); the difference is paired by seed over the seeds where both "
-              "learned. A run that failed, predicted one class (≥ 99% of dev predictions), stayed on its "
+    lines += ["", f"Dev {metrics} ×100: mean ± 95% half-width over the seeds that learned ({seeds} "
+              "seeds); the difference is paired by seed over the seeds where both "
+              "learned; the dev loss (cross-entropy, lower is better) is paired the same way, a continuous measure "
+              "beside accuracy, and so is the MLM validation loss after pretraining at each seed (each seed is a "
+              "whole replicate: its own pretraining, then its fine-tuning). \"Could detect ±d\": the smallest true "
+              "difference these seeds find 80% of the time "
+              "at their spread (the paired t-test's minimum detectable difference). A run that failed, predicted "
+              "one class (≥ 99% of dev predictions), stayed on its "
               f"starting loss (last quarter of its logged losses ≥ {verdicts.PLATEAU_SHARE:.0%} of the first) or "
               "scored below chance (the dev majority share plus 1.96 binomial standard errors) is named and left "
               "out. Each model's learning rate was chosen per task by its score on a held-out slice of the training "
               "split; the dev set was seen only by the final runs.", "",
               "What to conclude:", "", *conclusions, ""]  # fmt: skip
     return lines
+
+
+def calibration_checks(results: dict[str, Any]) -> list[tuple[str, str, bool, str]]:
+    """The calibration controls' verdicts (:func:`with_calibration_controls`): ``(control, task, passed,
+    verdict text)``; the positive control counts every finished run (a model that cannot learn the task is
+    what it shows), the negative control the runs that learned, as every verdict does."""
+    calibration, models = results.get("calibration") or {}, results["models"]
+    if not calibration:
+        return []
+    baseline = models[calibration["baseline"]]["fine_tuning"]
+    checks = []
+    for task in calibration.get("positive_tasks", []):
+        positive = run_outcomes(models[calibration["positive"]]["fine_tuning"][task]["runs"])
+        verdict = verdicts.pair_verdict(positive, run_outcomes(baseline[task]["runs"]), verdicts.finished_values)
+        found = verdict.difference is not None and verdict.difference.excludes_zero and verdict.difference.mean < 0
+        checks.append(("positive", task, found, verdict.text))
+    for task in results["tasks"]:
+        replica = run_outcomes(models[calibration["negative"]]["fine_tuning"][task]["runs"])
+        verdict = verdicts.pair_verdict(replica, run_outcomes(baseline[task]["runs"]))
+        held = verdict.difference is not None and verdict.difference.spread and not verdict.difference.excludes_zero
+        checks.append(("negative", task, held, verdict.text))
+    return checks
+
+
+def trust_lines(results: dict[str, Any]) -> list[str]:
+    """The report's first line (whether this budget can be trusted, from :func:`calibration_checks`) and
+    the calibration section."""
+    checks = calibration_checks(results)
+    if not checks:
+        return ["No calibration controls were run (`--no_calibration_controls`): nothing shows what this "
+                "comparison could detect.", ""]  # fmt: skip
+    calibration = results["calibration"]
+    failed = [(kind, task, text) for kind, task, passed, text in checks if not passed]
+    if failed:
+        why = "; ".join(
+            f"the {kind} control on {task} {'was not detected' if kind == 'positive' else 'did not hold 0'} ({text})"
+            for kind, task, text in failed
+        )
+        first = f"**This budget cannot be trusted:** {why}. Raise the budget (`--preset full`) or the seeds."
+    else:
+        first = ("**Calibrated:** the positive control was detected and the negative control held 0 on every task, "
+                 "so a verdict below that holds 0 means no difference larger than it could detect.")  # fmt: skip
+    lines = [first, "", "## Calibration: what this comparison can see", ""]
+    for kind, task, passed, text in checks:
+        if kind == "positive":
+            who = f"`{calibration['positive']}` (tokens not mixed: a bag of words) against {calibration['baseline']}"
+            expected = "detected below 0, as it must be" if passed else "NOT detected: it must lie below 0"
+        else:
+            who = f"{calibration['negative']} against {calibration['baseline']} (the same model)"
+            expected = "held 0, as it must" if passed else "DID NOT hold 0: it must"
+        lines.append(f"- {'Positive' if kind == 'positive' else 'Negative'} control, {task}: {who} — {text}. "
+                     f"{expected[0].upper()}{expected[1:]}.")  # fmt: skip
+    return [*lines, ""]
+
+
+def left_out_lines(results: dict[str, Any]) -> list[str]:
+    """Every run that does not count, final and held-out, with why (the error's first clause and step)."""
+    lines = []
+    for name, entry in results["models"].items():
+        for task, tuned in entry["fine_tuning"].items():
+            for seed, record in tuned["runs"].items():
+                if record["status"] != verdicts.LEARNED:
+                    lines.append(f"- {name}, {task}, seed {seed}: {verdicts.reason(run_outcome(record))}.")
+            for rate, why in tuned.get("heldout_left_out", {}).items():
+                lines.append(f"- {name}, {task}, held-out run at learning rate {rate}: {why}.")
+    return ["## Runs left out", "", *(lines or ["None: every run finished and learned."]), ""]
 
 
 def report_markdown(results: dict[str, Any]) -> str:
@@ -877,12 +1073,14 @@ def report_markdown(results: dict[str, Any]) -> str:
     lines = [
         "# hf-variants compare",
         "",
+        *trust_lines(results),
         f"Data: {results['data']['description']}.",
         "",
         *answer_lines(results),
+        *left_out_lines(results),
         "## All models",
         "",
-        f"| model | parameters | MLM steps | MLM tokens/s † | validation perplexity |{task_headers} training time † |",
+        f"| model | parameters | MLM steps | MLM tokens/s † | MLM validation loss |{task_headers} training time † |",
         "|---|---:|---:|---:|---:|" + "---:|" * len(tasks) + "---:|",
     ]
     for name, entry in results["models"].items():
@@ -891,7 +1089,8 @@ def report_markdown(results: dict[str, Any]) -> str:
         label = f"{name} (transformers BERT, external reference)" if entry.get("external_reference") else name
         lines.append(
             f"| {label} | {entry['parameters']:,} | {pre['steps']} | {pre['tokens_per_second']:,.0f} | "
-            f"{pre['perplexity']:.2f} |{scores} {entry['training_seconds']:.0f} s |"
+            f"{mean_interval(list(pretraining_losses(entry).values())).mean_text(digits=3)} |{scores} "
+            f"{entry['training_seconds']:.0f} s |"
         )
     lines += ["", "Dev scores ×100 over seeds; every fine-tuned model was reloaded with",
               "`AutoModelForSequenceClassification` and its dev score recomputed (equal to the reported one).",
@@ -902,8 +1101,9 @@ def report_markdown(results: dict[str, Any]) -> str:
               "them training.", "", "## Figures", ""]  # fmt: skip
     without_attention = [n for n, e in results["models"].items() if not e.get("has_attention_probabilities", True)]
     if without_attention:
-        lines += [f"No attention maps or ranks for {', '.join(without_attention)}: its token mixer has no attention "
-                  "probabilities (TransJect's orthogonal attention mixes tokens only through Σ).", ""]  # fmt: skip
+        lines += [f"No attention maps or ranks for {', '.join(without_attention)}: no attention probabilities in "
+                  "the token mixer (TransJect's orthogonal attention mixes tokens through Σ, the mean mixer by the "
+                  "unweighted mean).", ""]  # fmt: skip
     for figure in results["figures"]:
         lines += [f"![{Path(figure['path']).stem}]({figure['path']})", "", f"*{figure['caption']}*", ""]
     lines += ["## Command and configuration", "", "```bash", results["command"], "```", "", "```json",

@@ -138,7 +138,7 @@ def write_all(
     written: list[dict[str, str]] = []
 
     def record(name: str, caption: str) -> Path:
-        name = re.sub(r"[^\w.-]+", "_", name)  # model specs such as "macaron_bert:attention_type=mgk"
+        name = re.sub(r"_*\.png$", ".png", re.sub(r"[^\w.-]+", "_", name))  # "macaron_bert:attention_type=mgk"
         written.append({"path": f"figures/{name}", "caption": caption})
         return folder / name
 

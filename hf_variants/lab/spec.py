@@ -11,7 +11,7 @@ and the GLUE studies.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..core.overrides import parse_overrides
@@ -20,13 +20,18 @@ from ..core.overrides import parse_overrides
 EXTERNAL_REFERENCE = "bert"
 #: How a matched control is named (``control of mgk_bert``).
 CONTROL_PREFIX = "control of "
+#: A replica trains with every seed shifted by this and is named with this suffix (``bert_control (other
+#: seeds)``): the same model under other seeds, the negative control of a comparison.
+REPLICA_SEED_OFFSET, REPLICA_SUFFIX = 1000, " (other seeds)"
+#: The positive control's token mixer: tokens not mixed by content or position (a bag of words).
+NO_MIXING = {"attention_type": "mean"}
 
 
 def spec_folder(name: str) -> str:
     """A file-system name for a spec's name (``macaron_bert:layer_norm_position=post`` →
     ``macaron_bert__layer_norm_position-post``)."""
     folder = name.replace(" ", "_").replace(":", "__").replace(",", "_").replace("=", "-")
-    return folder.replace("[", "").replace("]", "")
+    return folder.translate(str.maketrans("", "", "[]()"))
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,7 @@ class ModelSpec:
     model_type: str
     overrides: str = ""
     control_of: ModelSpec | None = None
+    seed_offset: int = 0  # added to every seed the model trains with (a replica's: REPLICA_SEED_OFFSET)
 
     @classmethod
     def from_text(cls, text: str) -> ModelSpec:
@@ -53,6 +59,8 @@ class ModelSpec:
 
         from ..core.registration import VARIANTS
 
+        if text.endswith(REPLICA_SUFFIX):
+            return cls.parse(text.removesuffix(REPLICA_SUFFIX)).replica()
         if text.startswith(CONTROL_PREFIX):
             control = cls.parse(text.removeprefix(CONTROL_PREFIX)).matched_control()
             if control is None:
@@ -78,8 +86,10 @@ class ModelSpec:
     def name(self) -> str:
         """The spec as written: the model's label in tables and result files."""
         if self.control_of is not None:
-            return f"{CONTROL_PREFIX}{self.control_of.name}"
-        return f"{self.model_type}:{self.overrides}" if self.overrides else self.model_type
+            name = f"{CONTROL_PREFIX}{self.control_of.name}"
+        else:
+            name = f"{self.model_type}:{self.overrides}" if self.overrides else self.model_type
+        return name + (REPLICA_SUFFIX if self.seed_offset else "")
 
     @property
     def folder(self) -> str:
@@ -113,6 +123,17 @@ class ModelSpec:
             return "softmax", "lie_trotter"
         config = self.config()
         return config.attention_type, config.layer_scheme
+
+    def replica(self) -> ModelSpec:
+        """The same model under other seeds (:data:`REPLICA_SEED_OFFSET`): any difference from this one is
+        noise, so a verdict between the two must hold 0 (a comparison's negative control)."""
+        return replace(self, seed_offset=REPLICA_SEED_OFFSET)
+
+    def without_token_mixing(self) -> ModelSpec:
+        """This model with tokens mixed only by their unweighted mean (:data:`NO_MIXING`): on a task that
+        needs tokens related, a verdict against this model must come out below 0 (a positive control)."""
+        extra = ",".join(f"{key}={value}" for key, value in NO_MIXING.items())
+        return ModelSpec(self.model_type, f"{self.overrides},{extra}" if self.overrides else extra)
 
     def control(self) -> ModelSpec:
         """This spec's matched control (the same model when it has no idea of its own)."""

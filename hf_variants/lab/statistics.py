@@ -40,18 +40,28 @@ class Interval:
         """Whether the interval lies entirely above or below 0 (never, with fewer than two values or no spread)."""
         return self.spread and (self.low > 0 or self.high < 0)
 
-    def mean_text(self, scale: float = 1.0) -> str:
-        """``mean ± half-width`` (``mean (n = 1)`` for one value), times ``scale``, one decimal."""
-        if math.isnan(self.half_width):
-            return f"{scale * self.mean:.1f} (n = {self.n})"
-        return f"{scale * self.mean:.1f} ± {scale * self.half_width:.1f}"
+    def detectable_difference(self, power: float = 0.8) -> float | None:
+        """The smallest true mean this test finds (its interval excluding 0) with probability ``power``,
+        given the values' spread and number: ``(t_{0.975, n−1} + t_{power, n−1}) · s / √n`` (the paired
+        t-test's minimum detectable difference at α = 0.05); None without an interval (n < 2 or no
+        spread)."""
+        if not self.spread:
+            return None
+        t_interval = float(stats.t.ppf(0.975, self.n - 1))
+        return self.half_width * (1 + float(stats.t.ppf(power, self.n - 1)) / t_interval)
 
-    def difference_text(self, scale: float = 1.0) -> str:
-        """A difference as ``+mean [low, high]`` times ``scale``, bold when the interval excludes 0; without
-        spread, ``+mean in every seed`` (a zero-width interval would read as precision)."""
+    def mean_text(self, scale: float = 1.0, digits: int = 1) -> str:
+        """``mean ± half-width`` (``mean (n = 1)`` for one value), times ``scale``, ``digits`` decimals."""
+        if math.isnan(self.half_width):
+            return f"{scale * self.mean:.{digits}f} (n = {self.n})"
+        return f"{scale * self.mean:.{digits}f} ± {scale * self.half_width:.{digits}f}"
+
+    def difference_text(self, scale: float = 1.0, digits: int = 1) -> str:
+        """A difference as ``+mean [low, high]`` times ``scale`` (``digits`` decimals), bold when the interval
+        excludes 0; without spread, ``+mean in every seed`` (a zero-width interval would read as precision)."""
         if self.n >= 2 and not self.spread:
-            return f"{scale * self.mean:+.1f} in every seed"
-        text = f"{scale * self.mean:+.1f} [{scale * self.low:+.1f}, {scale * self.high:+.1f}]"
+            return f"{scale * self.mean:+.{digits}f} in every seed"
+        text = f"{scale * self.mean:+.{digits}f} [{scale * self.low:+.{digits}f}, {scale * self.high:+.{digits}f}]"
         return f"**{text}**" if self.excludes_zero else text
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,7 @@ class HeldOutRun:
 
     score: float | None  # the task's headline metric; None when the run failed (non-finite stop, solver)
     one_class: bool = False  # ≥ ONE_CLASS_SHARE of its predictions one class (or one constant score)
+    loss: float | None = None  # its loss on the held-out slice, where recorded: breaks a tie of scores
 
     @property
     def finished(self) -> bool:
@@ -46,7 +47,8 @@ def collapsed(metrics: Mapping[str, float]) -> bool:
 
 def choose_learning_rate(sweep: Mapping[float, HeldOutRun]) -> float:
     """The rate whose held-out run scored best among the runs that learned (finished, not one class);
-    when none learned, among the runs that finished; ties go to the smaller rate. When every run failed,
+    when none learned, among the runs that finished. A tie of scores (common on a small slice) goes to the
+    lower held-out loss where the runs recorded one, else to the smaller rate. When every run failed,
     the smallest rate: the final runs then show over seeds what happens at the most cautious rate (and
     are reported as failures, never averaged in), instead of one failure ending the comparison."""
     if not sweep:
@@ -56,7 +58,11 @@ def choose_learning_rate(sweep: Mapping[float, HeldOutRun]) -> float:
     if not finished:
         return min(sweep)
     best = max(finished.values())
-    return min(rate for rate, score in finished.items() if score == best)
+    tied = sorted(rate for rate, score in finished.items() if score == best)
+    losses = {rate: sweep[rate].loss for rate in tied}
+    if all(loss is not None and math.isfinite(loss) for loss in losses.values()):
+        return min(tied, key=lambda rate: (losses[rate], rate))
+    return tied[0]
 
 
 def stayed_on_plateau(losses: Sequence[float]) -> bool:
@@ -103,17 +109,24 @@ def run_status(run: RunOutcome) -> str:
 
 def reason(run: RunOutcome) -> str:
     """The run's status, for a failed run with the error's first clause (``failed (NonFiniteStepError:
-    Step 45: non-finite gradient)``)."""
+    Step 45: non-finite gradient)``, ``failed (ODESolverError: Step 12: N-ODE block 0: the dopri5 solver
+    failed (underflow in dt nan) after 80 function evaluations)``)."""
     status = run_status(run)
     if status != FAILED:
         return status
-    first = re.split(r"\. | in |; ", run.failed, maxsplit=1)[0]
+    first = re.split(r"\. | in (?![^(]*\))|; ", run.failed, maxsplit=1)[0]  # not " in " within parentheses
     return f"{status} ({first})"
 
 
 def learned_values(runs: Mapping[Any, RunOutcome]) -> dict[int, float]:
     """Seed → score of the runs that learned."""
     return {int(seed): run.value for seed, run in runs.items() if run_status(run) == LEARNED}
+
+
+def finished_values(runs: Mapping[Any, RunOutcome]) -> dict[int, float]:
+    """Seed → score of the runs that finished (learned or not): what a positive control's runs are
+    counted by, since a model that cannot learn the task is what it is there to show."""
+    return {int(seed): run.value for seed, run in runs.items() if run_status(run) != FAILED}
 
 
 def summary(runs: Mapping[Any, RunOutcome]) -> Interval | None:
@@ -129,32 +142,42 @@ class PairVerdict:
     difference: Interval | None  # variant − control over the seeds where both learned (None: < 2 such seeds)
     seeds: int  # seeds run
     left_out: dict[str, list[str]]  # "variant"/"control" → "seed 43: stayed on the plateau", …
+    same_score: float | None = None  # the score of every counted seed of both models, when they are all one
 
     @property
     def text(self) -> str:
-        """One sentence: above / below / no difference detected / no verdict, with the interval."""
+        """One sentence: above / below / no difference detected / no verdict, with the interval and the
+        smallest difference the seeds could have detected (:meth:`Interval.detectable_difference`)."""
         if self.difference is None:
             return f"no verdict: fewer than 2 of {self.seeds} seeds where both learned"
-        shown = self.difference.difference_text(100)
-        if not self.difference.spread:  # every seed gave the same difference: nothing to build an interval on
-            if self.difference.mean == 0:
-                return f"cannot separate these models: both scored the same in every one of {self.difference.n} seeds"
+        if self.same_score is not None:  # a task at its ceiling or floor for both: nothing to build an interval on
+            return f"cannot separate these models: every seed of both scored {100 * self.same_score:.1f}"
+        if not self.difference.spread:
             return (f"no interval: the difference was {100 * self.difference.mean:+.1f} points in every one of "
                     f"{self.difference.n} seeds (no spread)")
+        shown = self.difference.difference_text(100)
+        detectable = f"could detect ±{100 * self.difference.detectable_difference():.1f}"
         if not self.difference.excludes_zero:
-            return f"no difference detected: {shown} points over {self.difference.n} seeds (the interval holds 0)"
+            return (f"no difference detected: {shown} points over {self.difference.n} seeds (the interval holds 0; "
+                    f"{detectable})")
         side = "above" if self.difference.mean > 0 else "below"
-        return f"{side} its control: {shown} points over {self.difference.n} seeds"
+        return f"{side} its control: {shown} points over {self.difference.n} seeds ({detectable})"
 
 
-def pair_verdict(variant: Mapping[Any, RunOutcome], control: Mapping[Any, RunOutcome]) -> PairVerdict:
+def pair_verdict(
+    variant: Mapping[Any, RunOutcome], control: Mapping[Any, RunOutcome],
+    counted: Callable[[Mapping[Any, RunOutcome]], dict[int, float]] = learned_values,
+) -> PairVerdict:
     """The paired verdict of two models' runs (seed → outcome): the interval of the seed-wise
-    difference over the seeds where both learned; at least two such seeds, else no verdict."""
+    difference over the seeds where both count (``counted``: by default those that learned); at least
+    two such seeds, else no verdict."""
+    v, c = counted(variant), counted(control)
     left_out = {
-        who: [f"seed {seed}: {reason(run)}" for seed, run in runs.items() if run_status(run) != LEARNED]
-        for who, runs in (("variant", variant), ("control", control))
+        who: [f"seed {seed}: {reason(run)}" for seed, run in runs.items() if int(seed) not in values]
+        for who, runs, values in (("variant", variant, v), ("control", control, c))
     }
-    v, c = learned_values(variant), learned_values(control)
     both = v.keys() & c.keys()
     difference = paired_difference(v, c) if len(both) >= 2 else None
-    return PairVerdict(difference, len(variant.keys() | control.keys()), left_out)
+    scores = {v[seed] for seed in both} | {c[seed] for seed in both}
+    same_score = next(iter(scores)) if len(scores) == 1 else None
+    return PairVerdict(difference, len(variant.keys() | control.keys()), left_out, same_score)

@@ -29,6 +29,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -73,10 +74,13 @@ PICKLE_SUFFIXES = (".pkl", ".bin", ".pt", ".pth", ".pickle")
 # The output folder: lock, fingerprint, non-empty rule
 # ------------------------------------------------------------------------------------------------
 class OutputDirLock:
-    """An exclusive lock on ``folder`` held until :meth:`release` or the end of the process."""
+    """An exclusive lock on ``folder`` held until :meth:`release` or the end of the process. A folder the
+    lock created and that holds nothing but the lock file at :meth:`release` (a run refused before it wrote
+    anything, e.g. for a missing input) is removed again: a mistake leaves no folder behind."""
 
     def __init__(self, folder: Path) -> None:
         refuse_foreign(folder)  # before the lock file is written into it
+        self.created = not folder.exists()
         folder.mkdir(parents=True, exist_ok=True)
         self.path = folder / LOCK_FILE
         self.handle = self.path.open("a+")
@@ -106,10 +110,16 @@ class OutputDirLock:
             msvcrt.locking(self.handle.fileno(), msvcrt.LK_NBLCK, 1)
 
     def release(self) -> None:
-        if not self.handle.closed:
-            if fcntl is not None:
-                fcntl.flock(self.handle, fcntl.LOCK_UN)
-            self.handle.close()
+        if self.handle.closed:
+            return
+        folder = self.path.parent
+        if self.created and [entry.name for entry in folder.iterdir()] == [LOCK_FILE]:
+            self.path.unlink()  # still locked: no other run can have taken the folder meanwhile
+            with contextlib.suppress(OSError):  # another run's lock file appeared since: its folder now
+                folder.rmdir()
+        if fcntl is not None:
+            fcntl.flock(self.handle, fcntl.LOCK_UN)
+        self.handle.close()
 
 
 def check_output_dir(folder: Path, fingerprint: dict[str, Any], overwrite: bool) -> bool:

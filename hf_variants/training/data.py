@@ -111,6 +111,11 @@ def tokenize_corpus(
     def encode_all(batch: dict[str, list[str]]) -> dict[str, Any]:
         return tokenizer(batch["text"], return_special_tokens_mask=True)
 
+    # Whole lines are tokenized, then cut into blocks: a line longer than the model's maximum is expected here,
+    # so the tokenizer's "Token indices sequence length is longer than ..." warning (raised once per
+    # tokenizer, as this flag records) would only tell the user that something broke.
+    tokenizer.deprecation_warnings["sequence-length-is-longer-than-the-specified-maximum"] = True
+
     def group(batch: dict[str, list[list[int]]]) -> dict[str, list[list[int]]]:
         joined = {key: list(chain.from_iterable(values)) for key, values in batch.items()}
         total = (len(joined["input_ids"]) // max_seq_length) * max_seq_length

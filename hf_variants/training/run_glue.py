@@ -157,7 +157,12 @@ class GlueTrainer(Trainer):
         return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
 
     def training_step(self, model, inputs, num_items_in_batch=None):
-        loss = super().training_step(model, inputs, num_items_in_batch)
+        from ..core.schemes.ode.modeling_ode import ODESolverError
+
+        try:
+            loss = super().training_step(model, inputs, num_items_in_batch)
+        except ODESolverError as error:  # the solver knows its block, not the step: name it, as a stop does
+            raise ODESolverError(f"Step {self.state.global_step + 1}: {error}") from error
         self.nonfinite_guard.record_loss(loss, len(inputs["input_ids"]))
         return loss
 

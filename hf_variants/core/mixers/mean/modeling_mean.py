@@ -1,0 +1,41 @@
+"""Implementation of ``attention_type="mean"`` (spec: :mod:`.configuration_mean`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+from ...encoder_layers import TokenMixer
+
+if TYPE_CHECKING:
+    from ...configuration_encoder import EncoderConfig
+
+
+class MeanMixer(TokenMixer, nn.Module):
+    """``h_i = W_o ( (1/|R|) Σ_{j ∈ R} W_v x_j )`` for every token i, R the real (non-padding) tokens:
+    softmax attention with every score equal, so no token weighs another. The value and output
+    projections of :class:`~hf_variants.core.mixers.softmax.modeling_softmax.MultiHeadSelfAttention`, at
+    its width; no attention probabilities (``output_attentions=True`` gives ``None``)."""
+
+    def __init__(self, config: EncoderConfig, layer_idx: int | None = None) -> None:
+        super().__init__()
+        self.layer_idx = layer_idx
+        self.value = nn.Linear(config.hidden_size, config.attention_width)
+        self.output = nn.Linear(config.attention_width, config.hidden_size)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        padding_mask: torch.Tensor | None = None,
+        *context: torch.Tensor,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, None]:
+        values = self.value(hidden_states)
+        if padding_mask is None:
+            mean = values.mean(dim=1, keepdim=True)
+        else:
+            weights = padding_mask.to(values.dtype).unsqueeze(-1)
+            mean = (values * weights).sum(dim=1, keepdim=True) / weights.sum(dim=1, keepdim=True).clamp(min=1)
+        return self.output(mean).expand_as(hidden_states), None

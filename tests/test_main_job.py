@@ -1,0 +1,189 @@
+"""The main job's embedded task, calibration controls and the naming of every run left out
+(``hf_variants.synthetic.synthetic_attractor_number``, ``hf_variants.lab.compare``)."""
+
+from __future__ import annotations
+
+import csv
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from hf_variants.lab import compare
+from hf_variants.synthetic import _PREPOSITIONS, attractor_sentence, synthetic_attractor_number
+
+NOUNS = {"cat", "dog", "bird", "horse", "goat", "teacher", "doctor", "farmer", "writer"}
+
+
+def is_noun(word: str) -> bool:
+    return word.removesuffix("s") in NOUNS
+
+
+def is_plural(noun: str) -> bool:
+    return noun.endswith("s")
+
+
+def subject_by_parsing(sentence: str) -> str:
+    """The subject noun, found independently of the generator: skip the fronted prepositional phrases
+    (``preposition the [adjective] noun``); the subject is then the first noun."""
+    words, position = sentence.split(), 0
+    while words[position] in _PREPOSITIONS:
+        position += 1
+        while not is_noun(words[position]):
+            position += 1
+        position += 1
+    return next(word for word in words[position:] if is_noun(word))
+
+
+def test_attractor_labels_are_the_subject_s_number_on_hand_checked_sentences() -> None:
+    rng = random.Random(0)
+    sentences = [attractor_sentence(rng, 3) for _ in range(400)]
+    for sentence, plural in sentences:
+        assert is_plural(subject_by_parsing(sentence)) == plural, sentence
+    # by hand: fronted phrases before the subject, attractors after it, a numberless past-tense verb
+    for sentence, plural in [
+        ("near the dogs the cat that the birds watched chased the ball .", False),
+        ("behind the doctor with the writers the busy teachers read the book .", True),
+        ("the goats that followed the horse with the cats watched the shadows .", True),
+    ]:
+        assert is_plural(subject_by_parsing(sentence)) == plural
+
+
+def test_attractor_task_is_deterministic_balanced_and_harder_with_the_knob() -> None:
+    assert synthetic_attractor_number(50, seed=3) == synthetic_attractor_number(50, seed=3)
+    assert synthetic_attractor_number(50, seed=3) != synthetic_attractor_number(50, seed=4)
+    rows = synthetic_attractor_number(2000, seed=1, attractors=3)
+    assert 0.45 < sum(label for _, label in rows) / len(rows) < 0.55
+    easy = synthetic_attractor_number(500, seed=1, attractors=0)
+    assert max(len(s.split()) for s, _ in easy) < max(len(s.split()) for s, _ in rows)
+
+
+def heuristic_accuracy(rows: list[tuple[str, int]], guess) -> float:
+    return sum(guess(sentence) == label for sentence, label in rows) / len(rows)
+
+
+def test_neither_a_bag_of_words_nor_the_nearest_noun_decides_it() -> None:
+    """Every other noun's number is independent of the subject's: counting plural nouns, taking the
+    noun nearest the verb, or the first noun of the sentence all stay far from what parsing gets (100%)."""
+    rows = synthetic_attractor_number(2000, seed=2, attractors=3)
+
+    def noun_numbers(sentence: str) -> list[bool]:
+        return [is_plural(word) for word in sentence.split() if is_noun(word)]
+
+    def majority(sentence: str) -> int:
+        numbers = noun_numbers(sentence)
+        return int(sum(numbers) * 2 > len(numbers))
+
+    def nearest_to_verb(sentence: str) -> int:
+        words = sentence.split()
+        verb = max(i for i, w in enumerate(words) if w in ("chased", "watched", "followed", "read", "wrote", "bought"))
+        return int(is_plural(next(word for word in reversed(words[:verb]) if is_noun(word))))
+
+    def first_noun(sentence: str) -> int:
+        return int(noun_numbers(sentence)[0])
+
+    for guess in (majority, nearest_to_verb, first_noun):
+        assert heuristic_accuracy(rows, guess) < 0.8, guess.__name__
+    assert heuristic_accuracy(rows, lambda s: int(is_plural(subject_by_parsing(s)))) == 1.0
+
+
+def test_embedded_data_has_no_dev_sentence_in_training(tmp_path: Path) -> None:
+    source = compare.synthetic_source(tmp_path, seed=5, tasks=["attractor_number", "subject_number"])
+    for task in source.tasks:
+        with open(source.tasks[task]["train_file"], newline="") as handle:
+            train = {row["sentence"] for row in csv.DictReader(handle)}
+        with open(source.tasks[task]["validation_file"], newline="") as handle:
+            dev = [row["sentence"] for row in csv.DictReader(handle)]
+        assert len(dev) == 400 and len(train) > 1500 and not train & set(dev), task
+    corpus = (tmp_path / "train.txt").read_text().splitlines()
+    assert len(corpus) == 6000 and sum(" that " in line or line.split()[0] in _PREPOSITIONS for line in corpus) > 1000
+
+
+def runs(values: list[float]) -> dict:
+    """Final runs as compare records them (400 dev examples, a falling loss curve)."""
+    curve = [{"step": 5 * (i + 1), "loss": loss} for i, loss in enumerate([0.69, 0.5, 0.3, 0.2, 0.1, 0.05])]
+    return {str(42 + i): {"metric": "accuracy", "value": v, "status": "learned" if v > 0.6 else "at chance",
+                          "curve": curve, "did_not_learn": False, "chance": 0.5, "dev_examples": 400}
+            for i, v in enumerate(values)}  # fmt: skip
+
+
+def calibrated_results(positive: list[float], replica: list[float]) -> dict:
+    task = "attractor_number"
+    model = lambda values: {"control_of": None, "fine_tuning": {task: {"metric": "accuracy", "runs": runs(values)}}}  # noqa: E731
+    return {
+        "tasks": [task],
+        "calibration": {"baseline": "bert_control", "negative": "bert_control (other seeds)",
+                        "positive": "bert_control:attention_type=mean", "positive_tasks": [task]},
+        "models": {"bert_control": model([0.85, 0.88, 0.86]), "bert_control:attention_type=mean": model(positive),
+                   "bert_control (other seeds)": model(replica)},
+    }  # fmt: skip
+
+
+def test_the_first_line_says_whether_the_calibration_controls_passed() -> None:
+    good = compare.trust_lines(calibrated_results([0.55, 0.58, 0.52], [0.86, 0.87, 0.88]))
+    assert good[0].startswith("**Calibrated:**")
+    # the positive control's runs at chance count (that is what it shows): -31 points, detected
+    assert "below its control: **-31.3" in "\n".join(good) and "Detected below 0, as it must be." in "\n".join(good)
+    assert "Held 0, as it must." in "\n".join(good)
+    undetected = compare.trust_lines(calibrated_results([0.80, 0.90, 0.85], [0.86, 0.87, 0.88]))
+    assert undetected[0].startswith("**This budget cannot be trusted:** the positive control on attractor_number "
+                                    "was not detected")  # fmt: skip
+    drifting = compare.trust_lines(calibrated_results([0.55, 0.58, 0.52], [0.95, 0.97, 0.96]))
+    assert drifting[0].startswith("**This budget cannot be trusted:** the negative control on attractor_number "
+                                  "did not hold 0")  # fmt: skip
+    assert compare.trust_lines({"tasks": ["x"], "models": {}, "calibration": {}})[0].startswith("No calibration")
+
+
+def test_a_held_out_run_stopped_by_a_non_finite_gradient_is_named_in_the_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A NaN injected into the loss of the held-out run at one rate: the engine stops it (a real
+    NonFiniteStepError), the other rate is chosen, and the report names the run, its cause and step."""
+    from hf_variants.training import run_glue
+
+    original = run_glue.GlueTrainer.compute_loss
+
+    def nan_in_one_held_out_run(self, model, inputs, *args, **kwargs):
+        loss = original(self, model, inputs, *args, **kwargs)
+        loss_value = loss[0] if isinstance(loss, tuple) else loss
+        if "sweep-lr0.001" in self.args.output_dir and self.state.global_step == 2:
+            loss_value = loss_value * float("nan")
+        return (loss_value, *loss[1:]) if isinstance(loss, tuple) else loss_value
+
+    monkeypatch.setattr(run_glue.GlueTrainer, "compute_loss", nan_in_one_held_out_run)
+    monkeypatch.delenv(compare.DATA_ENV, raising=False)
+    results = compare.main([
+        "--output_dir", str(tmp_path), "--models", "bert_control", "--hidden_size", "32", "--head_size", "16",
+        "--pretrain_steps", "4", "--finetune_steps", "6", "--finetune_learning_rates", "3e-4", "1e-3",
+        "--pretrain_batch_size", "8", "--finetune_batch_size", "8", "--analysis_sentences", "2", "--num_seeds", "2",
+        "--workers", "1", "--disable_tqdm", "--no_calibration_controls",
+    ])  # fmt: skip
+    tuned = results["models"]["bert_control"]["fine_tuning"][compare.SYNTHETIC_TASK]
+    assert tuned["learning_rate"] == 3e-4 and tuned["heldout_scores_by_learning_rate"]["0.001"] is None
+    report = (tmp_path / "report.md").read_text()
+    left_out = report.split("## Runs left out")[1].split("##")[0]
+    assert ("- bert_control, attractor_number, held-out run at learning rate 0.001: failed (NonFiniteStepError: "
+            "Step 3: non-finite training loss nan" in left_out), left_out  # fmt: skip
+    assert torch.isfinite(torch.tensor(tuned["runs"]["42"]["value"]))
+
+
+def test_a_solver_failure_in_fine_tuning_names_its_step(corpus: Path, tokenizer_dir: Path, tmp_path: Path) -> None:
+    """The N-ODE solver knows its block, not the training step: the fine-tuning engine adds the step, so that
+    a report (and a user) can say when a run stopped. One solver step per block cannot reach rtol 1e-9."""
+    from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer
+
+    from hf_variants.core.schemes.ode.modeling_ode import ODESolverError
+    from hf_variants.training import run_glue
+
+    from .test_faults import glue_run_args, make_glue_setup
+
+    model_dir, train = make_glue_setup(tmp_path, corpus, tokenizer_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    config = AutoConfig.for_model("node_transformer", vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1,
+                                  num_attention_heads=4, intermediate_size=64, max_position_embeddings=64,
+                                  max_num_steps=1, rtol=1e-9, atol=1e-9)  # fmt: skip
+    torch.manual_seed(0)
+    AutoModelForMaskedLM.from_config(config).save_pretrained(model_dir)
+    with pytest.raises(ODESolverError, match=r"^Step 1: (N-ODE block 0|the solve exceeded)"):
+        run_glue.main(glue_run_args((model_dir, train), tmp_path / "run"))
