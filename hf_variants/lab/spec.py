@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..core.overrides import parse_overrides
+from ..core.overrides import format_overrides, parse_overrides
 
 #: transformers' own BertForMaskedLM: an external reference, not a model of this package.
 EXTERNAL_REFERENCE = "bert"
@@ -132,8 +132,7 @@ class ModelSpec:
     def without_token_mixing(self) -> ModelSpec:
         """This model with tokens mixed only by their unweighted mean (:data:`NO_MIXING`): on a task that
         needs tokens related, a verdict against this model must come out below 0 (a positive control)."""
-        extra = ",".join(f"{key}={value}" for key, value in NO_MIXING.items())
-        return ModelSpec(self.model_type, f"{self.overrides},{extra}" if self.overrides else extra)
+        return ModelSpec(self.model_type, format_overrides({**parse_overrides(self.overrides), **NO_MIXING}))
 
     def control(self) -> ModelSpec:
         """This spec's matched control (the same model when it has no idea of its own)."""
