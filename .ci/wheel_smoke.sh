@@ -19,7 +19,7 @@ echo "built $(basename "$wheel") and $(basename "$sdist")"
 for archive_check in "unzip -l $wheel" "tar tzf $sdist"; do
     listing="$($archive_check)"
     for needed in hf_variants/model_cards/_common.md hf_variants/model_cards/node_transformer.md \
-                  hf_variants/glue/evaluate_glue/evaluate_glue.py hf_variants_cli/__init__.py; do
+                  hf_variants/glue/evaluate_glue/evaluate_glue.py hf_variants/cli/__main__.py; do
         grep -q "$needed" <<<"$listing" || { echo "missing from ${archive_check%% *}: $needed"; exit 1; }
     done
 done

@@ -91,7 +91,7 @@ open('$work/train.txt', 'w').write('\n'.join(synthetic_sentences(${HF_VARIANTS_S
         model=(--config_overrides hidden_size=768,num_hidden_layers=12,num_attention_heads=12,intermediate_size=3072
                --train_tokenizer_vocab_size 8000 --per_device_train_batch_size 64 --time_budget_seconds 120)
     fi
-    "$python" -m hf_variants_cli pretrain --model_type bert_control "${model[@]}" --train_file "$work/train.txt" \
+    "$python" -m hf_variants.cli pretrain --model_type bert_control "${model[@]}" --train_file "$work/train.txt" \
         --max_seq_length 128 --max_train_steps 1000000 --mixed_precision bf16 --report_to none --disable_tqdm \
         --logging_steps 50 --output_dir "$work/pretrain" | tail -n 20
     cp "$work/pretrain/results.json" "$output_dir/pretrain_bf16.json"

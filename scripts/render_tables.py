@@ -7,7 +7,8 @@ committed result files (``hf_variants.lab.tables``); nothing in them is typed by
 
 The page's blocks lie between ``<!-- BEGIN generated: NAME -->`` and ``<!-- END generated: NAME -->``
 (NAME: ``classification``, ``transject-bounds``, ``parity``, ``transject-readings``, ``pretraining-budget``,
-``pretraining-budget-long``, ``glue-after-pretraining``).
+``pretraining-budget-long``, ``glue-after-pretraining``); docs/which-variant.md's ``which-variant`` block
+comes from the main job's default report, the classification grid and the model benchmark.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from hf_variants.lab.tables import (
     sweep_table,
     transject_bounds_table,
 )
+from hf_variants.lab.which_variant import which_variant_table
 
 ROOT = Path(__file__).resolve().parent.parent
 GRID = ROOT / "docs" / "experiments" / "classification"
@@ -100,11 +102,23 @@ def generated_blocks() -> dict[str, str]:
     }
 
 
-def fill_blocks(page: str) -> str:
-    for name, content in generated_blocks().items():
+#: The "Which variant?" page and the records its table is read from.
+WHICH_VARIANT_PAGE = ROOT / "docs" / "which-variant.md"
+MAIN_JOB_RESULTS = ROOT / "docs" / "compare" / "default" / "results.json"
+MODEL_BENCHMARK = ROOT / "docs" / "benchmarks" / "model_benchmark.json"
+
+
+def which_variant_blocks() -> dict[str, str]:
+    sources = ", ".join(f"`{path.relative_to(ROOT).as_posix()}`" for path in (MAIN_JOB_RESULTS, GRID, MODEL_BENCHMARK))
+    table = which_variant_table(MAIN_JOB_RESULTS, GRID, TASKS, MODEL_BENCHMARK)
+    return {"which-variant": f"{table}\nRendered by `python scripts/render_tables.py` from {sources}.\n"}
+
+
+def fill_blocks(page: str, blocks: dict[str, str] | None = None, path: Path = RESULTS_PAGE) -> str:
+    for name, content in (generated_blocks() if blocks is None else blocks).items():
         begin, end = f"<!-- BEGIN generated: {name} -->", f"<!-- END generated: {name} -->"
         if begin not in page or end not in page:
-            raise SystemExit(f"{RESULTS_PAGE.relative_to(ROOT)} has no {begin} … {end} block to fill.")
+            raise SystemExit(f"{path.relative_to(ROOT)} has no {begin} … {end} block to fill.")
         head, rest = page.split(begin, 1)
         page = f"{head}{begin}\n{content}{end}{rest.split(end, 1)[1]}"
     return page
@@ -162,6 +176,8 @@ def main() -> None:
     experiments = ROOT / "docs" / "experiments"
     pages = {
         RESULTS_PAGE: fill_blocks(RESULTS_PAGE.read_text(encoding="utf-8")),
+        WHICH_VARIANT_PAGE: fill_blocks(WHICH_VARIANT_PAGE.read_text(encoding="utf-8"), which_variant_blocks(),
+                                        WHICH_VARIANT_PAGE),
         experiments / "classification.md": document(
             GRID, "From-scratch classification: each variant against its matched control", COMMAND
         ),

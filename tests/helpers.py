@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,14 @@ from types import ModuleType
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now, for a launcher's rendezvous (``--main_process_port``), so that
+    launcher tests can run side by side (pytest -n) instead of meeting on torchrun's fixed 29500."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def load_script(name: str) -> ModuleType:

@@ -10,8 +10,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from hf_variants.settings import pretraining as pretrain_arguments
 from hf_variants.training import run_mlm
-from hf_variants_cli import pretrain as pretrain_arguments
 
 from .mlm_helpers import mlm_args
 

@@ -83,6 +83,7 @@ def test_tiny_run_writes_consistent_json_and_tables(tmp_path) -> None:
     assert (tmp_path / "model_benchmark.png").stat().st_size > 0
 
 
+@pytest.mark.full  # minutes of compiling on a CPU: in the full suite (CI)
 def test_compile_mode_records_eager_and_compiled_throughput(tmp_path) -> None:
     command = [
         sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--compile", "--output_dir", str(tmp_path),
@@ -117,6 +118,7 @@ def test_one_bert_layer_costs_the_hand_counted_flops() -> None:
     assert one == hand_counted_bert_flops(32, 1, 100, 16, 2)
 
 
+@pytest.mark.full  # minutes of compiling on a CPU: in the full suite (CI)
 def test_the_device_check_dry_run_covers_the_gpu_code_path(tmp_path) -> None:
     """`scripts/device_check.sh --device cpu --tiny`: what the script runs at BERT-base size on a GPU — the
     versions, the benchmark's device path (a Device's clock, autocast, memory, matmul peak per precision, MFU)

@@ -17,9 +17,9 @@ import yaml
 from safetensors.torch import load_file
 
 import hf_variants
-import hf_variants_cli.main
-from hf_variants_cli import finetune as finetune_arguments
-from hf_variants_cli import pretrain as pretrain_arguments
+import hf_variants.cli.commands
+from hf_variants.settings import finetuning as finetune_arguments
+from hf_variants.settings import pretraining as pretrain_arguments
 
 from .common import WITHOUT_PACKAGE
 from .helpers import run_python
@@ -43,18 +43,24 @@ def test_version_comes_from_the_package_metadata() -> None:
 def test_help_lists_every_subcommand_and_an_unknown_one_is_named() -> None:
     listed = run_cli("--help").stdout
     for name in ("pretrain", "finetune", "train-tokenizer", "export", "push", "compare", "info"):
-        assert name in listed and name in hf_variants_cli.main.COMMANDS
+        assert name in listed and name in hf_variants.cli.commands.COMMANDS
     wrong = run_cli("pretrian")
     assert wrong.returncode == 2 and "invalid choice: 'pretrian'; did you mean 'pretrain'?" in wrong.stderr
 
 
 @pytest.mark.parametrize(("command", "usage", "error"), [
-    ("pretrain", "usage: hf-variants pretrain [options]", "the following arguments are required: --output_dir"),
+    ("pretrain", "usage: hf-variants pretrain [options]", "the following arguments are required: --output_dir; "
+     "give exactly one of --model_type, --config_name, --model_name_or_path; give --train_file or --dataset_name"),
+    ("finetune --do_train", "usage: hf-variants finetune [options]", "the following arguments are required: "
+     "--model_name_or_path; give --task_name (GLUE), --train_file or --dataset_name"),
+    ("train-tokenizer --vocab_size 100", "usage: hf-variants train-tokenizer [options]",
+     "required: --output_dir; give --train_file or --dataset_name"),
     ("export", "usage: hf-variants export CHECKPOINT [options]", "required: checkpoint, --output_dir"),
-    ("compare --num_seeds 0", "usage: hf-variants compare [options]", "argument --num_seeds: must be at least 1"),
+    ("compare --num_seeds 0", "usage: hf-variants compare [options]", "argument --num_seeds: 0 is below 1"),
 ])  # fmt: skip
 def test_a_usage_error_is_two_lines_not_the_whole_usage(command: str, usage: str, error: str) -> None:
-    """A command with forty flags answers a mistake with a short usage and the error (``--help`` lists all)."""
+    """A command with forty flags answers a mistake with a short usage and the error (``--help`` lists all);
+    every missing required setting is named at once, with the combinations already wrong without them."""
     refused = run_cli(*command.split())
     lines = refused.stderr.splitlines()
     assert refused.returncode == 2 and len(lines) == 2, refused.stderr
@@ -62,7 +68,8 @@ def test_a_usage_error_is_two_lines_not_the_whole_usage(command: str, usage: str
 
 
 def test_flags_may_be_written_with_dashes_as_in_transformers() -> None:
-    from hf_variants_cli import compare, pretrain, tokenizer
+    from hf_variants.settings import compare, tokenizer
+    from hf_variants.settings import pretraining as pretrain
 
     dashed = pretrain.parse_args(["--model-type", "macaron_bert", "--train-file", "t.txt", "--output-dir", "out",
                                   "--max-train-steps=5"])  # fmt: skip
@@ -78,19 +85,21 @@ HELP_COMMANDS = ["--help", "--version", "info --help", "pretrain --help", "finet
                  "train-tokenizer --help", "export --help", "push --help"]  # fmt: skip
 
 
-HEAVY_MODULES = ("torch", "transformers.modeling_utils", "transformers.trainer", "accelerate", "hf_variants")
+HEAVY_MODULES = ("torch", "transformers.modeling_utils", "transformers.trainer", "accelerate", "hf_variants.core",
+                 "hf_variants.training")
 
 
 @pytest.mark.parametrize("command", HELP_COMMANDS)
 def test_help_imports_neither_torch_nor_the_training_stack(command: str, tmp_path: Path) -> None:
-    """``--help`` prints without torch, transformers' modeling code, accelerate or the library. Only
+    """``--help`` prints without torch, transformers' modeling code, accelerate or the library's models and
+    engines (``import hf_variants`` is lazy; the settings it declares load without them). Only
     ``finetune --help`` may import transformers at all: its help is rendered by ``HfArgumentParser`` from
     run_glue's own dataclasses (the parser the engine uses, so the help cannot drift from what is parsed)."""
     forbidden = HEAVY_MODULES if command.startswith("finetune") else (*HEAVY_MODULES, "transformers")
     script = textwrap.dedent(
         f"""
         import json, sys
-        from hf_variants_cli.main import main
+        from hf_variants.cli.commands import main
         try:
             main({command.split()!r})
         except SystemExit:
@@ -144,7 +153,7 @@ def test_mixed_precision_comes_from_the_launcher_unless_a_flag_is_given(corpus, 
         settings = ["--num_processes", "1", "--num_machines", "1", "--mixed_precision", "bf16"]
         settings += ["--dynamo_backend", "no"]
         arguments = mlm_args(corpus, tokenizer_dir, output, "macaron_bert", "--max_train_steps", "2", *extra)
-        command = [str(launcher), "launch", *settings, "-m", "hf_variants_cli", "pretrain", *arguments]
+        command = [str(launcher), "launch", *settings, "-m", "hf_variants.cli", "pretrain", *arguments]
         environment = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
         result = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=600, cwd=tmp_path)
         assert result.returncode == 0, result.stderr[-3000:]

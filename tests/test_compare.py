@@ -21,8 +21,8 @@ from hf_variants.core.ideas import MatchedSize
 from hf_variants.core.overrides import format_overrides, parse_overrides
 from hf_variants.lab import compare
 from hf_variants.lab.spec import ModelSpec
+from hf_variants.settings.compare import DEFAULT_MODELS
 from hf_variants.training import checkpoints
-from hf_variants_cli.compare import DEFAULT_MODELS
 
 from .helpers import REPO_ROOT
 
@@ -513,7 +513,7 @@ def test_compare_owns_its_folder_and_reuses_finished_stages_after_a_kill(tmp_pat
 
 
 def test_presets_set_the_budget_and_flags_on_the_command_line_win(capsys: pytest.CaptureFixture) -> None:
-    from hf_variants_cli.compare import PRESETS
+    from hf_variants.settings.compare import PRESETS
 
     default = compare.parse_args([])
     assert default.preset == "minutes"

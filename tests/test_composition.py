@@ -33,8 +33,9 @@ MGK = {"num_attention_heads": 2, "head_dim": 16}
 TIGHT_ODE = {"rtol": 1e-7, "atol": 1e-7}
 
 
-def grid_class(variant: Variant, overrides: dict[str, Any]) -> type[CommonEncoderTests]:
-    """The common suite for ``variant`` with ``overrides`` (its flags follow from the pair)."""
+def grid_class(variant: Variant, overrides: dict[str, Any], full: bool = True) -> type[CommonEncoderTests]:
+    """The common suite for ``variant`` with ``overrides`` (its flags follow from the pair); a mixed pair is
+    part of the full suite, which CI runs (``HF_VARIANTS_FULL_TESTS=1``; tests/conftest.py)."""
     config = variant.config_class(**overrides)
     probabilities = composition.has_attention_probabilities(config)
     attributes = {
@@ -42,6 +43,7 @@ def grid_class(variant: Variant, overrides: dict[str, Any]) -> type[CommonEncode
         "config_kwargs": overrides,
         # eager vs sdpa and the probability checks apply to the softmax-normalised mixers
         "softmax_attention": probabilities and config.attention_type in ("softmax", "mgk"),
+        "pytestmark": [pytest.mark.full] if full else [],
     }
     return type(f"Grid_{variant.model_type}", (CommonEncoderTests,), attributes)
 
@@ -49,7 +51,7 @@ def grid_class(variant: Variant, overrides: dict[str, Any]) -> type[CommonEncode
 # Beyond the four defaults (tested in each variant's module): every attention under lie_trotter and
 # strang, softmax / MGK / MLK under ode, softmax under injective — each on a variant whose own pair
 # differs, so that the switch, not the variant, is what is tested.
-class TestBertControlCommon(grid_class(bert_control.VARIANT, {})):  # lie_trotter × softmax
+class TestBertControlCommon(grid_class(bert_control.VARIANT, {}, full=False)):  # lie_trotter × softmax
     pass
 
 

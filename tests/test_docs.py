@@ -75,3 +75,23 @@ def test_the_recipe_for_a_new_layer_scheme_runs(tmp_path) -> None:
     result = run_python(recipe, cwd=tmp_path, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "layer_norm_position must be 'pre'" in result.stdout
+
+
+def test_docstring_roles_render_as_code_linked_where_documented() -> None:
+    """The site's hook turns the Sphinx roles mkdocstrings leaves as text into code, linked to the object's
+    heading when exactly one documented object on the page ends with the name (CI also greps the built
+    site for any role left)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("mkdocs_hooks", REPO_ROOT / "scripts" / "mkdocs_hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    html = ('<h3 id="hf_variants.training.run_mlm.run">run</h3><h3 id="hf_variants.training.run_glue.run">run</h3>'
+            '<h3 id="hf_variants.settings.corpus.CorpusArguments">CorpusArguments</h3>'
+            '<p>:class:<code>~.corpus.CorpusArguments</code>, :func:<code>run_mlm.run</code>, '
+            ':func:<code>run</code>, :mod:<code>hf_variants.lab</code></p>')  # fmt: skip
+    rendered = hooks.on_page_content(html, None, None, None)
+    assert '<a href="#hf_variants.settings.corpus.CorpusArguments"><code>CorpusArguments</code></a>' in rendered
+    assert '<a href="#hf_variants.training.run_mlm.run"><code>run_mlm.run</code></a>' in rendered
+    assert ", <code>run</code>, <code>hf_variants.lab</code></p>" in rendered  # ambiguous / not on the page
+    assert not re.search(r":(func|class|mod):", rendered)

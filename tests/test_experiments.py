@@ -445,3 +445,18 @@ def test_a_transject_grid_run_records_its_trained_alphas_and_the_accuracy_withou
         predicted = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.argmax(-1)
     assert record["accuracy_with_identity_layers"] == (predicted == batch["labels"]).float().mean().item()
     assert "residual_weights" not in records["control of transject"]
+
+
+def test_which_variant_reads_cost_as_shares_of_the_matched_control(tmp_path: Path) -> None:
+    """The "Which variant?" cost column divides each variant's row by its control's at the same shape, and a
+    shape the benchmark did not run is left out rather than guessed."""
+    from hf_variants.lab.which_variant import benchmark_costs
+
+    rows = [{"model": "mgk_bert", "hidden": 256, "length": 128, "throughput_vs_control": 0.8,
+             "training_state_bytes": 300},
+            {"model": "control of mgk_bert", "hidden": 256, "length": 128, "training_state_bytes": 200},
+            {"model": "mgk_bert", "hidden": 256, "length": 512, "throughput_vs_control": 0.5,
+             "training_state_bytes": 900}]  # fmt: skip
+    (tmp_path / "bench.json").write_text(json.dumps({"rows": rows}))
+    expected = {"mgk_bert": ["128 tokens: 0.80× the tokens/s, 1.50× the memory"]}
+    assert benchmark_costs(tmp_path / "bench.json") == expected

@@ -21,7 +21,7 @@ from hf_variants.training.checkpoints import CheckpointError
 from hf_variants.training.files import FAILPOINT_ENV
 from hf_variants.training.nonfinite import NonFiniteStepError
 
-from .helpers import REPO_ROOT, middle_parameter, poison_gradient
+from .helpers import REPO_ROOT, free_port, middle_parameter, poison_gradient
 from .mlm_helpers import deterministic_metrics, history, mlm_args
 
 STEPS, EVERY = 14, 3  # checkpoints at 3, 6, 9, 12
@@ -328,7 +328,8 @@ def test_fine_tuning_under_the_launcher_trains_one_process_model_and_resumes_exa
         env.update(HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", **({FAILPOINT_ENV: failpoint} if failpoint else {}))
         command = [str(Path(sys.executable).with_name("accelerate")), "launch", "--multi_gpu", "--num_processes", "2",
                    "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-                   "-m", "hf_variants_cli", "finetune", *args(output, 4)]  # the documented launch  # fmt: skip
+                   "--main_process_port", str(free_port()),
+                   "-m", "hf_variants.cli", "finetune", *args(output, 4)]  # the documented launch  # fmt: skip
         return subprocess.run(command, capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
 
     one, two, killed = tmp_path / "one", tmp_path / "two", tmp_path / "killed"

@@ -201,7 +201,8 @@ COMPILE_CASES = {  # model type → config overrides; every token mixer and laye
 }
 
 
-@pytest.mark.parametrize("case", sorted(COMPILE_CASES))
+@pytest.mark.parametrize("case", [case if case == "bert_control" else pytest.param(case, marks=pytest.mark.full)
+                                  for case in sorted(COMPILE_CASES)])  # the others in the full suite  # fmt: skip
 def test_torch_compile_forward_and_backward_match_eager(case: str) -> None:
     """fullgraph=True wherever the math allows; the N-ODE Transformer breaks the graph once per block,
     around the adaptive solve (README "torch.compile"), and nowhere else."""

@@ -12,7 +12,7 @@ import pytest
 
 from .helpers import REPO_ROOT
 
-PACKAGES = ("hf_variants", "hf_variants_cli")
+PACKAGES = ("hf_variants",)
 
 
 def module_files() -> dict[str, Path]:
@@ -108,16 +108,43 @@ def test_no_module_imports_itself_back() -> None:
     assert cycles(import_graph()) == []
 
 
+def library_modules(graph: dict[str, set[str]]) -> list[str]:
+    """The library: every module but the lab's and the command line's (the edge, which imports both)."""
+    return [m for m in graph if not m.startswith(("hf_variants.lab", "hf_variants.cli"))]
+
+
 def test_the_library_never_imports_the_lab() -> None:
     graph = import_graph()
-    library = [m for m in graph if m.split(".")[0] == "hf_variants" and not m.startswith("hf_variants.lab")]
-    assert not {(m, t) for m in library for t in graph[m] if t.startswith("hf_variants.lab")}
+    assert not {(m, t) for m in library_modules(graph) for t in graph[m] if t.startswith("hf_variants.lab")}
+
+
+def test_nothing_imports_the_command_line() -> None:
+    """argv is parsed only at the edge: the command line imports the library and the lab, never the reverse."""
+    graph = import_graph()
+    assert "hf_variants.settings.pretraining" in graph["hf_variants.cli.commands"]  # the edge reads the settings
+    assert not {(m, t) for m in graph if not m.startswith("hf_variants.cli") for t in graph[m]
+                if t.startswith("hf_variants.cli")}  # fmt: skip
+
+
+def test_settings_are_declared_without_torch_or_transformers() -> None:
+    """The settings modules import only each other and the package root (module level and functions alike,
+    but the finetuning settings' functions that build transformers' ``HfArgumentParser`` and list
+    ``TrainingArguments`` for ``--help_all``)."""
+    files = module_files()
+    for module in (m for m in files if m.startswith("hf_variants.settings")):
+        imported = imported_names(module, files[module]) - {"transformers", "transformers.HfArgumentParser",
+                                                                  "transformers.TrainingArguments"}
+        outside = {name for name in imported if name.split(".")[0] in ("torch", "transformers", "accelerate",
+                                                                        "datasets", "numpy")}  # fmt: skip
+        inside = {name for name in imported if name.startswith("hf_variants.")
+                  and not name.startswith(("hf_variants.settings", "hf_variants.VARIANT_MODEL_TYPES"))}  # fmt: skip
+        assert not outside and not inside, (module, outside, inside)
 
 
 def test_compare_without_the_lab_extra_names_it_before_any_work(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from hf_variants_cli.main import main
+    from hf_variants.cli.commands import main
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
     with pytest.raises(SystemExit, match=r"hf-variants compare: .*matplotlib.*pip install 'hf-variants\[lab\]'"):

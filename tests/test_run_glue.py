@@ -148,7 +148,7 @@ def test_the_engine_called_with_typed_settings_is_the_command_line_run(
     line with the same values, and records the same settings with an effect."""
     from transformers import TrainingArguments
 
-    from hf_variants_cli.finetune import DataTrainingArguments, ModelArguments, RunArguments
+    from hf_variants.settings.finetuning import DataTrainingArguments, ModelArguments, RunArguments
 
     extra = ("--do_train", "--do_eval", "--max_steps", "6", "--print_logs", "false")
     command = run_glue.main(glue_args(checkpoints["macaron_bert"], "sst2", glue_dir, tmp_path / "command", *extra))

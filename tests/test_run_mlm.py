@@ -20,6 +20,7 @@ from hf_variants.training import run_mlm
 from hf_variants.training.checkpoints import MANIFEST_FILE
 from hf_variants.training.data import SeededMaskingCollator
 
+from .helpers import free_port
 from .mlm_helpers import TINY, deterministic_metrics, history, mlm_args
 
 
@@ -124,8 +125,8 @@ def test_two_processes_train_the_same_model_as_one(corpus: Path, tokenizer_dir: 
     run_mlm.main(args(one, 8))
     launcher = Path(sys.executable).with_name("accelerate")
     command = [str(launcher), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-               "--mixed_precision", "no", "--dynamo_backend", "no",
-               "-m", "hf_variants_cli", "pretrain", *args(two, 4)]  # the documented launch  # fmt: skip
+               "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
+               "-m", "hf_variants.cli", "pretrain", *args(two, 4)]  # the documented launch  # fmt: skip
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -258,29 +259,35 @@ def test_continuing_pretraining_never_starts_a_fresh_head_or_another_function(
 
 
 def test_typed_settings_are_the_command_lines_flags_with_their_defaults() -> None:
-    """One field per flag (same name), the flags' defaults are the fields', and a value given in Python is
-    checked by its flag's own type: a bad one is an error naming the field."""
+    """The flags are generated from the fields: a minimal command line parses to exactly the fields with
+    their defaults, every field is a flag, and a value given in Python meets its flag's own check: a bad one
+    is an error naming the field."""
     import dataclasses
 
-    from hf_variants_cli.pretrain import PretrainingArguments, build_parser
+    from hf_variants.settings.pretraining import PretrainingArguments, build_parser
 
-    flags = {action.dest: action.default for action in build_parser()._actions if action.dest != "help"}
-    assert set(flags) == {field.name for field in dataclasses.fields(PretrainingArguments)}
     minimal = {"model_type": "macaron_bert", "train_file": "t.txt", "output_dir": "o"}
-    parsed = run_mlm.parse_args([f"--{key}={value}" for key, value in minimal.items()])
-    assert parsed == PretrainingArguments(**minimal)
-    assert {key: vars(parsed)[key] for key in flags if key not in minimal} == {
-        key: value for key, value in flags.items() if key not in minimal
-    }
+    argv = [f"--{key}={value}" for key, value in minimal.items()]
+    parsed = vars(build_parser().parse_args(argv))
+    fields = dataclasses.fields(PretrainingArguments)
+    assert set(parsed) == {field.name for field in fields}
+    defaults = {field.name: field.default_factory() if field.default_factory is not dataclasses.MISSING
+                else field.default for field in fields if field.name not in minimal}  # fmt: skip
+    assert {key: value for key, value in parsed.items() if key not in minimal} == defaults
+    assert run_mlm.parse_args(argv) == PretrainingArguments(**minimal)
+    help_text = " ".join(build_parser().format_help().split())
+    assert all(f"--{field.name}" in help_text for field in fields)
     built = PretrainingArguments(**minimal, num_warmup_steps=200, max_seq_length="64")  # as the flag would read them
     assert built.num_warmup_steps == 200.0 and isinstance(built.num_warmup_steps, float) and built.max_seq_length == 64
-    for bad, message in [({"learning_rate": 0}, "learning_rate=0: 0 must be greater than 0"),
-                         ({"max_seq_length": 2.5}, "max_seq_length=2.5: '2.5' is not an integer"),
-                         ({"lr_scheduler_type": "cos"}, "lr_scheduler_type='cos': choose from linear"),
+    for bad, message in [({"learning_rate": 0}, "argument --learning_rate: 0 must be greater than 0"),
+                         ({"max_seq_length": 2.5}, "argument --max_seq_length: '2.5' is not an integer"),
+                         ({"lr_scheduler_type": "cos"}, r"lr_scheduler_type: invalid choice: 'cos' \(choose"),
                          ({"config_name": "c"}, "give exactly one of --model_type, --config_name"),
                          ({"report_to": ["csv", "none"]}, "--report_to none cannot be combined")]:  # fmt: skip
         with pytest.raises(ValueError, match=message):
             PretrainingArguments(**{**minimal, **bad})
+    with pytest.raises(ValueError, match=r"--learning_rate: 0 must .*; argument --seed: -1 is not"):  # all at once
+        PretrainingArguments(**minimal, learning_rate=0, seed=-1)
 
 
 def test_the_engine_called_with_typed_settings_is_the_command_line_run(
@@ -288,7 +295,7 @@ def test_the_engine_called_with_typed_settings_is_the_command_line_run(
 ) -> None:
     """``run_mlm.run`` with typed settings (as the studies call it) trains the same model as the command line
     with the same values, records the same settings, and a record without them is read by its command."""
-    from hf_variants_cli.pretrain import PretrainingArguments
+    from hf_variants.settings.pretraining import PretrainingArguments
 
     argv = mlm_args(corpus, tokenizer_dir, tmp_path / "command", "macaron_bert", "--max_train_steps", "4")
     command = run_mlm.main(argv)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
@@ -47,19 +48,19 @@ def test_the_tokenizer_engine_takes_the_command_lines_flags_as_typed_settings(tm
     Python is an error naming the field."""
     import dataclasses
 
+    from hf_variants.settings.tokenizer import TokenizerArguments, build_parser
     from hf_variants.training import train_tokenizer
-    from hf_variants_cli.tokenizer import TokenizerArguments, build_parser
 
-    flags = {action.dest: action.default for action in build_parser()._actions if action.dest != "help"}
+    flags = vars(build_parser().parse_args(["--output_dir", "o"]))
     fields = {field.name: field.default for field in dataclasses.fields(TokenizerArguments)}
-    assert flags == {**fields, "output_dir": None}  # output_dir: required, no default
+    assert flags == {**fields, "output_dir": Path("o")}  # output_dir: required, no default
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(tie_heavy_corpus()) + "\n")
     train_tokenizer.main(["--train_file", str(corpus), "--vocab_size", "300", "--output_dir", str(tmp_path / "cli")])
     typed = TokenizerArguments(train_file=str(corpus), vocab_size=300, output_dir=tmp_path / "typed")
     assert train_tokenizer.train_tokenizer(typed) == tmp_path / "typed"
     assert (tmp_path / "cli" / "tokenizer.json").read_text() == (tmp_path / "typed" / "tokenizer.json").read_text()
-    with pytest.raises(ValueError, match=r"vocab_size='many': 'many' is not an integer"):
+    with pytest.raises(ValueError, match=r"argument --vocab_size: 'many' is not an integer"):
         TokenizerArguments(train_file=str(corpus), vocab_size="many", output_dir=tmp_path)
     with pytest.raises(ValueError, match="give --train_file or --dataset_name"):
         TokenizerArguments(output_dir=tmp_path)

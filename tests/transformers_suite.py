@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -73,7 +74,12 @@ def _download_suite(target: Path) -> None:
             for name in SUITE_FILES:
                 member = archive.getmember(f"transformers-{version}/tests/{name}")
                 (staging / name).write_bytes(archive.extractfile(member).read())
-        staging.rename(target)  # atomic: a half-extracted suite is never used
+        try:
+            staging.rename(target)  # atomic: a half-extracted suite is never used
+        except OSError:  # another test process (pytest -n) extracted it first
+            if not target.is_dir():
+                raise
+            shutil.rmtree(staging)
 
 
 def suite_folder() -> Path:

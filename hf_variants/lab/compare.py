@@ -28,7 +28,6 @@ line.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import csv
 import json
@@ -44,10 +43,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from hf_variants_cli import compare as cli_arguments
-
 from ..core.ideas import MatchedSize
 from ..core.overrides import format_overrides
+from ..settings import compare as compare_settings
+from ..settings.compare import CompareArguments
 from ..synthetic import DEFAULT_ATTRACTORS
 from ..training import checkpoints, run_identity
 from . import verdicts
@@ -59,7 +58,7 @@ BASELINE = "bert_control"
 #: Embedded tasks that a model without token mixing cannot solve: the positive control is judged on them.
 NEEDS_TOKEN_MIXING = frozenset({"attractor_number", "agreement"})
 
-DATA_ENV = cli_arguments.DATA_ENV
+DATA_ENV = compare_settings.DATA_ENV
 #: The embedded default's fine-tuning task when no data is given (see :func:`embedded_tasks`).
 SYNTHETIC_TASK = "attractor_number"
 #: Solver steps per N-ODE block and forward in the comparison (healthy runs take a handful at rtol 1e-3).
@@ -247,7 +246,7 @@ def resolve_data(
 # --------------------------------------------------------------------------------------------
 # Models
 # --------------------------------------------------------------------------------------------
-def matched_size(args: argparse.Namespace) -> MatchedSize:
+def matched_size(args: CompareArguments) -> MatchedSize:
     """The size every model of this comparison shares (``--hidden_size``, ``--num_layers``,
     ``--head_size``, ``--node_tolerance``; at most :data:`NODE_MAX_STEPS` solver steps)."""
     return MatchedSize(args.hidden_size, args.num_layers, args.head_size, args.node_tolerance, NODE_MAX_STEPS)
@@ -280,11 +279,11 @@ def headline(task: str, metrics: dict[str, float]) -> tuple[str, float]:
 # --------------------------------------------------------------------------------------------
 # Pipeline
 # --------------------------------------------------------------------------------------------
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    """The arguments of ``hf-variants compare`` (:mod:`hf_variants_cli.compare`, ``--preset`` applied),
+def parse_args(argv: Sequence[str] | None) -> CompareArguments:
+    """The settings of ``hf-variants compare`` (:mod:`hf_variants.settings.compare`, ``--preset`` applied),
     with ``--models`` turned into checked :class:`ModelSpec` s here, where the registry is at hand."""
-    parser = cli_arguments.build_parser()
-    args = cli_arguments.parse_args(argv)
+    parser = compare_settings.build_parser()
+    args = compare_settings.parse_args(argv)
     try:
         args.models = [ModelSpec.parse(text) for text in args.models]
     except ValueError as error:
@@ -292,9 +291,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def train_or_take_tokenizer(args: argparse.Namespace, source: DataSource) -> str:
-    from hf_variants_cli.tokenizer import TokenizerArguments
-
+def train_or_take_tokenizer(args: CompareArguments, source: DataSource) -> str:
+    from ..settings.tokenizer import TokenizerArguments
     from ..training import train_tokenizer
 
     if args.tokenizer:
@@ -306,11 +304,10 @@ def train_or_take_tokenizer(args: argparse.Namespace, source: DataSource) -> str
 
 
 def pretrain(
-    args: argparse.Namespace, source: DataSource, tokenizer: str, spec: ModelSpec, seed: int
+    args: CompareArguments, source: DataSource, tokenizer: str, spec: ModelSpec, seed: int
 ) -> dict[str, Any]:
     """The model's MLM pretraining at ``seed`` into ``models/<spec>/mlm-seed<seed>`` on the pretraining engine."""
-    from hf_variants_cli.pretrain import PretrainingArguments
-
+    from ..settings.pretraining import PretrainingArguments
     from ..training import run_mlm
 
     settings = PretrainingArguments(
@@ -327,14 +324,14 @@ def pretrain(
                           lambda: run_mlm.run(settings))  # fmt: skip
 
 
-def stage_bars(args: argparse.Namespace) -> bool:
+def stage_bars(args: CompareArguments) -> bool:
     """Whether each stage shows its own progress bar: only when runs go one after another on a console
     (side by side, their bars would overwrite each other; the run's own bar remains)."""
     return not args.disable_tqdm and args.workers == 1
 
 
 def fine_tune(
-    args: argparse.Namespace, source: DataSource, spec: ModelSpec, task: str, learning_rate: float,
+    args: CompareArguments, source: DataSource, spec: ModelSpec, task: str, learning_rate: float,
     output_name: str, seed: int, heldout: bool = False,
 ) -> dict[str, Any]:
     """One fine-tuning run on the fine-tuning engine into ``models/<spec>/<output_name>``, from the model's
@@ -342,8 +339,7 @@ def fine_tune(
     slice and is scored on that slice, never on dev."""
     from transformers import TrainingArguments
 
-    from hf_variants_cli.finetune import DataTrainingArguments, ModelArguments, RunArguments
-
+    from ..settings.finetuning import DataTrainingArguments, ModelArguments, RunArguments
     from ..training import run_glue
 
     pretrained = args.output_dir / "models" / spec.folder / f"mlm-seed{seed}"
@@ -412,7 +408,7 @@ class Run:
         return f"{self.task}-sweep-lr{self.learning_rate:g}" if self.heldout else f"{self.task}-seed{self.seed}"
 
 
-def train(args: argparse.Namespace, source: DataSource, tokenizer: str, run: Run) -> dict[str, Any]:
+def train(args: CompareArguments, source: DataSource, tokenizer: str, run: Run) -> dict[str, Any]:
     """The run's stage (in a worker or in this process), what it prints going to its log file. A
     fine-tuning run that the N-ODE solver or the non-finite check stops is an outcome, recorded as
     ``{"failed": "<error>"}``; a pretraining that stops ends the comparison."""
@@ -441,13 +437,13 @@ def choose_learning_rate(task: str, outcomes: dict[float, dict[str, Any]]) -> tu
     return verdicts.choose_learning_rate(sweep), {rate: run.score for rate, run in sweep.items()}
 
 
-def fine_tuning_seeds(args: argparse.Namespace) -> list[int]:
+def fine_tuning_seeds(args: CompareArguments) -> list[int]:
     """``--seed``, ``--seed + 1``, … (``--num_seeds`` of them)."""
     return [args.seed + offset for offset in range(args.num_seeds)]
 
 
 def train_all(
-    args: argparse.Namespace, source: DataSource, tokenizer: str, specs: Sequence[ModelSpec], tasks: Sequence[str],
+    args: CompareArguments, source: DataSource, tokenizer: str, specs: Sequence[ModelSpec], tasks: Sequence[str],
     finished: Callable[[Run], None],
 ) -> tuple[dict[Run, dict[str, Any]], dict[tuple[str, str], tuple[float, dict[float, float | None]]]]:
     """Every run of the comparison, ``--workers`` at a time: each model's pretraining at every seed; from
@@ -564,7 +560,7 @@ class InlineExecutor(Executor):
         return future
 
 
-def executor(args: argparse.Namespace) -> Executor:
+def executor(args: CompareArguments) -> Executor:
     """``--workers`` processes sharing this process's CPU threads, or :class:`InlineExecutor` for one."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -694,7 +690,7 @@ OWNED_FOLDERS = ("models/", "tokenizer/", "data/", "figures/")
 SETTINGS_WITHOUT_EFFECT = frozenset({"output_dir", "overwrite_output_dir", "disable_tqdm"})
 
 
-def comparison_fingerprint(args: argparse.Namespace) -> dict[str, Any]:
+def comparison_fingerprint(args: CompareArguments) -> dict[str, Any]:
     """The comparison's identity: every setting but those without effect; local data and tokenizer
     folders by location only (each stage fingerprints their content itself), library versions recorded."""
     by_location = {"data_dir", "tokenizer"}
@@ -706,7 +702,7 @@ def comparison_fingerprint(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def run(args: argparse.Namespace, argv: Sequence[str] | None) -> dict[str, Any]:
+def run(args: CompareArguments, argv: Sequence[str] | None) -> dict[str, Any]:
     """The comparison, inside the report folder's lock."""
     lock = checkpoints.OutputDirLock(args.output_dir)
     try:
@@ -715,7 +711,7 @@ def run(args: argparse.Namespace, argv: Sequence[str] | None) -> dict[str, Any]:
         lock.release()
 
 
-def compare_models(args: argparse.Namespace, argv: Sequence[str] | None) -> dict[str, Any]:
+def compare_models(args: CompareArguments, argv: Sequence[str] | None) -> dict[str, Any]:
     from tqdm.auto import tqdm
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
@@ -851,7 +847,7 @@ def classifier_from(folder: Path, **kwargs: Any):
 
 
 def final_run(
-    args: argparse.Namespace, source: DataSource, tokenizer, spec: ModelSpec, run: Run,
+    args: CompareArguments, source: DataSource, tokenizer, spec: ModelSpec, run: Run,
     outcomes: dict[Run, dict[str, Any]],
 ) -> dict[str, Any]:
     """One final fine-tuning run's record: its dev score, recomputed from the model reloaded with

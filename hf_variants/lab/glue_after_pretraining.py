@@ -38,8 +38,8 @@ from .statistics import Interval, mean_interval, paired_difference_if_any
 if TYPE_CHECKING:
     from transformers import TrainingArguments
 
-    from hf_variants_cli.finetune import DataTrainingArguments, ModelArguments, RunArguments
-    from hf_variants_cli.pretrain import PretrainingArguments
+    from ..settings.finetuning import DataTrainingArguments, ModelArguments, RunArguments
+    from ..settings.pretraining import PretrainingArguments
 
 #: One fine-tuning run's typed settings, the arguments of :func:`hf_variants.training.run_glue.run`.
 FineTuningRun = tuple["ModelArguments", "DataTrainingArguments", "TrainingArguments", "RunArguments"]
@@ -56,7 +56,7 @@ def mlm_settings(
     """The pretraining engine's settings: WikiText-2, 128-token blocks, 32 per step, lr 1e-3 constant after
     200 warmup steps (so that a checkpoint at step s is the budget-s model), validation perplexity at each
     checkpoint."""
-    from hf_variants_cli.pretrain import PretrainingArguments
+    from ..settings.pretraining import PretrainingArguments
 
     corpus = data_dir / "wikitext-2"
     return PretrainingArguments(
@@ -71,8 +71,7 @@ def mlm_settings(
 
 def wikitext_tokenizer(data_dir: Path, folder: Path) -> Path:
     """The 8,000-token WordPiece tokenizer of WikiText-2's training file (trained once, then reused)."""
-    from hf_variants_cli.tokenizer import TokenizerArguments
-
+    from ..settings.tokenizer import TokenizerArguments
     from ..training import train_tokenizer
 
     if not (folder / "tokenizer.json").is_file():
@@ -126,7 +125,7 @@ class FineTuning:
         :func:`hf_variants.training.run_glue.run`."""
         from transformers import TrainingArguments
 
-        from hf_variants_cli.finetune import DataTrainingArguments, ModelArguments, RunArguments
+        from ..settings.finetuning import DataTrainingArguments, ModelArguments, RunArguments
 
         held_out = {"heldout_fraction": self.heldout_fraction, "heldout_seed": self.heldout_seed} if heldout else {}
         return (

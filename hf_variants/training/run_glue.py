@@ -12,7 +12,7 @@ Data, in this order: ``--glue_dir`` (a folder in the original GLUE TSV layout, r
 the training file), else the Hub's ``nyu-mll/glue``. Metrics are GLUE's (offline ``evaluate``
 module :data:`hf_variants.glue.EVALUATE_MODULE`), with run_glue's ``combined_score``.
 
-The arguments are defined in :mod:`hf_variants_cli.finetune`. Everything else is run_glue's surface: the
+The arguments are defined in :mod:`hf_variants.settings.finetuning`. Everything else is run_glue's surface: the
 model/config/tokenizer names, ``--max_seq_length``, ``--pad_to_max_length``,
 ``--max_{train,eval,predict}_samples`` and all ``TrainingArguments`` (eval/save strategies, seeds,
 ``--resume_from_checkpoint``, ``--report_to``, ``--push_to_hub``).
@@ -54,7 +54,6 @@ from transformers import (
     AutoTokenizer,
     DataCollatorWithPadding,
     EvalPrediction,
-    HfArgumentParser,
     Trainer,
     TrainerCallback,
     TrainingArguments,
@@ -64,13 +63,13 @@ from transformers import (
 from transformers.trainer import TRAINING_ARGS_NAME
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
-from hf_variants_cli.checks import above, at_least, half_open_interval, seed_range
-from hf_variants_cli.finetune import DataTrainingArguments, ModelArguments, RunArguments
-
 from ..core.overrides import check_override_fields, parse_overrides
 from ..core.registration import VARIANTS
 from ..glue import EVALUATE_MODULE, GlueTask, get_task, load_glue
 from ..glue.user_files import choose_text_columns, load_task_files
+from ..settings import finetuning
+from ..settings.checks import above, at_least, half_open_interval, seed_range
+from ..settings.finetuning import DataTrainingArguments, ModelArguments, RunArguments
 from . import checkpoints, run_identity
 from .files import write_text_atomic
 from .interrupts import StopOnSignal, TrainingInterrupted
@@ -432,7 +431,7 @@ def write_predictions(
 # Main
 # --------------------------------------------------------------------------------------------
 #: Ranges of fine-tuning settings, checked by the range types of ``hf-variants pretrain``'s flags
-#: (:mod:`hf_variants_cli.checks`); every other number of every settings group must be finite.
+#: (:mod:`hf_variants.settings.checks`); every other number of every settings group must be finite.
 SETTING_RANGES: dict[str, Callable[[str], int | float]] = {
     "learning_rate": above(0), "weight_decay": at_least(0, float), "adam_beta1": half_open_interval(0, 1),
     "adam_beta2": half_open_interval(0, 1), "adam_epsilon": above(0), "max_grad_norm": at_least(0, float),
@@ -508,16 +507,17 @@ def launched_processes() -> int:
 
 
 def parse_args(argv: Sequence[str] | None):
-    """run_glue's arguments (:mod:`hf_variants_cli.finetune`) and every ``TrainingArguments`` field; the
-    task name is normalised here (``SST-2`` → ``sst2``), where the GLUE registry is at hand. A value out
-    of range is a usage error naming it (:func:`check_settings`)."""
+    """run_glue's settings (:mod:`hf_variants.settings.finetuning`) and every ``TrainingArguments`` field;
+    the task name is normalised here (``SST-2`` → ``sst2``), where the GLUE registry is at hand. Every
+    mistake (missing flags, a value out of range: :func:`check_settings`) is named in one usage error."""
     launched_processes()  # before TrainingArguments exist
-    parser = HfArgumentParser((ModelArguments, DataTrainingArguments, TrainingArguments, RunArguments))
+    parser = finetuning.parser_class()((ModelArguments, DataTrainingArguments, TrainingArguments, RunArguments),
+                                       prog="hf-variants finetune")  # fmt: skip
     try:
         if argv is None and len(sys.argv) == 2 and sys.argv[1].endswith(".json"):
             parsed = parser.parse_json_file(json_file=os.path.abspath(sys.argv[1]))
         else:
-            parsed = parser.parse_args_into_dataclasses(args=argv)
+            parsed = finetuning.parse_settings(parser, argv)
         check_settings(*parsed)
     except ValueError as error:  # a dataclass's own check, or a range
         parser.error(str(error))
@@ -540,7 +540,7 @@ def run(
     run_args: RunArguments | None = None,
     command: str | None = None,
 ) -> dict[str, Any]:
-    """The engine called as a function, with typed settings (:mod:`hf_variants_cli.finetune`'s groups and
+    """The engine called as a function, with typed settings (:mod:`hf_variants.settings.finetuning`'s groups and
     ``TrainingArguments``), inside the output folder's lock; ``command`` is the command line it came from,
     if any, recorded in ``results.json`` beside the settings (:func:`requested_arguments`)."""
     import hf_variants  # noqa: F401  (registers the variants with the Auto classes)

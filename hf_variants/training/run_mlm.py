@@ -4,9 +4,9 @@
         --config_overrides hidden_size=256,num_hidden_layers=4,num_attention_heads=4,intermediate_size=1024 \\
         --train_file ../shared/data/wikitext-2/train.txt --validation_file ../shared/data/wikitext-2/valid.txt \\
         --train_tokenizer_vocab_size 8000 --max_seq_length 128 --max_train_steps 1000 --output_dir runs/macaron
-    accelerate launch --multi_gpu --num_processes 2 -m hf_variants_cli pretrain ...  # data-parallel
+    accelerate launch --multi_gpu --num_processes 2 -m hf_variants.cli pretrain ...  # data-parallel
 
-The arguments are defined in :mod:`hf_variants_cli.pretrain`. Launcher settings (mixed precision,
+The arguments are defined in :mod:`hf_variants.settings.pretraining`. Launcher settings (mixed precision,
 processes) come from ``accelerate launch`` / ``accelerate config`` unless ``--mixed_precision`` or
 ``--cpu`` is given. On a machine without GPUs the processes use gloo on the CPU. FSDP and DeepSpeed are
 refused (:func:`check_parallelism`). Metrics go to accelerate's trackers (``--report_to``), with a
@@ -52,11 +52,10 @@ from accelerate.utils import DistributedType, set_seed
 from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer, PreTrainedTokenizerBase, get_scheduler
 
-from hf_variants_cli import pretrain as cli_arguments
-from hf_variants_cli.pretrain import PretrainingArguments
-
 from ..core.overrides import check_override_fields, parse_overrides
 from ..core.registration import VARIANTS
+from ..settings import pretraining
+from ..settings.pretraining import PretrainingArguments
 from ..tokenization import train_wordpiece_tokenizer
 from . import checkpoints, run_identity, tracking
 from .checkpoints import CheckpointError
@@ -97,13 +96,13 @@ def check_model_type(settings: PretrainingArguments) -> None:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> PretrainingArguments:
-    """The command line of ``hf-variants pretrain`` as typed settings (defined in
-    :mod:`hf_variants_cli.pretrain`, which imports nothing heavy, so that ``--help`` is fast)."""
-    settings = cli_arguments.parse_args(None if argv is None else list(argv))
+    """The command line of ``hf-variants pretrain`` as typed settings (declared in
+    :mod:`hf_variants.settings.pretraining`, which imports nothing heavy, so that ``--help`` is fast)."""
+    settings = pretraining.parse_args(None if argv is None else list(argv))
     try:
         check_model_type(settings)
     except ValueError as error:
-        cli_arguments.build_parser().error(str(error))
+        pretraining.build_parser().error(str(error))
     return settings
 
 

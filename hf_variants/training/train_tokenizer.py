@@ -10,8 +10,7 @@ from collections.abc import Sequence
 from itertools import chain
 from pathlib import Path
 
-from hf_variants_cli.tokenizer import TokenizerArguments, parse_args
-
+from ..settings.tokenizer import TokenizerArguments, parse_args
 from ..tokenization import train_wordpiece_tokenizer
 from .data import load_text_corpus
 

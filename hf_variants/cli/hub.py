@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from .formatting import ArgumentParser, HelpFormatter
+from ..settings.arguments import ArgumentParser, HelpFormatter
 
 EXPORT_DESCRIPTION = """\
 Write a checkpoint folder (save_pretrained, run_mlm or run_glue output) as a Hub folder: weights,
@@ -55,7 +55,7 @@ def export(argv: list[str]) -> Path:
     if not (args.checkpoint / "config.json").is_file():
         parser.error(f"{args.checkpoint} is not a checkpoint folder (no config.json)")
 
-    from hf_variants.hub import export_checkpoint
+    from ..hub import export_checkpoint
 
     results_file = args.checkpoint / "results.json"
     recorded = json.loads(results_file.read_text()) if results_file.is_file() else None
@@ -73,7 +73,7 @@ def push(argv: list[str]) -> str:
 
 
 def _push_folder(folder: Path, repo_id: str, *, local_hub: Path | None = None, **options) -> str:
-    from hf_variants.hub import LocalHub, push_folder_to_hub
+    from ..hub import LocalHub, push_folder_to_hub
 
     api = LocalHub(local_hub) if local_hub is not None else None
     pushed = push_folder_to_hub(folder, repo_id, api=api, **options)
@@ -97,7 +97,7 @@ def verify(argv: list[str]) -> dict:
     if not args.folder.is_dir():
         parser.error(f"{args.folder} is not a folder")
 
-    from hf_variants.training.checkpoints import MANIFEST_FILE, CheckpointError, verify_manifest
+    from ..training.checkpoints import MANIFEST_FILE, CheckpointError, verify_manifest
 
     try:
         manifest = verify_manifest(args.folder)

@@ -1,15 +1,20 @@
-"""Arguments of ``hf-variants finetune`` (the engine: ``hf_variants.training.run_glue``).
+"""Settings of ``hf-variants finetune`` and of its engine, :func:`hf_variants.training.run_glue.run`.
 
-run_glue's own arguments are defined here, importing neither torch nor transformers' training stack,
-so that ``hf-variants finetune --help`` is fast; the engine adds every ``transformers.TrainingArguments``
-field (``--help_all`` lists them with their defaults, which imports the Trainer).
+run_glue's own settings are declared here as ``HfArgumentParser`` dataclasses (the ecosystem's way, each
+flag's help in its field), importing neither torch nor transformers' training stack, so that ``hf-variants
+finetune --help`` is fast; the engine adds every ``transformers.TrainingArguments`` field (``--help_all``
+lists them with their defaults, which imports the Trainer) and parses them all with :func:`parse_settings`.
 """
 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
+
+from .arguments import ArgumentParser, HelpFormatter, Settings
 
 #: GLUE's tasks (``hf_variants.glue.TASKS``; tests/test_cli.py checks they agree).
 TASK_NAMES = ("cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte", "wnli", "ax")
@@ -31,8 +36,8 @@ Every transformers.TrainingArguments flag is accepted as well (--learning_rate, 
 
 
 @dataclass
-class ModelArguments:
-    model_name_or_path: str = field(metadata={"help": "Checkpoint path or Hub name."})
+class ModelArguments(Settings):
+    model_name_or_path: str | None = field(default=None, metadata={"help": "Checkpoint path or Hub name (required)."})
     config_name: str | None = field(default=None, metadata={"help": "Config, if not the checkpoint's."})
     tokenizer_name: str | None = field(default=None, metadata={"help": "Tokenizer, if not the checkpoint's."})
     cache_dir: str | None = field(default=None)
@@ -56,8 +61,12 @@ class ModelArguments:
     )
 
 
+    def problems(self) -> list[str]:
+        return [] if self.model_name_or_path else ["the following arguments are required: --model_name_or_path"]
+
+
 @dataclass
-class DataTrainingArguments:
+class DataTrainingArguments(Settings):
     task_name: str | None = field(default=None, metadata={"help": f"One of {', '.join(TASK_NAMES)}."})
     glue_dir: str | None = field(default=None, metadata={"help": "Folder in the original GLUE TSV layout."})
     dataset_name: str | None = field(default=None, metadata={"help": "Hub dataset (default nyu-mll/glue)."})
@@ -88,22 +97,24 @@ class DataTrainingArguments:
     )
     heldout_seed: int = field(default=0, metadata={"help": "Seed of the --heldout_fraction split."})
 
-    def __post_init__(self) -> None:
+    def problems(self) -> list[str]:
+        problems = []
         if self.heldout_fraction is not None and not 0 < self.heldout_fraction < 1:
-            raise ValueError(f"--heldout_fraction must be between 0 and 1, got {self.heldout_fraction}.")
+            problems.append(f"--heldout_fraction must be between 0 and 1, got {self.heldout_fraction}")
         if self.task_name is None and self.train_file is None and self.dataset_name is None:
-            raise ValueError("Give --task_name (GLUE), --train_file or --dataset_name.")
+            problems.append("give --task_name (GLUE), --train_file or --dataset_name")
         given_files = [f"--{name}" for name in ("train_file", "validation_file", "test_file") if getattr(self, name)]
         if self.glue_dir is not None and given_files:
-            raise ValueError(f"--glue_dir and {'/'.join(given_files)} are two sources of data: give one of them.")
+            problems.append(f"--glue_dir and {'/'.join(given_files)} are two sources of data: give one of them")
         for name in ("train_file", "validation_file", "test_file"):
             path = getattr(self, name)
             if path is not None and Path(path).suffix.lower() not in (".csv", ".json", ".jsonl"):
-                raise ValueError(f"--{name} {path} must be a .csv or .json(l) file.")
+                problems.append(f"--{name} {path} must be a .csv or .json(l) file")
+        return problems
 
 
 @dataclass
-class RunArguments:
+class RunArguments(Settings):
     overwrite_output_dir: bool = field(
         default=False, metadata={"help": "Delete the contents of a non-empty --output_dir that holds another run."}
     )
@@ -118,6 +129,34 @@ class RunArguments:
     )
 
 
+def parser_class() -> type:
+    """``transformers.HfArgumentParser`` with this package's two-line usage error."""
+    from transformers import HfArgumentParser
+
+    class FinetuneArgumentParser(HfArgumentParser):
+        error = ArgumentParser.error
+
+    return FinetuneArgumentParser
+
+
+def parse_settings(parser: Any, argv: Sequence[str] | None) -> tuple[Any, ...]:
+    """The command line as one instance of each of ``parser``'s dataclasses, as
+    ``HfArgumentParser.parse_args_into_dataclasses`` builds them, except that every dataclass is built
+    before a problem is reported, so that one usage error names every mistake (a missing
+    --model_name_or_path and a missing task together)."""
+    namespace = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    built, problems = [], []
+    for settings_class in parser.dataclass_types:
+        names = {item.name for item in fields(settings_class) if item.init}
+        try:
+            built.append(settings_class(**{name: value for name, value in vars(namespace).items() if name in names}))
+        except ValueError as error:
+            problems.append(str(error).rstrip("."))
+    if problems:
+        parser.error("; ".join(problems))
+    return tuple(built)
+
+
 def parse_or_help(argv: list[str]) -> None:
     """``--help``: run_glue's own arguments (fast); ``--help_all``: with every ``TrainingArguments``
     field. Otherwise nothing: the engine parses ``argv`` itself."""
@@ -127,15 +166,8 @@ def parse_or_help(argv: list[str]) -> None:
         every_field = (ModelArguments, DataTrainingArguments, TrainingArguments, RunArguments)
         HfArgumentParser(every_field, prog="hf-variants finetune").parse_args(["--help"])
     if "-h" in argv or "--help" in argv:
-        from transformers.hf_argparser import HfArgumentParser
-
-        parser = HfArgumentParser((ModelArguments, DataTrainingArguments, RunArguments), prog="hf-variants finetune",
-                                  description=DESCRIPTION, epilog=EPILOG, formatter_class=_formatter())  # fmt: skip
+        parser = parser_class()((ModelArguments, DataTrainingArguments, RunArguments), prog="hf-variants finetune",
+                                description=DESCRIPTION, epilog=EPILOG, formatter_class=HelpFormatter)  # fmt: skip
         parser.print_help()
         sys.exit(0)
 
-
-def _formatter() -> type:
-    from .formatting import HelpFormatter
-
-    return HelpFormatter

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 
-from .formatting import ArgumentParser
+from ..settings.arguments import ArgumentParser
 
 DISTRIBUTION = "hf-variants"
 
@@ -24,28 +24,28 @@ class Command:
 
 
 def _pretrain(argv: list[str]) -> object:
-    from .pretrain import parse_args
+    from ..settings.pretraining import parse_args
 
     parse_args(argv)  # --help and argument errors before the engine is imported
-    from hf_variants.training.run_mlm import main
+    from ..training.run_mlm import main
 
     return main(argv)
 
 
 def _finetune(argv: list[str]) -> object:
-    from .finetune import parse_or_help
+    from ..settings.finetuning import parse_or_help
 
     parse_or_help(argv)
-    from hf_variants.training.run_glue import main
+    from ..training.run_glue import main
 
     return main(argv)
 
 
 def _train_tokenizer(argv: list[str]) -> object:
-    from .tokenizer import parse_args
+    from ..settings.tokenizer import parse_args
 
     args = parse_args(argv)
-    from hf_variants.training.train_tokenizer import train_tokenizer
+    from ..training.train_tokenizer import train_tokenizer
 
     return train_tokenizer(args)
 
@@ -63,16 +63,16 @@ def _push(argv: list[str]) -> object:
 
 
 def _compare(argv: list[str]) -> object:
-    from .compare import parse_args
+    from ..settings.compare import parse_args
 
     parse_args(argv)  # --help and argument errors before the lab is imported
-    from hf_variants.lab import require_lab_extra
+    from ..lab import require_lab_extra
 
     try:
         require_lab_extra()  # before the first model is trained, not when the report draws its figures
     except ImportError as error:
         raise SystemExit(f"hf-variants compare: {error}") from None
-    from hf_variants.lab.compare import main
+    from ..lab.compare import main
 
     return main(argv)
 
@@ -115,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="hf-variants",
         description="Research Transformer encoders as HuggingFace models: pretrain, fine-tune, export, compare.",
         epilog="Run 'hf-variants COMMAND --help' for a command's arguments and their defaults. Multi-process: "
-        "'accelerate launch -m hf_variants_cli pretrain ...'.",
+        "'accelerate launch -m hf_variants.cli pretrain ...'.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

@@ -8,7 +8,7 @@ import platform
 from importlib import metadata
 from typing import Any
 
-from .formatting import ArgumentParser
+from ..settings.arguments import ArgumentParser
 
 LIBRARIES = ("hf-variants", "torch", "transformers", "accelerate", "datasets", "evaluate", "huggingface_hub",
              "tokenizers", "torchdiffeq")  # fmt: skip
@@ -20,7 +20,7 @@ def info() -> dict[str, Any]:
 
     import hf_variants
 
-    from .compare import DATA_ENV
+    from ..settings.compare import DATA_ENV
 
     versions = {"python": platform.python_version()}
     versions.update({name: metadata.version(name) for name in LIBRARIES})

@@ -1,0 +1,90 @@
+"""The "Which variant?" table (docs/which-variant.md): for each variant, what this package measured
+against its matched control — the main job's verdict, the classification grid's, the cost in training
+throughput and memory, and the runs that failed or did not learn — read from the committed records,
+never typed by hand (``scripts/render_tables.py`` writes it)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from . import verdicts
+from .grid import load_grid
+from .grid import run_outcome as grid_run_outcome
+
+#: The variants, each at its paper's default, in the order of the pages.
+VARIANTS = ("macaron_bert", "mgk_bert", "transject", "node_transformer")
+#: The sizes of the benchmark rows shown: hidden size, sequence length.
+BENCHMARK_SHAPES = ((256, 128), (256, 512))
+
+
+def main_job_verdicts(results_file: Path) -> dict[str, list[str]]:
+    """Variant → its verdict on each task of a ``hf-variants compare`` report's ``results.json``, and each
+    of its own runs that does not count (the control's are named in the report)."""
+    from .compare import run_outcomes
+
+    results = json.loads(results_file.read_text(encoding="utf-8"))
+    models = results["models"]
+    found: dict[str, list[str]] = {}
+    for control, entry in models.items():
+        variant = entry.get("control_of")
+        if variant not in VARIANTS:
+            continue
+        for task in results["tasks"]:
+            tuned, tuned_control = models[variant]["fine_tuning"][task], models[control]["fine_tuning"][task]
+            verdict = verdicts.pair_verdict(run_outcomes(tuned["runs"]), run_outcomes(tuned_control["runs"]))
+            lines = [f"{task}: {verdict.text}"]
+            lines += [f"held-out run at {rate}: {why}" for rate, why in tuned.get("heldout_left_out", {}).items()]
+            found.setdefault(variant, []).extend(lines)
+    return found
+
+
+def grid_verdicts(grid_dir: Path, tasks: list[str]) -> dict[str, list[str]]:
+    """Variant (at its default settings) → its verdict on each task of the classification grid."""
+    found: dict[str, list[str]] = {}
+    for task in tasks:
+        if not (grid_dir / task / "run_fingerprint.json").is_file():
+            continue
+        for spec, roles in load_grid(grid_dir / task)["cells"].items():
+            if spec not in VARIANTS or not roles["variant"]["seeds"] or not roles["control"]["seeds"]:
+                continue
+            outcomes = [{seed: grid_run_outcome(record) for seed, record in roles[role]["seeds"].items()}
+                        for role in ("variant", "control")]  # fmt: skip
+            found.setdefault(spec, []).append(f"{task}: {verdicts.pair_verdict(*outcomes).text}")
+    return found
+
+
+def benchmark_costs(benchmark_file: Path) -> dict[str, list[str]]:
+    """Variant → its training throughput and training-state memory as shares of its matched control's, at
+    each benchmarked shape of :data:`BENCHMARK_SHAPES` (docs/benchmarks/model_benchmark.json)."""
+    rows = json.loads(benchmark_file.read_text(encoding="utf-8"))["rows"]
+    by_key = {(row["model"], row["hidden"], row["length"]): row for row in rows}
+    found: dict[str, list[str]] = {}
+    for variant in VARIANTS:
+        for hidden, length in BENCHMARK_SHAPES:
+            row, control = by_key.get((variant, hidden, length)), by_key.get((f"control of {variant}", hidden, length))
+            if row is None or control is None:
+                continue
+            memory = row["training_state_bytes"] / control["training_state_bytes"]
+            found.setdefault(variant, []).append(
+                f"{length} tokens: {row['throughput_vs_control']:.2f}× the tokens/s, {memory:.2f}× the memory"
+            )
+    return found
+
+
+def which_variant_table(results_file: Path, grid_dir: Path, grid_tasks: list[str], benchmark_file: Path) -> str:
+    """One row per variant: the main job's verdicts, the grid's, and the cost against the control."""
+    main_job = main_job_verdicts(results_file)
+    grid = grid_verdicts(grid_dir, grid_tasks)
+    costs = benchmark_costs(benchmark_file)
+    lines = [
+        "| variant | main job (`hf-variants compare`, embedded task) | classification grid (from scratch) | "
+        "cost against its control (training, hidden 256) |",
+        "|---|---|---|---|",
+    ]
+    for variant in VARIANTS:
+        cells: list[Any] = [main_job.get(variant), grid.get(variant), costs.get(variant)]
+        shown = ["<br>".join(cell) if cell else "not measured" for cell in cells]
+        lines.append(f"| [{variant}](variants/{variant}.md) | " + " | ".join(shown) + " |")
+    return "\n".join(lines) + "\n"

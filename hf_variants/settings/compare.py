@@ -1,0 +1,160 @@
+"""Settings of ``hf-variants compare``, the main job (:func:`hf_variants.lab.compare.main`): one
+field per flag, declared once, with the budgets of ``--preset`` as data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .arguments import Settings, argument_parser, parse_into, setting
+from .checks import above, at_least, open_interval, seed_range
+
+#: The environment variable naming a local data folder (wikitext-2/ and glue/), read without --data_dir.
+DATA_ENV = "HF_VARIANTS_DATA"
+#: The BERT control from this package's core first (the baseline), then the four variants. ``bert``
+#: (``transformers``' own BertForMaskedLM) can be added as an external reference.
+DEFAULT_MODELS = ("bert_control", "macaron_bert", "mgk_bert", "transject", "node_transformer")
+
+DESCRIPTION = """\
+The main job: pretrain every chosen model and its matched control (the same model with only its idea
+turned off) at one size with MLM, fine-tune each with several seeds at a learning rate chosen on
+held-out training data, give each variant-vs-control verdict as a seed-paired interval,
+reload everything through the Auto classes, measure, and write a report folder (report.md,
+results.json, PNG figures).
+
+Data: the package's embedded synthetic language and its tasks (attractor_number by default;
+subject_number, agreement), unless asked for otherwise: --data_dir (wikitext-2/ and glue/ in the GLUE
+TSV layout), else the HF_VARIANTS_DATA environment variable (a folder of the same layout), else
+--from_hub. The Hub is never tried unless asked for.
+
+Two calibration models are added (--no_calibration_controls leaves them out): the BERT control without
+token mixing (the positive control, which must come out below) and under other seeds (the negative
+control, which must hold 0); the report's first line says whether the budget can be trusted.
+
+--preset picks the budget: 'minutes' (the default: minutes on a 2-core CPU, every variant against its
+control over 3 fine-tuning seeds) or 'full' (the larger, slower comparison for real data:
+2 layers, 200 MLM steps, 600 fine-tuning steps, three learning rates). Any flag below overrides its
+preset's value.
+"""
+
+#: The budgets of ``--preset``: flag name → value. Flags set on the command line override them.
+PRESETS: dict[str, dict[str, object]] = {
+    "minutes": {
+        "num_layers": 1, "max_seq_length": 32, "pretrain_steps": 100, "finetune_steps": 200,
+        "finetune_learning_rates": [1e-3, 3e-3], "num_seeds": 3,
+    },
+    "full": {
+        "num_layers": 2, "max_seq_length": 64, "pretrain_steps": 200, "finetune_steps": 600,
+        "finetune_learning_rates": [3e-4, 1e-3, 3e-3], "num_seeds": 3,
+    },
+}  # fmt: skip
+DEFAULT_PRESET = "minutes"
+
+
+PRESET_FIELDS = tuple(PRESETS[DEFAULT_PRESET])
+
+
+@dataclass(kw_only=True)
+class CompareArguments(Settings):
+    """``hf-variants compare``'s settings, typed. A field of :data:`PRESET_FIELDS` left ``None`` takes its
+    value from ``preset``; every value meets its flag's check, from a command line or from Python."""
+
+    preset: str = setting(
+        DEFAULT_PRESET, choices=sorted(PRESETS),
+        help="The budget: 'minutes' (default; " + ", ".join(f"{k}={v}" for k, v in PRESETS["minutes"].items())
+        + ") or 'full' (" + ", ".join(f"{k}={v}" for k, v in PRESETS["full"].items()) + ").",
+    )  # fmt: skip
+    models: list[str] = setting(
+        default_factory=lambda: list(DEFAULT_MODELS),
+        help="Model types, each optionally with config fields: e.g. macaron_bert:attention_type=mgk or "
+        "node_transformer:attention_type=mlk. Default: the BERT control and the four variants; add 'bert' for "
+        "transformers' BertForMaskedLM as an external reference.",
+    )
+    no_matched_controls: bool = setting(
+        False, help="Do not add each variant's matched control (the same model with only its idea turned off, at "
+        "the same sizes) after it.",
+    )  # fmt: skip
+    no_calibration_controls: bool = setting(
+        False, help="Do not add the two models that show what the comparison can detect: the BERT control without "
+        "token mixing (positive control: it must come out below) and under other seeds (negative control: it must "
+        "hold 0).",
+    )  # fmt: skip
+    output_dir: Path = setting(Path("outputs/compare"), help="The report folder.")
+    overwrite_output_dir: bool = setting(
+        False, help="Replace another comparison in --output_dir (its files and every model's runs); without it a "
+        "folder holding another comparison is refused, and one holding this comparison continues it.",
+    )  # fmt: skip
+    data_dir: Path | None = setting(None, help="Folder with wikitext-2/ and glue/ (GLUE TSV layout).")
+    tasks: list[str] | None = setting(
+        None, help="GLUE tasks (default sst2 with --data_dir, $HF_VARIANTS_DATA or --from_hub) or embedded tasks: "
+        "attractor_number (default), subject_number, agreement.",
+    )  # fmt: skip
+    from_hub: bool = setting(
+        False, help="Take WikiText-2 and the GLUE tasks from the Hub (never tried otherwise; an error when it does "
+        "not answer).",
+    )  # fmt: skip
+    attractors: int | None = setting(
+        None, parse=at_least(0),
+        help="Difficulty of the embedded attractor_number task: the most phrases, each with a noun of either "
+        "number, between the subject and its verb (default: the level calibrated in docs/main-job.md).",
+    )  # fmt: skip
+    tokenizer: str | None = setting(None, help="Use this tokenizer (path or Hub name) instead of training one.")
+    vocab_size: int | None = setting(
+        None, parse=at_least(16), help="Of the trained tokenizer (default 8000; 200 synthetic)."
+    )
+    hidden_size: int = setting(128, parse=at_least(1), help="Hidden size of every model.")
+    num_layers: int | None = setting(None, parse=at_least(1), help="Layers (blocks) of every model.")
+    head_size: int = setting(32, parse=at_least(1), help="Width of one attention head.")
+    node_tolerance: float = setting(1e-3, parse=above(0), help="rtol = atol of the N-ODE solver.")
+    max_seq_length: int | None = setting(None, parse=at_least(3), help="Tokens per example.")
+    pretrain_steps: int | None = setting(None, parse=at_least(1), help="MLM steps per model.")
+    pretrain_seconds: float | None = setting(None, parse=above(0), help="Also stop pretraining after this much time.")
+    pretrain_batch_size: int = setting(16, parse=at_least(1), help="MLM examples per step.")
+    pretrain_learning_rate: float = setting(1e-3, parse=above(0), help="MLM learning rate.")
+    max_pretrain_eval_samples: int = setting(256, parse=at_least(1), help="MLM validation examples.")
+    finetune_steps: int | None = setting(None, parse=at_least(1), help="Fine-tuning steps per run.")
+    finetune_batch_size: int = setting(32, parse=at_least(1), help="Fine-tuning examples per step.")
+    finetune_learning_rates: list[float] | None = setting(
+        None, parse=above(0), aliases=("--finetune_learning_rate",),
+        help="Fine-tuning learning rates; with more than one, each model's is chosen per task by its score on a "
+        "held-out tenth of the training split (the dev set is seen only by the final runs).",
+    )  # fmt: skip
+    num_seeds: int | None = setting(
+        None, parse=at_least(1),
+        help="Fine-tuning runs per model and task at the chosen learning rate, with seeds --seed, --seed + 1, …; "
+        "each variant-vs-control verdict is the paired interval over them.",
+    )  # fmt: skip
+    heldout_fraction: float = setting(
+        0.1, parse=open_interval(0, 1), help="Share of the training split held out for choosing the learning rate."
+    )
+    analysis_sentences: int = setting(32, parse=at_least(1), help="Dev sentences the analysis reads.")
+    seed: int = setting(42, parse=seed_range(), help="Seed of data, initialisation and masks.")
+    workers: int = setting(
+        2, parse=at_least(1),
+        help="Runs trained side by side (each on its share of the CPU threads); 1 runs them one after another in "
+        "this process.",
+    )  # fmt: skip
+    disable_tqdm: bool = setting(False, help="No progress bars.")
+
+    def __post_init__(self) -> None:
+        if self.preset in PRESETS:
+            for name, value in PRESETS[self.preset].items():
+                if getattr(self, name) is None:
+                    setattr(self, name, list(value) if isinstance(value, list) else value)
+        super().__post_init__()
+
+    def problems(self) -> list[str]:
+        rates = self.finetune_learning_rates or []
+        if len(set(rates)) != len(rates):
+            return [f"argument --finetune_learning_rates: needs distinct rates, got {rates}"]
+        return []
+
+
+def build_parser(prog: str = "hf-variants compare"):
+    """The command line, generated from :class:`CompareArguments`."""
+    return argument_parser(CompareArguments, prog, DESCRIPTION)
+
+
+def parse_args(argv: list[str] | None = None, prog: str = "hf-variants compare") -> CompareArguments:
+    """The command line as typed settings, every flag it leaves unset taken from ``--preset``."""
+    return parse_into(CompareArguments, build_parser(prog), argv)
