@@ -115,12 +115,10 @@ def add_arguments(parser: argparse.ArgumentParser, settings_class: type) -> argp
         kind, is_list = _value_type(hints[field.name])
         options: dict[str, Any] = {"dest": field.name, "help": help_text, "default": _default(field)}
         if kind is bool:
+            target.add_argument(*flags, action="store_true", **options)
             if field.default is True:
-                target.add_argument(*flags, action="store_true", **options)
                 target.add_argument(f"--no_{field.name}", action="store_false", dest=field.name,
                                     help=f"Turn --{field.name} off.")  # fmt: skip
-            else:
-                target.add_argument(*flags, action="store_true", **options)
             continue
         options["type"] = _parser_of(field, hints[field.name])
         if "choices" in field.metadata:
