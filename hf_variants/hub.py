@@ -5,12 +5,13 @@
 * ``config.json`` with an ``auto_map`` entry for ``AutoConfig`` and **every** Auto head class (a
   plain ``save_pretrained`` maps only the class that was saved),
 * the weights as ``model.safetensors``,
-* the variant's code, flattened: its configuration and modeling files plus the core files they
-  import and the spec and modeling modules of the checkpoint's pair (token mixer and layer scheme) —
-  no other idea's code; a config imports the specs only — with ``from ..core.x import`` rewritten to
-  ``from .x import`` (transformers copies a
-  remote-code module together with its same-folder relative imports, and checks the third-party
-  imports of those files, such as ``torchdiffeq``, naming any that is missing with its pip command),
+* the variant's code, flattened into one folder by :mod:`hf_variants.export_code` (the generated step
+  that moves each relative import to its same-folder form and lists the pair's modules): its
+  configuration and modeling files, the core files they import and the spec and modeling modules of the
+  checkpoint's pair (token mixer and layer scheme) — no other idea's code; a config imports the specs
+  only (transformers copies a remote-code module together with its same-folder relative imports, and
+  checks their third-party imports, such as ``torchdiffeq``, naming any that is missing with its pip
+  command; the registries do the same for a folder on disk),
 * the tokenizer files when a tokenizer is given,
 * ``README.md``, the model card rendered from ``hf_variants/model_cards/<model_type>.md`` with YAML metadata
   (``library_name``, tags incl. ``custom_code``, ``pipeline_tag``, ``base_model``, ``language``,
@@ -24,7 +25,6 @@ is the same upload into a local folder, for machines without the Hub.
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 import shutil
@@ -41,8 +41,9 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from huggingface_hub.utils import filter_repo_objects, validate_repo_id
 from transformers import PreTrainedModel
 
-from .core.composition import ATTENTION_TYPES, LAYER_SCHEMES, pair_modules
+from .core.composition import pair_modules
 from .core.registration import VARIANTS, Variant
+from .export_code import flatten_modules, registered_imports
 from .training.checkpoints import (
     FINGERPRINT_FILE,
     file_states,
@@ -113,8 +114,6 @@ REQUIREMENTS_BY_FILE = {"modeling_ode.py": "torchdiffeq"}
 #: Files a push never uploads (caches, hidden files such as the folder's lock).
 PUSH_IGNORE_PATTERNS = ["**/__pycache__/**", "__pycache__/**", ".*", "**/.*"]
 
-_RELATIVE_IMPORT = re.compile(r"^(\s*from\s+)(\.+)([\w.]*)(\s+import\b)", re.MULTILINE)
-
 
 @dataclass(frozen=True)
 class TaskResult:
@@ -150,96 +149,23 @@ def glue_task_results(task_name: str | None, results: dict[str, Any]) -> list[Ta
 # --------------------------------------------------------------------------------------------
 # Code flattening
 # --------------------------------------------------------------------------------------------
-def _module_file(module_name: str) -> Path:
-    relative = module_name.split(".", 1)[1].replace(".", "/") if "." in module_name else ""
-    return PACKAGE_DIR / f"{relative}.py"
-
-
-def _resolve_relative(module_name: str, dots: str, target: str) -> str:
-    package = module_name.rsplit(".", len(dots))[0]
-    return f"{package}.{target}" if target else package
-
-
 def flattened_code_files(variant: Variant, config: transformers.PretrainedConfig | None = None) -> dict[str, str]:
     """``{file name: source}`` of every hf_variants module the variant's classes need for ``config``'s
-    pair (default: the variant's own pair), flattened into one folder with relative imports rewritten
-    to same-folder imports.
+    pair (default: the variant's own pair), flattened into one folder by :mod:`hf_variants.export_code`.
 
-    The registries import an idea's module only when it is looked up, so the pair's two modules are
-    added here — and those of the model type's default pair, which transformers builds
-    (``config_class()``) whenever it logs or saves a config, to diff it against the defaults — and
-    ``composition.py`` gets static imports of them: transformers' remote-code loader copies exactly the
-    files a module imports. Raises ``ValueError`` if two needed modules share a file name, or a module
-    imports a package ``__init__`` (which cannot be flattened).
+    The registries import an idea's modules by name, so the export's generated ``registered_*`` modules list
+    the pair's — and those of the model type's default pair, which transformers builds (``config_class()``)
+    whenever it logs or saves a config, to diff it against the defaults. Raises ``ValueError`` if two needed
+    modules share a file name, or a module imports a package ``__init__`` (which cannot be flattened).
     """
     default = variant.config_class()
     config = config if config is not None else default
     pairs = list(dict.fromkeys([(config.attention_type, config.layer_scheme),
                                 (default.attention_type, default.layer_scheme)]))  # fmt: skip
-    pair = [module for attention_type, layer_scheme in pairs for module in pair_modules(attention_type, layer_scheme)]
-    roots = [variant.config_class.__module__, *(cls.__module__ for cls in variant.models.values()), *pair]
-    files: dict[str, str] = {}
-    seen: set[str] = set()
-    pending = list(dict.fromkeys(roots))
-    while pending:
-        module_name = pending.pop()
-        if module_name in seen:
-            continue
-        seen.add(module_name)
-        path = _module_file(module_name)
-        if not path.is_file():
-            raise ValueError(f"Cannot flatten {module_name}: {path} is not a module file (package __init__?).")
-        source = path.read_text(encoding="utf-8")
-
-        def rewrite(match: re.Match[str], module_name: str = module_name) -> str:
-            target = _resolve_relative(module_name, match.group(2), match.group(3))
-            pending.append(target)
-            return f"{match.group(1)}.{target.rsplit('.', 1)[-1]}{match.group(4)}"
-
-        flat_source = _RELATIVE_IMPORT.sub(rewrite, source)
-        ast.parse(flat_source)  # the rewrite must keep the file valid Python
-        name = path.name
-        if name in files:
-            raise ValueError(f"Two modules flatten to the same file name {name!r}.")
-        files[name] = flat_source
-    flag = "IDEA_FOLDERS_FLATTENED = False\n"
-    if flag not in files["composition.py"]:
-        raise ValueError(f"composition.py has no line {flag.strip()!r} to set for the flattened export.")
-    files["composition.py"] = files["composition.py"].replace(flag, "IDEA_FOLDERS_FLATTENED = True\n", 1)
-    specs, implementations = zip(*(_pair_classes(*pair) for pair in pairs), strict=True)
-    _append_imports(files, "composition.py", [reference for spec in specs for reference in spec], "specs",
-                    "the registries above import them by name")  # fmt: skip
-    _append_imports(files, "modeling_encoder.py", [reference for impl in implementations for reference in impl],
-                    "implementations", "the registries import them by name when a model is built")  # fmt: skip
-    extra = requirements(files)[2:]
-    if extra:  # transformers checks the third-party imports of the file it loads (not of the files it imports);
-        # a config needs none of them (it imports the pair's specs only), so the model files name them
-        entry_files = {_module_file(module).name for module in roots[1 : 1 + len(variant.models)]}
-        for name in entry_files:
-            files[name] += (
-                "\n\n# Requirements of this checkpoint's pair (written by hf_variants.hub): transformers' remote-code "
-                "loader names\n# a missing one, with its pip command, when the repository loads.\n"
-                + "".join(f"import {package}  # noqa: E402, F401\n" for package in extra)
-            )
-    return files
-
-
-def _pair_classes(attention_type: str, layer_scheme: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """``(module, class name)`` of a pair's two specs, and of its two implementations."""
-    references = [registry.references(name)
-                  for registry, name in ((ATTENTION_TYPES, attention_type), (LAYER_SCHEMES, layer_scheme))]  # fmt: skip
-    return [found[0] for found in references], [found[-1] for found in references]
-
-
-def _append_imports(files: dict[str, str], name: str, references: list[tuple[str, str]], what: str, why: str) -> None:
-    """Static imports of the pair's ``what`` at the end of the flattened file ``name``: transformers'
-    remote-code loader copies exactly the files a module imports."""
-    lines = dict.fromkeys(f"from .{module.rsplit('.', 1)[-1]} import {cls}  # noqa: E402, F401\n"
-                          for module, cls in references)  # fmt: skip
-    files[name] += (
-        f"\n\n# The {what} of this checkpoint's pair (written by hf_variants.hub): {why},\n"
-        "# and transformers' remote-code loader copies the files that a module imports.\n" + "".join(lines)
-    )
+    for attention_type, layer_scheme in pairs:
+        pair_modules(attention_type, layer_scheme)  # a clear error for an unregistered name
+    roots = [variant.config_class.__module__, *(cls.__module__ for cls in variant.models.values())]
+    return flatten_modules(roots, generated=registered_imports(pairs))
 
 
 def requirements(files: Iterable[str]) -> list[str]:

@@ -8,7 +8,9 @@ committed result files (``hf_variants.lab.tables``); nothing in them is typed by
 The page's blocks lie between ``<!-- BEGIN generated: NAME -->`` and ``<!-- END generated: NAME -->``
 (NAME: ``classification``, ``transject-bounds``, ``parity``, ``transject-readings``, ``pretraining-budget``,
 ``pretraining-budget-long``, ``glue-after-pretraining``); docs/which-variant.md's ``which-variant`` block
-comes from the main job's default report, the classification grid and the model benchmark.
+comes from the main job's default report, the classification grid and the model benchmark. It also
+writes the package's two generated modules ``hf_variants/core/registered_{specs,implementations}.py``
+(from the registries, ``hf_variants.export_code``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from hf_variants.export_code import module_file, registered_imports
 from hf_variants.lab.glue_after_pretraining import budget_study_table, pair_study_table
 from hf_variants.lab.tables import (
     PAIRS,
@@ -182,6 +185,8 @@ def main() -> None:
             GRID, "From-scratch classification: each variant against its matched control", COMMAND
         ),
     }
+    # the package's generated modules that list the registries' files (hf_variants.export_code)
+    pages.update({module_file(module): source for module, source in registered_imports().items()})
     for name in TRANSJECT_GRIDS:
         if (experiments / name).is_dir():
             title = f"TransJect's layers on the classification grid ({TRANSJECT_GRIDS[name].removeprefix('--pairs ')})"

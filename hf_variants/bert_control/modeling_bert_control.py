@@ -63,18 +63,28 @@ class BertControlModel(BertControlPreTrainedModel, EncoderModel):
 class BertControlForMaskedLM(BertControlPreTrainedModel, EncoderForMaskedLM):
     """The BERT control with the masked-LM head (decoder tied to the word embeddings)."""
 
+    base_model_class = BertControlModel
+
 
 class BertControlForSequenceClassification(BertControlPreTrainedModel, EncoderForSequenceClassification):
     """The BERT control with a sequence classification/regression head on the pooled output."""
+
+    base_model_class = BertControlModel
 
 
 class BertControlForTokenClassification(BertControlPreTrainedModel, EncoderForTokenClassification):
     """The BERT control with a token classification head."""
 
+    base_model_class = BertControlModel
+
 
 class BertControlForQuestionAnswering(BertControlPreTrainedModel, EncoderForQuestionAnswering):
     """The BERT control with an extractive question-answering (span) head."""
 
+    base_model_class = BertControlModel
+
 
 class BertControlForMultipleChoice(BertControlPreTrainedModel, EncoderForMultipleChoice):
     """The BERT control with a multiple-choice head."""
+
+    base_model_class = BertControlModel

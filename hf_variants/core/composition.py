@@ -31,6 +31,7 @@ import importlib
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .ideas import ConfigurableIdea, MatchedSize
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 
     from .configuration_encoder import EncoderConfig
     from .encoder_layers import LayerScheme
+    from .registered_specs import *  # noqa: F403 - the files the registries below may import by name
 
 
 @dataclass(frozen=True)
@@ -120,9 +122,9 @@ class IdeaRegistry(MutableMapping[str, type]):
         return [self.references(name)[-1][1] for name in self]
 
 
-#: Whether the idea folders are flattened into this module's own folder (``hf_variants.hub`` sets it in the
-#: copy of this file that a Hub export ships, whose files all sit in one folder).
-IDEA_FOLDERS_FLATTENED = False
+#: Whether the idea folders are flattened into this module's own folder, read from the files beside it: in the
+#: package each idea has its folder (``mixers/<key>/``), in a Hub export every file sits in one folder.
+IDEA_FOLDERS_FLATTENED = not (Path(__file__).parent / "mixers").is_dir()
 
 
 def _package_idea(folder: str, spec_class: str, implementation_class: str) -> IdeaModules:

@@ -9,12 +9,16 @@ one-line subclasses::
         base_model_prefix = "my_variant"
 
     class MyModel(MyPreTrainedModel, EncoderModel): ...
-    class MyForMaskedLM(MyPreTrainedModel, EncoderForMaskedLM): ...
-    class MyForSequenceClassification(MyPreTrainedModel, EncoderForSequenceClassification): ...
+
+    class MyForMaskedLM(MyPreTrainedModel, EncoderForMaskedLM):
+        base_model_class = MyModel
+
+    class MyForSequenceClassification(MyPreTrainedModel, EncoderForSequenceClassification):
+        base_model_class = MyModel
     ...
 
-Defining ``MyModel`` makes it the backbone that every ``My*`` head builds under the attribute
-``base_model_prefix``, so checkpoints load across heads the way BERT's do.
+Each head names its backbone (``base_model_class = MyModel``) and builds it under the attribute
+``base_model_prefix``, so checkpoints load across heads the way BERT's do (``self.bert = BertModel(config)``).
 
 The layer protocol (:class:`~hf_variants.core.encoder_layers.LayerScheme`): ``layer(hidden_states,
 padding_mask, *context, output_attentions=...)`` returns ``(hidden_states, attention probabilities or
@@ -30,7 +34,7 @@ import contextlib
 import copy
 import functools
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import nn
@@ -66,6 +70,9 @@ from .outputs import (
     EncoderSequenceClassifierOutput,
     EncoderTokenClassifierOutput,
 )
+
+if TYPE_CHECKING:
+    from .registered_implementations import *  # noqa: F403 - the layers and mixers a model may build, by name
 
 logger = logging.get_logger(__name__)
 
@@ -157,14 +164,8 @@ class EncoderPreTrainedModel(PreTrainedModel):
     accepts_loss_kwargs = False
     _can_record_outputs = RECORDED_OUTPUTS
     embeddings_class: ClassVar[type[nn.Module]] = EncoderEmbeddings
-    # Set when the variant's ``EncoderModel`` subclass is defined (see ``EncoderModel.__init_subclass__``).
+    #: The backbone a head builds under ``base_model_prefix`` (each head of a variant names its ``…Model``).
     base_model_class: ClassVar[type[PreTrainedModel] | None] = None
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if "_no_split_modules" not in cls.__dict__:  # every layer a registered scheme can build; a built
-            # model narrows it to the layer classes it holds (post_init)
-            cls._no_split_modules = [cls.embeddings_class.__name__, *LAYER_SCHEMES.class_names()]
 
     def __init__(self, config: EncoderConfig, *args: Any, **kwargs: Any) -> None:
         config.validate()  # also fills the fields of a pair changed after the config was built
@@ -185,31 +186,21 @@ class EncoderPreTrainedModel(PreTrainedModel):
 
     def post_init(self) -> None:
         """transformers' ``post_init``, with ``_no_split_modules`` (the blocks ``device_map`` must keep on one
-        device) read off the model: its embeddings and the classes of the layers it holds, whatever a
+        device) read off the built model: its embeddings and the classes of the layers it holds, whatever a
         scheme builds (e.g. the ode scheme's vanilla eq. (1) blocks), with no list of idea names here."""
         layers = {type(module).__name__ for module in self.modules() if isinstance(module, LayerScheme)}
         self._no_split_modules = [self.embeddings_class.__name__, *sorted(layers)]
         super().post_init()
 
-    def _refuse_inexact_checkpointing(self) -> None:
-        reason = gradient_checkpointing_error(self.config)
+    def _set_gradient_checkpointing(self, enable: bool = True, *args: Any, **kwargs: Any) -> None:
+        """Where every transformers entry point (``gradient_checkpointing_enable``, and its newer name
+        ``activation_checkpointing_enable``) turns checkpointing on, before anything changes: a pair whose
+        recomputation would not be exact (:func:`~hf_variants.core.composition.gradient_checkpointing_error`)
+        refuses it with the reason."""
+        reason = gradient_checkpointing_error(self.config) if enable else None
         if reason is not None:
             raise ValueError(reason)
-
-    # Newer transformers renamed gradient_checkpointing_enable to activation_checkpointing_enable (the
-    # old name warns and forwards to the new one): the check sits on the entry point this version
-    # has, so that neither name warns unless the user calls the deprecated one.
-    if hasattr(PreTrainedModel, "activation_checkpointing_enable"):
-
-        def activation_checkpointing_enable(self, *args: Any, **kwargs: Any) -> None:
-            self._refuse_inexact_checkpointing()
-            super().activation_checkpointing_enable(*args, **kwargs)
-
-    else:
-
-        def gradient_checkpointing_enable(self, *args: Any, **kwargs: Any) -> None:
-            self._refuse_inexact_checkpointing()
-            super().gradient_checkpointing_enable(*args, **kwargs)
+        super()._set_gradient_checkpointing(enable, *args, **kwargs)
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
@@ -270,8 +261,8 @@ class EncoderPreTrainedModel(PreTrainedModel):
     def _build_base_model(self, config: EncoderConfig, add_pooling_layer: bool) -> None:
         if self.base_model_class is None:
             raise TypeError(
-                f"{type(self).__name__} has no backbone: define `class ...Model(<Variant>PreTrainedModel, "
-                "EncoderModel)` before its heads."
+                f"{type(self).__name__} has no backbone: give it `base_model_class = <Variant>Model` (the "
+                "variant's `class <Variant>Model(<Variant>PreTrainedModel, EncoderModel)`)."
             )
         setattr(self, self.base_model_prefix, self.base_model_class(config, add_pooling_layer=add_pooling_layer))
 
@@ -302,16 +293,6 @@ class EncoderPreTrainedModel(PreTrainedModel):
 
 class EncoderModel(EncoderPreTrainedModel):
     """The bare encoder: embeddings → layers → (pooler). Outputs :class:`EncoderOutput`."""
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        for base in cls.__mro__[1:]:
-            if issubclass(base, EncoderPreTrainedModel) and not issubclass(base, EncoderModel):
-                # The first backbone defined for a variant is its backbone: a later subclass (a user's)
-                # must not rewire the package's heads.
-                if base is not EncoderPreTrainedModel and "base_model_class" not in base.__dict__:
-                    base.base_model_class = cls
-                break
 
     def __init__(self, config: EncoderConfig, add_pooling_layer: bool = True) -> None:
         super().__init__(config)
@@ -398,16 +379,13 @@ class EncoderForMaskedLM(EncoderPreTrainedModel):
     """Masked language modelling head; the decoder is tied to the word embeddings when
     ``config.tie_word_embeddings`` (the default)."""
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        cls._tied_weights_keys = {
-            "lm_head.decoder.weight": f"{cls.base_model_prefix}.embeddings.word_embeddings.weight"
-        }
-
     def __init__(self, config: EncoderConfig) -> None:
         super().__init__(config)
         self._build_base_model(config, add_pooling_layer=False)
         self.lm_head = MaskedLMHead(config)
+        # transformers 5's {target: source} form, under this variant's backbone attribute
+        tied_source = f"{self.base_model_prefix}.embeddings.word_embeddings.weight"
+        self._tied_weights_keys = {"lm_head.decoder.weight": tied_source}
         self.post_init()
 
     def get_output_embeddings(self) -> nn.Linear:

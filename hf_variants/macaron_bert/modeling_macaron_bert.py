@@ -34,18 +34,28 @@ class MacaronBertModel(MacaronBertPreTrainedModel, EncoderModel):
 class MacaronBertForMaskedLM(MacaronBertPreTrainedModel, EncoderForMaskedLM):
     """Macaron-BERT with the masked-LM head (decoder tied to the word embeddings)."""
 
+    base_model_class = MacaronBertModel
+
 
 class MacaronBertForSequenceClassification(MacaronBertPreTrainedModel, EncoderForSequenceClassification):
     """Macaron-BERT with a sequence classification/regression head on the pooled output."""
+
+    base_model_class = MacaronBertModel
 
 
 class MacaronBertForTokenClassification(MacaronBertPreTrainedModel, EncoderForTokenClassification):
     """Macaron-BERT with a token classification head."""
 
+    base_model_class = MacaronBertModel
+
 
 class MacaronBertForQuestionAnswering(MacaronBertPreTrainedModel, EncoderForQuestionAnswering):
     """Macaron-BERT with an extractive question-answering (span) head."""
 
+    base_model_class = MacaronBertModel
+
 
 class MacaronBertForMultipleChoice(MacaronBertPreTrainedModel, EncoderForMultipleChoice):
     """Macaron-BERT with a multiple-choice head."""
+
+    base_model_class = MacaronBertModel

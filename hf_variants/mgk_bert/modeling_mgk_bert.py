@@ -31,18 +31,28 @@ class MgkBertModel(MgkBertPreTrainedModel, EncoderModel):
 class MgkBertForMaskedLM(MgkBertPreTrainedModel, EncoderForMaskedLM):
     """MGK-BERT with the masked-LM head (decoder tied to the word embeddings)."""
 
+    base_model_class = MgkBertModel
+
 
 class MgkBertForSequenceClassification(MgkBertPreTrainedModel, EncoderForSequenceClassification):
     """MGK-BERT with a sequence classification/regression head on the pooled output."""
+
+    base_model_class = MgkBertModel
 
 
 class MgkBertForTokenClassification(MgkBertPreTrainedModel, EncoderForTokenClassification):
     """MGK-BERT with a token classification head."""
 
+    base_model_class = MgkBertModel
+
 
 class MgkBertForQuestionAnswering(MgkBertPreTrainedModel, EncoderForQuestionAnswering):
     """MGK-BERT with an extractive question-answering (span) head."""
 
+    base_model_class = MgkBertModel
+
 
 class MgkBertForMultipleChoice(MgkBertPreTrainedModel, EncoderForMultipleChoice):
     """MGK-BERT with a multiple-choice head."""
+
+    base_model_class = MgkBertModel

@@ -35,18 +35,28 @@ class NodeTransformerModel(NodeTransformerPreTrainedModel, EncoderModel):
 class NodeTransformerForMaskedLM(NodeTransformerPreTrainedModel, EncoderForMaskedLM):
     """N-ODE Transformer with the masked-LM head (decoder tied to the word embeddings)."""
 
+    base_model_class = NodeTransformerModel
+
 
 class NodeTransformerForSequenceClassification(NodeTransformerPreTrainedModel, EncoderForSequenceClassification):
     """N-ODE Transformer with a sequence classification/regression head on the pooled output."""
+
+    base_model_class = NodeTransformerModel
 
 
 class NodeTransformerForTokenClassification(NodeTransformerPreTrainedModel, EncoderForTokenClassification):
     """N-ODE Transformer with a token classification head."""
 
+    base_model_class = NodeTransformerModel
+
 
 class NodeTransformerForQuestionAnswering(NodeTransformerPreTrainedModel, EncoderForQuestionAnswering):
     """N-ODE Transformer with an extractive question-answering (span) head."""
 
+    base_model_class = NodeTransformerModel
+
 
 class NodeTransformerForMultipleChoice(NodeTransformerPreTrainedModel, EncoderForMultipleChoice):
     """N-ODE Transformer with a multiple-choice head."""
+
+    base_model_class = NodeTransformerModel

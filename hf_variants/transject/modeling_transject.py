@@ -123,18 +123,28 @@ class TransJectModel(TransJectPreTrainedModel, EncoderModel):
 class TransJectForMaskedLM(TransJectPreTrainedModel, EncoderForMaskedLM):
     """TransJect with the masked-LM head; the decoder is tied to the d/2-wide token embeddings."""
 
+    base_model_class = TransJectModel
+
 
 class TransJectForSequenceClassification(TransJectPreTrainedModel, EncoderForSequenceClassification):
     """TransJect with a sequence classification/regression head on the pooled output."""
+
+    base_model_class = TransJectModel
 
 
 class TransJectForTokenClassification(TransJectPreTrainedModel, EncoderForTokenClassification):
     """TransJect with a token classification head."""
 
+    base_model_class = TransJectModel
+
 
 class TransJectForQuestionAnswering(TransJectPreTrainedModel, EncoderForQuestionAnswering):
     """TransJect with an extractive question-answering (span) head."""
 
+    base_model_class = TransJectModel
+
 
 class TransJectForMultipleChoice(TransJectPreTrainedModel, EncoderForMultipleChoice):
     """TransJect with a multiple-choice head."""
+
+    base_model_class = TransJectModel

@@ -18,6 +18,7 @@ influence neither real tokens nor, through exploding values, the step-size contr
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -35,6 +36,21 @@ if TYPE_CHECKING:
 
 #: Function-evaluation budget per allowed step (dopri8, the largest tableau, uses 13 per step).
 EVALUATIONS_PER_STEP = 16
+
+
+def require_solver() -> None:
+    """Building an N-ODE block needs ``torchdiffeq`` (imported on the first solve, so that a config never
+    imports it): name it with its pip command, in transformers' remote-code wording, when it is missing —
+    at load time, not at the first forward."""
+    try:
+        found = importlib.util.find_spec("torchdiffeq") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise ImportError(
+            "This modeling file requires the following packages that were not found in your environment: "
+            "torchdiffeq. Run `pip install torchdiffeq`"
+        )
 
 
 class ODESolverError(RuntimeError):
@@ -143,6 +159,7 @@ class NodeTransformerBlock(LayerScheme):
 
     def __init__(self, config: EncoderConfig, layer_idx: int | None, make_attention: Callable[[], nn.Module]) -> None:
         super().__init__()
+        require_solver()
         self.config = config
         self.layer_idx = layer_idx
         self.dynamics = NodeDynamics(config, make_attention)
