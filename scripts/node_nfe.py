@@ -2,14 +2,20 @@
 """Depth adaptivity of an N-ODE Transformer: function evaluations per block against solver tolerance
 and input length, on real text. Writes ``node_nfe.json``::
 
-    python scripts/node_nfe.py --checkpoint runs/pretrain-wikitext2/node_transformer \\
+    python scripts/node_nfe.py --checkpoint runs/nfe-node \\
         --text_file ../shared/data/wikitext-2/valid.txt --output_dir docs/node_transformer
+
+The checkpoint of the committed record was pretrained on WikiText-2 with the package's defaults (2 blocks,
+hidden 256; the command is in docs/results.md, "Depth adaptivity"); the JSON records the checkpoint's config,
+its training steps and the commit, and ``scripts/render_tables.py`` renders the table of the results page and
+of the N-ODE model card from it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -62,9 +68,16 @@ def main() -> None:
         result.pop("last_hidden_state")
         by_length.append({"length": length, **result})
         print(f"length {length}: NFE per block {result['nfe_per_block']}")
+    fingerprint = args.checkpoint / "run_fingerprint.json"
+    settings = json.loads(fingerprint.read_text(encoding="utf-8")) if fingerprint.is_file() else {}
     report = {
         "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
+        "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                 check=False).stdout.strip(),
         "checkpoint": str(args.checkpoint),
+        "model": {key: getattr(model.config, key) for key in ("hidden_size", "num_hidden_layers", "hidden_act",
+                                                               "intermediate_size", "num_attention_heads")},
+        "pretraining": settings,
         "method": model.config.ode_method,
         "texts": len(texts),
         "by_tolerance": by_tolerance,

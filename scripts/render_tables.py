@@ -24,10 +24,12 @@ from hf_variants.lab.glue_after_pretraining import budget_study_table, pair_stud
 from hf_variants.lab.tables import (
     PAIRS,
     comparison_table,
+    depth_adaptivity_table,
     injective_layer_table,
     parity_table,
     reading_table,
     settings_text,
+    startup_table,
     sweep_table,
     transject_bounds_table,
 )
@@ -102,7 +104,16 @@ def generated_blocks() -> dict[str, str]:
             f"{pair_study_table(AFTER_PRETRAINING, PAIRS)}\n"
             f"{rendered_from(AFTER_PRETRAINING, AFTER_PRETRAINING_COMMAND)}"
         ),
+        "depth-adaptivity": f"{depth_adaptivity_table(NODE_NFE)}\n{rendered_from(NODE_NFE)}",
     }
+
+
+#: The N-ODE Transformer's function evaluations (``scripts/node_nfe.py``): on the results page and in its card.
+NODE_NFE = ROOT / "docs" / "node_transformer" / "node_nfe.json"
+NODE_CARD = ROOT / "hf_variants" / "model_cards" / "node_transformer.md"
+#: The startup times of docs/benchmarks.md (``scripts/startup_benchmark.py``).
+BENCHMARKS_PAGE = ROOT / "docs" / "benchmarks.md"
+STARTUP = ROOT / "docs" / "benchmarks" / "startup.json"
 
 
 #: The "Which variant?" page and the records its table is read from.
@@ -177,8 +188,13 @@ def main() -> None:
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
     experiments = ROOT / "docs" / "experiments"
+    card_table = (f"{depth_adaptivity_table(NODE_NFE)}\n"
+                  "(From `docs/node_transformer/node_nfe.json` of the hf-variants repository.)\n")
     pages = {
         RESULTS_PAGE: fill_blocks(RESULTS_PAGE.read_text(encoding="utf-8")),
+        NODE_CARD: fill_blocks(NODE_CARD.read_text(encoding="utf-8"), {"depth-adaptivity": card_table}, NODE_CARD),
+        BENCHMARKS_PAGE: fill_blocks(BENCHMARKS_PAGE.read_text(encoding="utf-8"),
+                                     {"startup": startup_table(STARTUP)}, BENCHMARKS_PAGE),
         WHICH_VARIANT_PAGE: fill_blocks(WHICH_VARIANT_PAGE.read_text(encoding="utf-8"), which_variant_blocks(),
                                         WHICH_VARIANT_PAGE),
         experiments / "classification.md": document(

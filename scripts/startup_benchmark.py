@@ -5,9 +5,10 @@ against ``import torch`` and transformers, timed in fresh interpreters, interlea
 
     python scripts/startup_benchmark.py --rounds 7 --output docs/benchmarks/startup.json
 
-Targets (issue "A package people install"): ``hf-variants --help`` ≤ 1.2 × ``import torch``;
-``import hf_variants`` ≤ 1.3 × ``from transformers import PreTrainedModel``. The JSON records the
-machine's load average next to the numbers.
+Targets: ``hf-variants --help`` ≤ 1.2 × ``import torch``; ``import hf_variants`` (lazy) ≤ 0.1 × ``import
+torch``; a model class (``from hf_variants import MgkBertForMaskedLM``) ≤ 1.3 × ``from transformers import
+PreTrainedModel``. The JSON records the machine's load average next to the numbers; docs/benchmarks.md's
+table is rendered from it (``scripts/render_tables.py``).
 """
 
 from __future__ import annotations
@@ -30,13 +31,16 @@ COMMANDS = {
     "import transformers": [PYTHON, "-c", "import transformers"],
     "from transformers import PreTrainedModel": [PYTHON, "-c", "from transformers import PreTrainedModel"],
     "import hf_variants": [PYTHON, "-c", "import hf_variants"],
+    "from hf_variants import MgkBertForMaskedLM": [PYTHON, "-c", "from hf_variants import MgkBertForMaskedLM"],
     "hf-variants --help": [CLI, "--help"],
     "hf-variants pretrain --help": [CLI, "pretrain", "--help"],
+    "hf-variants compare --help": [CLI, "compare", "--help"],
     "hf-variants finetune --help": [CLI, "finetune", "--help"],
 }
-TARGETS = {  # (command, reference, largest ratio of median CPU times)
+TARGETS = {  # (command, reference, largest ratio of median CPU and wall times)
     "hf-variants --help": ("import torch", 1.2),
-    "import hf_variants": ("from transformers import PreTrainedModel", 1.3),
+    "import hf_variants": ("import torch", 0.1),
+    "from hf_variants import MgkBertForMaskedLM": ("from transformers import PreTrainedModel", 1.3),
 }
 
 

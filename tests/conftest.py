@@ -25,13 +25,35 @@ from .mlm_helpers import corpus, pretrained_run, tokenizer_dir  # noqa: E402, F4
 FULL_TESTS_ENV = "HF_VARIANTS_FULL_TESTS"
 
 
+def _exported_code(item: pytest.Item) -> tuple[str, ...]:
+    """What an export of a common-suite class's config ships: its model type and pair (the test's name too)."""
+    config = item.cls().config()
+    return (item.name, config.model_type, config.attention_type, config.layer_scheme)
+
+
+def _repeats_exported_code(items: list[pytest.Item]) -> set[pytest.Item]:
+    """The ``once_per_exported_code`` items whose export ships the same code as an earlier one (another reading
+    of the same pair): the default tier runs the first of each, the full suite every one."""
+    seen: set[tuple[str, ...]] = set()
+    repeats = set()
+    for item in items:
+        if item.get_closest_marker("once_per_exported_code") is None:
+            continue
+        key = _exported_code(item)
+        if key in seen:
+            repeats.add(item)
+        seen.add(key)
+    return repeats
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if os.environ.get(FULL_TESTS_ENV, "") not in ("", "0"):
         return
-    deselected = [item for item in items if item.get_closest_marker("full") is not None]
+    repeats = _repeats_exported_code(items)
+    deselected = [item for item in items if item.get_closest_marker("full") is not None or item in repeats]
     if deselected:
         config.hook.pytest_deselected(items=deselected)
-        items[:] = [item for item in items if item.get_closest_marker("full") is None]
+        items[:] = [item for item in items if item.get_closest_marker("full") is None and item not in repeats]
 
 
 @pytest.fixture(autouse=True)

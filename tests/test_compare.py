@@ -554,26 +554,31 @@ LEARNING_COMPARE = ["--models", "macaron_bert", "--hidden_size", "32", "--head_s
                     "--no_calibration_controls"]  # fmt: skip
 
 
+def learning_compare(tmp_path_factory, threads: str, workers: str) -> dict:
+    """The small learning comparison run by the command line with ``threads`` OpenMP threads per run and
+    ``workers`` runs side by side: its results and the conclusions of its report."""
+    output = tmp_path_factory.mktemp("threads")
+    env = {k: v for k, v in os.environ.items() if k != compare.DATA_ENV}
+    env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS=threads)
+    command = [str(CLI), "compare", "--output_dir", str(output), *LEARNING_COMPARE, "--workers", workers]
+    completed = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    report = (output / "report.md").read_text()
+    return {"results": json.loads((output / "results.json").read_text()),
+            "conclusions": report.split("What to conclude:")[1].split("## Runs left out")[0]}  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def thread_runs(tmp_path_factory) -> dict[str, dict]:
-    """The same comparison three ways: one run at a time with 1 and with 2 threads, and two side by side."""
-    results = {}
-    for name, threads, workers in (("1 thread", "1", "1"), ("2 threads", "2", "1"), ("side by side", "1", "2")):
-        output = tmp_path_factory.mktemp("threads")
-        env = {k: v for k, v in os.environ.items() if k != compare.DATA_ENV}
-        env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS=threads)
-        command = [str(CLI), "compare", "--output_dir", str(output), *LEARNING_COMPARE, "--workers", workers]
-        completed = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=600)
-        assert completed.returncode == 0, completed.stderr[-4000:]
-        report = (output / "report.md").read_text()
-        results[name] = {"results": json.loads((output / "results.json").read_text()),
-                         "conclusions": report.split("What to conclude:")[1].split("## Runs left out")[0]}  # fmt: skip
-    return results
+    """The same comparison two ways: one run at a time with 1 thread, and two runs side by side."""
+    return {"1 thread": learning_compare(tmp_path_factory, "1", "1"),
+            "side by side": learning_compare(tmp_path_factory, "1", "2")}  # fmt: skip
 
 
-def test_the_verdict_is_the_same_with_one_or_two_threads(thread_runs: dict[str, dict]) -> None:
+@pytest.mark.full  # a third whole comparison: in the full suite (CI)
+def test_the_verdict_is_the_same_with_one_or_two_threads(thread_runs: dict[str, dict], tmp_path_factory) -> None:
     """Two threads change the digits of the runs, not what the report concludes."""
-    one, two = thread_runs["1 thread"], thread_runs["2 threads"]
+    one, two = thread_runs["1 thread"], learning_compare(tmp_path_factory, "2", "1")
     for results in (one["results"], two["results"]):
         for entry in results["models"].values():
             assert {run["status"] for run in entry["fine_tuning"][LEARNING_TASK]["runs"].values()} == {"learned"}

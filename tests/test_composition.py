@@ -415,8 +415,9 @@ class TokenMean(TokenMixer, nn.Module):
         self.scale = config.mean_scale
         self.output = nn.Linear(config.hidden_size, config.hidden_size)
 
-    def forward(self, hidden_states, padding_mask=None, *context, output_attentions=False):
-        weights = torch.ones(hidden_states.shape[:2]) if padding_mask is None else padding_mask.float()
+    def forward(self, hidden_states, padding_mask, *context, output_attentions=False):
+        real = padding_mask.tensor  # boolean (batch, seq_len), or None when nothing is padded
+        weights = torch.ones(hidden_states.shape[:2]) if real is None else real.float()
         mean = (hidden_states * weights[..., None]).sum(1, keepdim=True) / weights.sum(1)[:, None, None]
         return self.output(self.scale * mean).expand_as(hidden_states), None
 

@@ -161,7 +161,9 @@ def mean_pooled(model, tokenizer, texts: list[str]) -> torch.Tensor:
     return torch.stack(rows)
 
 
-@pytest.mark.parametrize("model_type", MODEL_TYPES)
+@pytest.mark.parametrize("model_type", [model_type if model_type == "bert_control" else
+                                        pytest.param(model_type, marks=pytest.mark.full)  # each export: common suite
+                                        for model_type in MODEL_TYPES])  # fmt: skip
 def test_sentence_transformers_encodes_a_saved_model_and_a_hub_export(
     model_type: str, tokenizer_dir: Path, tmp_path: Path
 ) -> None:

@@ -13,6 +13,7 @@ from torchdiffeq import odeint
 
 from hf_variants import node_transformer
 from hf_variants.core.composition import build_layer
+from hf_variants.core.inputs import PaddingMask
 from hf_variants.node_transformer import (
     NodeTransformerBlock,
     NodeTransformerConfig,
@@ -85,11 +86,12 @@ def test_eq9_with_one_euler_step_is_a_vanilla_block() -> None:
     x = torch.randn(2, 5, 16, dtype=torch.float32)
     mask = torch.tensor([[True] * 5, [True, True, True, False, False]])
     with torch.no_grad():
-        ode, _, nfe, _ = block(x, mask)
-        reference, _ = vanilla(x, mask)
+        ode = block(x, PaddingMask(mask))
+        nfe = block.solver_statistics[0]
+        reference = vanilla(x, PaddingMask(mask))
 
         def mhsa(h):
-            return vanilla.attention(h, mask)[0]
+            return vanilla.attention(h, PaddingMask(mask))[0]
 
         y = x + mhsa(x)
         by_hand = y + F.linear(
@@ -149,7 +151,7 @@ def test_kinetic_regulariser_equals_a_riemann_sum() -> None:
         out = model(**inputs, output_diagnostics=True)
         dynamics = model.encoder.layer[0].dynamics
         mask = inputs["attention_mask"].bool()
-        dynamics.padding_mask = mask
+        dynamics.padding_mask = PaddingMask(mask)
         x0 = model.embeddings(input_ids=inputs["input_ids"], token_type_ids=inputs["token_type_ids"])
         grid = torch.linspace(0, 1, 2001, dtype=torch.float64)
         trajectory = odeint(dynamics.velocity, x0, grid, rtol=1e-10, atol=1e-10)
@@ -269,3 +271,34 @@ def test_the_solver_import_is_found_by_transformers_remote_code_check() -> None:
 
     assert "torchdiffeq" in get_imports(modeling_ode.__file__)
     assert "torchdiffeq" not in get_imports(configuration_ode.__file__)  # a config never needs the solver
+
+
+@pytest.mark.parametrize("implementation", ["eager", "sdpa"])
+def test_the_padding_mask_is_built_once_per_forward(monkeypatch: pytest.MonkeyPatch, implementation: str) -> None:
+    """An N-ODE model calls its token mixer at every function evaluation of every block; the padding's
+    attention-backend form is still built once per forward pass (transformers builds its mask once per
+    forward too), and the output is the one built per call would give."""
+    from hf_variants.core import inputs
+
+    built: list[str] = []
+    for name in ("additive_attention_bias", "sdpa_attention_mask"):
+        original = getattr(inputs, name)
+        monkeypatch.setattr(inputs, name, lambda *args, _name=name, _original=original: built.append(_name)
+                            or _original(*args))  # fmt: skip
+    torch.manual_seed(0)
+    model = NodeTransformerModel(small(num_hidden_layers=2, rtol=1e-4, atol=1e-4, attn_implementation=implementation))
+    randomise(model)
+    input_ids = torch.randint(5, 50, (3, 9))
+    attention_mask = torch.ones(3, 9, dtype=torch.long)
+    attention_mask[1, 6:] = 0
+    with torch.no_grad():
+        output = model.eval()(input_ids, attention_mask=attention_mask, output_diagnostics=True)
+    assert output.diagnostics["nfe_total"] >= 2 * 6  # at least one dopri5 step (6 evaluations) in each block
+    expected = "additive_attention_bias" if implementation == "eager" else "sdpa_attention_mask"
+    assert built == [expected]
+    # each mixer call sees the same mask as a freshly built one: padded keys get no weight
+    padded = input_ids.clone()
+    padded[1, 6:] = 7  # other tokens behind the padding change nothing
+    with torch.no_grad():
+        again = model(padded, attention_mask=attention_mask).last_hidden_state
+    torch.testing.assert_close(again[1, :6], output.last_hidden_state[1, :6], atol=1e-5, rtol=1e-5)

@@ -14,8 +14,8 @@ Adding a token mixer: write a :class:`~hf_variants.core.encoder_layers.TokenMixe
 (``cls(config, layer_idx=...)``, called as ``mixer(hidden_states, padding_mask, *context,
 output_attentions=...)`` → ``(output, probabilities or None)``) and add one line to ``ATTENTION_TYPES``.
 Adding a layer scheme: a :class:`~hf_variants.core.encoder_layers.LayerScheme` (``cls(config, layer_idx,
-make_attention)``, called as ``layer(hidden_states, padding_mask, *context, output_attentions=...)`` →
-``(output, probabilities or None)``, its ``control_overrides`` naming its matched control) and one line in
+make_attention)``, called as ``layer(hidden_states, padding_mask, *context, output_attentions=...)`` → the new
+hidden states, its ``control_overrides`` naming its matched control) and one line in
 ``LAYER_SCHEMES``. The line is the class itself (its own spec), or, for an idea of this package, its folder
 ``mixers/<key>/`` or ``schemes/<key>/`` holding ``configuration_<key>.py`` (the spec) and ``modeling_<key>.py``;
 docs/extending.md has the recipe and docs/mix-and-match.md a worked example, run by the test suite.

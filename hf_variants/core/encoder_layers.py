@@ -19,13 +19,14 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.pytorch_utils import apply_chunking_to_forward
 
 from .ideas import ConfigurableIdea, LayerSchemeSpec
-from .inputs import embedding_ids
+from .inputs import PaddingMask, embedding_ids
 
 if TYPE_CHECKING:
     from .configuration_encoder import EncoderConfig
 
 #: What a backbone computes once per forward for its layers: extra tensors every layer receives
-#: (after ``hidden_states`` and ``padding_mask``), a weighted auxiliary loss, and named diagnostics.
+#: (after ``hidden_states`` and the :class:`~hf_variants.core.inputs.PaddingMask`), a weighted auxiliary loss,
+#: and named diagnostics.
 LayerInputs = tuple[tuple[torch.Tensor, ...], torch.Tensor | None, dict[str, torch.Tensor]]
 
 
@@ -34,8 +35,11 @@ class TokenMixer(ConfigurableIdea):
 
     A token mixer is an ``nn.Module`` built as ``cls(config, layer_idx=...)`` and called as
     ``mixer(hidden_states, padding_mask, *context, output_attentions=False)``; it returns
-    ``(output (B, N, hidden), attention probabilities (B, H, N, N) or None)``. ``context`` are the
-    per-forward tensors its :attr:`context_module` computes once from the embeddings.
+    ``(output (B, N, hidden), attention probabilities (B, H, N, N) or None)``, the probabilities only when
+    ``output_attentions`` (transformers' output recorders take them from here, as from BERT's attention
+    module). ``padding_mask`` is the forward's :class:`~hf_variants.core.inputs.PaddingMask` (its
+    ``tensor``, and the backend forms built once per forward); ``context`` are the per-forward tensors its
+    :attr:`context_module` computes once from the embeddings.
     """
 
     #: ``(backbone attribute, module class)`` built once per backbone; its ``layer_inputs(embeddings,
@@ -48,8 +52,9 @@ class LayerScheme(LayerSchemeSpec, GradientCheckpointingLayer):
 
     A layer scheme composes a layer's sub-steps around a token mixer it receives as a factory:
     ``cls.build(config, layer_idx, make_attention)``. Called as ``layer(hidden_states, padding_mask,
-    *context, output_attentions=...)``, it returns ``(hidden_states, attention probabilities or None,
-    *extra_outputs)``; :meth:`summarize_outputs` turns the extra outputs of all layers into an
+    *context, output_attentions=...)``, it returns the new hidden states (a tensor, as transformers 5's
+    layers do: attention probabilities are recorded from the token mixer); :meth:`summarize_layers` turns
+    what the layers kept of this forward pass (e.g. the N-ODE blocks' function evaluations) into an
     auxiliary loss and diagnostics.
     """
 
@@ -60,10 +65,10 @@ class LayerScheme(LayerSchemeSpec, GradientCheckpointingLayer):
         return cls(config, layer_idx, make_attention)
 
     @classmethod
-    def summarize_outputs(
-        cls, config: EncoderConfig, extra_outputs: list[tuple[torch.Tensor, ...]], padding_mask: torch.Tensor | None
+    def summarize_layers(
+        cls, config: EncoderConfig, layers: list[nn.Module], padding_mask: torch.Tensor | None
     ) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
-        """The layers' extra outputs → (weighted auxiliary loss or None, diagnostics)."""
+        """What the stack's layers kept of this forward pass → (weighted auxiliary loss or None, diagnostics)."""
         return None, {}
 
 
@@ -172,13 +177,13 @@ class SublayerConnection(nn.Module):
 
 
 class AttentionCall:
-    """Adapts a token mixer to the ``x -> f(x)`` form of :class:`SublayerConnection`, keeping the
-    attention probabilities it returned."""
+    """Adapts a token mixer to the ``x -> f(x)`` form of :class:`SublayerConnection` (its attention
+    probabilities, when asked for, are recorded from the mixer by transformers' output hooks)."""
 
     def __init__(
         self,
         attention: nn.Module,
-        padding_mask: torch.Tensor | None,
+        padding_mask: PaddingMask,
         context: tuple[torch.Tensor, ...],
         output_attentions: bool,
     ) -> None:
@@ -186,13 +191,10 @@ class AttentionCall:
         self.padding_mask = padding_mask
         self.context = context
         self.output_attentions = output_attentions
-        self.weights: torch.Tensor | None = None
 
     def __call__(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        output, self.weights = self.attention(
-            hidden_states, self.padding_mask, *self.context, output_attentions=self.output_attentions
-        )
-        return output
+        asked = self.output_attentions
+        return self.attention(hidden_states, self.padding_mask, *self.context, output_attentions=asked)[0]
 
 
 class Pooler(nn.Module):

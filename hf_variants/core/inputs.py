@@ -2,8 +2,9 @@
 
 Every encoder turns the user's ``attention_mask`` (1 = real token, 0 = padding) into one boolean
 *key padding mask* of shape ``(batch, seq_len)`` (``True`` = real token), or ``None`` when nothing is
-padded. Each attention kind derives what it needs from it: an additive bias for eager softmax, a
-boolean mask for ``scaled_dot_product_attention``, zeroed keys for linear attention.
+padded, held by the forward's :class:`PaddingMask`, which builds once what each attention kind derives from
+it: an additive bias for eager softmax, a boolean mask for ``scaled_dot_product_attention``, a ``BlockMask``
+for flex attention (linear attention zeroes the padded keys with the tensor itself).
 """
 
 from __future__ import annotations
@@ -213,3 +214,39 @@ def flex_block_mask(padding_mask: torch.Tensor | None, query_length: int, key_co
 def sdpa_attention_mask(padding_mask: torch.Tensor | None) -> torch.Tensor | None:
     """``(batch, 1, 1, seq_len)`` boolean mask (``True`` = may attend) for ``scaled_dot_product_attention``."""
     return None if padding_mask is None else padding_mask[:, None, None, :]
+
+
+class PaddingMask:
+    """The padding of one forward pass, in every form a token mixer asks for, each built once.
+
+    The backbone makes one per forward from the user's ``attention_mask`` and hands it to every layer, as
+    transformers builds its attention mask once per forward (``create_bidirectional_mask``) instead of in each
+    layer. ``tensor`` is the boolean ``(batch, seq_len)`` mask, ``True`` at real tokens, or ``None`` when
+    nothing is padded; :meth:`additive`, :meth:`sdpa` and :meth:`flex` give the eager, SDPA and flex-attention
+    forms, built the first time a mixer asks and then shared by every layer — and by every function evaluation
+    of an ODE block, which calls its token mixer dozens of times per layer.
+    """
+
+    def __init__(self, tensor: torch.Tensor | None) -> None:
+        self.tensor = tensor
+        self._forms: dict[tuple[Any, ...], Any] = {}
+
+    def _once(self, key: tuple[Any, ...], build: Any) -> Any:
+        if key not in self._forms:
+            self._forms[key] = build()
+        return self._forms[key]
+
+    def additive(self, dtype: torch.dtype) -> torch.Tensor | None:
+        """The eager form: :func:`additive_attention_bias` in ``dtype``."""
+        return self._once(("additive", dtype), lambda: additive_attention_bias(self.tensor, dtype))
+
+    def sdpa(self, key_copies: int = 1) -> torch.Tensor | None:
+        """The boolean form of ``scaled_dot_product_attention`` (:func:`sdpa_attention_mask`), for keys that are
+        ``key_copies`` copies of the sequence side by side (MGK's augmented keys)."""
+        return self._once(("sdpa", key_copies), lambda: sdpa_attention_mask(
+            None if self.tensor is None else self.tensor.repeat(1, key_copies)))  # fmt: skip
+
+    def flex(self, query_length: int, key_copies: int = 1) -> Any:
+        """The ``BlockMask`` of flex attention (:func:`flex_block_mask`)."""
+        return self._once(("flex", query_length, key_copies),
+                          lambda: flex_block_mask(self.tensor, query_length, key_copies))  # fmt: skip

@@ -21,11 +21,13 @@ Each head names its backbone (``base_model_class = MyModel``) and builds it unde
 ``base_model_prefix``, so checkpoints load across heads the way BERT's do (``self.bert = BertModel(config)``).
 
 The layer protocol (:class:`~hf_variants.core.encoder_layers.LayerScheme`): ``layer(hidden_states,
-padding_mask, *context, output_attentions=...)`` returns ``(hidden_states, attention probabilities or
-None, *extra_outputs)``. ``context`` comes from the token mixer's context module (e.g. TransJect's
-eigenvalues Σ) and the per-layer ``extra_outputs`` go to the scheme's ``summarize_outputs`` (e.g.
-N-ODE function evaluations); both are plain tensors passed positionally so gradient checkpointing
-keeps their gradients.
+padding_mask, *context, output_attentions=...)`` returns the new hidden states, as transformers 5's layers
+do; every layer's hidden states and the token mixers' attention probabilities are recorded by
+transformers' output hooks. ``padding_mask`` is the :class:`~hf_variants.core.inputs.PaddingMask` built once
+per forward (its backend forms too); ``context`` comes from the token mixer's context module (e.g.
+TransJect's eigenvalues Σ), plain tensors passed positionally so gradient checkpointing keeps their
+gradients; what a layer keeps of the forward pass (the N-ODE blocks' function evaluations and kinetic
+energy) the scheme's ``summarize_layers`` turns into diagnostics and an auxiliary loss.
 """
 
 from __future__ import annotations
@@ -60,8 +62,8 @@ from .composition import (
     weight_initializers,
 )
 from .configuration_encoder import EncoderConfig
-from .encoder_layers import EncoderEmbeddings, LayerInputs, LayerScheme, MaskedLMHead, Pooler
-from .inputs import check_finite_output, check_finite_weights, key_padding_mask, value_checks_enabled
+from .encoder_layers import EncoderEmbeddings, LayerInputs, LayerScheme, MaskedLMHead, Pooler, TokenMixer
+from .inputs import PaddingMask, check_finite_output, check_finite_weights, key_padding_mask, value_checks_enabled
 from .outputs import (
     EncoderMaskedLMOutput,
     EncoderMultipleChoiceOutput,
@@ -81,9 +83,9 @@ HUB_KWARGS = ("cache_dir", "force_download", "proxies", "token", "local_files_on
 
 
 #: What ``output_hidden_states`` / ``output_attentions`` record (transformers' ``_can_record_outputs``): every
-#: layer's input and output hidden states, and the attention probabilities a layer returns second (a scheme
-#: that calls its token mixer many times per layer, as the ODE solver does, returns those of the end state).
-RECORDED_OUTPUTS = {"hidden_states": LayerScheme, "attentions": OutputRecorder(LayerScheme, index=1)}
+#: layer's input and output hidden states, and the attention probabilities a token mixer returns second when
+#: asked (an ODE block, which calls its mixer many times per layer, asks once, at the end state).
+RECORDED_OUTPUTS = {"hidden_states": LayerScheme, "attentions": OutputRecorder(TokenMixer, index=1)}
 
 
 def record_outputs(forward: Callable[..., EncoderOutput]) -> Callable[..., EncoderOutput | tuple]:
@@ -128,19 +130,16 @@ class EncoderStack(nn.Module):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        padding_mask: torch.Tensor | None = None,
+        padding_mask: PaddingMask,
         extra_inputs: tuple[torch.Tensor, ...] = (),
         output_attentions: bool = False,
-    ) -> tuple[torch.Tensor, list[tuple[torch.Tensor, ...]]]:
-        """Returns the stack's last hidden state and, per layer, the extra outputs the layer returned."""
-        extra_outputs: list[tuple[torch.Tensor, ...]] = []
+    ) -> torch.Tensor:
+        """The stack's last hidden state."""
         for layer in self.layer:
-            hidden_states, _, *extras = layer(hidden_states, padding_mask, *extra_inputs,
-                                              output_attentions=output_attentions)  # fmt: skip
-            extra_outputs.append(tuple(extras))
+            hidden_states = layer(hidden_states, padding_mask, *extra_inputs, output_attentions=output_attentions)
         if self.final_layer_norm is not None:
             hidden_states = self.final_layer_norm(hidden_states)
-        return hidden_states, extra_outputs
+        return hidden_states
 
 
 class EncoderPreTrainedModel(PreTrainedModel):
@@ -337,9 +336,10 @@ class EncoderModel(EncoderPreTrainedModel):
             )
             padding_mask = key_padding_mask(attention_mask, embeddings.shape[:2])
             extra_inputs, auxiliary_loss, diagnostics = self.prepare_layer_inputs(embeddings, padding_mask)
-            last_hidden_state, extra_outputs = self.encoder(embeddings, padding_mask, extra_inputs, output_attentions)
-            outputs = EncoderOutput(last_hidden_state=last_hidden_state)
-            layer_loss, layer_diagnostics = self.summarize_layer_outputs(extra_outputs, padding_mask)
+            # the padding in every form a token mixer asks for, each built once for all layers
+            masks = PaddingMask(padding_mask)
+            outputs = EncoderOutput(last_hidden_state=self.encoder(embeddings, masks, extra_inputs, output_attentions))
+            layer_loss, layer_diagnostics = self.summarize_layers(padding_mask)
             if self._diagnostics_requested(output_diagnostics):
                 outputs.auxiliary_loss = _add_optional(auxiliary_loss, layer_loss)
                 outputs.diagnostics = {**diagnostics, **layer_diagnostics} or None
@@ -361,12 +361,12 @@ class EncoderModel(EncoderPreTrainedModel):
             diagnostics.update(named)
         return extra_inputs, auxiliary_loss, diagnostics
 
-    def summarize_layer_outputs(
-        self, extra_outputs: list[tuple[torch.Tensor, ...]], padding_mask: torch.Tensor | None
+    def summarize_layers(
+        self, padding_mask: torch.Tensor | None
     ) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
-        """The layers' extra outputs → an auxiliary loss and diagnostics, by the layer scheme."""
+        """What the layers kept of this forward pass → an auxiliary loss and diagnostics, by the layer scheme."""
         scheme = LAYER_SCHEMES.implementation(self.config.layer_scheme)
-        return scheme.summarize_outputs(self.config, extra_outputs, padding_mask)
+        return scheme.summarize_layers(self.config, list(self.encoder.layer), padding_mask)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -279,3 +279,53 @@ def reading_table(reference: tuple[Path, str], readings: list[tuple[Path, str]],
                 f"{difference_text(reading['learned'], base['learned'])} |"
             )
     return "\n".join(lines) + "\n"
+
+
+def depth_adaptivity_table(results_file: Path) -> str:
+    """The N-ODE Transformer's function evaluations per block against the solver tolerance, and the largest
+    change of the last hidden state against a solve 100× tighter than the tightest (``scripts/node_nfe.py``),
+    with the model and commit it was measured on."""
+    import json
+
+    results = json.loads(results_file.read_text(encoding="utf-8"))
+    blocks = len(results["by_tolerance"][0]["nfe_per_block"])
+    tightest = min(row["rtol_atol"] for row in results["by_tolerance"]) / 100  # the script's reference solve
+    columns = " | ".join(f"NFE block {i + 1}" for i in range(blocks))
+    lines = [
+        f"| rtol = atol | {columns} | max \\|Δh\\| vs. rtol = atol = {tightest:g} |",
+        "|---:|" + "---:|" * blocks + "---:|",
+    ]
+    for row in results["by_tolerance"]:
+        evaluations = " | ".join(f"{value:.0f}" for value in row["nfe_per_block"])
+        lines.append(f"| {row['rtol_atol']:g} | {evaluations} | {row['max_abs_error_vs_tight']:.1e} |")
+    model = results.get("model", {})
+    steps = results.get("pretraining", {}).get("schedule_steps")
+    about = (
+        f"{model.get('num_hidden_layers', '?')} blocks, hidden {model.get('hidden_size', '?')}, "
+        f"`hidden_act={model.get('hidden_act', '?')}`" + (f", pretrained {steps} steps" if steps else "")
+        + f"; {results['texts']} texts, `{results['method']}`; commit `{results.get('commit', '?')}`"
+    )
+    return "\n".join(lines) + f"\n\n({about}.)\n"
+
+
+def startup_table(results_file: Path) -> str:
+    """How long each command takes to start (``scripts/startup_benchmark.py``): median wall and CPU time, the
+    targets with their measured ratios, and the machine's load around the measurement."""
+    import json
+
+    results = json.loads(results_file.read_text(encoding="utf-8"))
+    lines = ["| Command | Median wall time | Median CPU time |", "|---|---:|---:|"]
+    for name, median in results["medians"].items():
+        command = name if name.startswith("hf-variants") else f'python -c "{name}"'
+        lines.append(f"| `{command}` | {median['wall_seconds']:.2f} s | {median['cpu_seconds']:.2f} s |")
+    targets = "; ".join(
+        f"`{name}` ≤ {entry['target']:g} × `{entry['reference']}` (measured {entry['wall_ratio']:.2f} × wall, "
+        f"{entry['cpu_ratio']:.2f} × CPU: {'met' if entry['met'] else 'not met'})"
+        for name, entry in results["targets"].items()
+    )
+    machine = results["machine"]
+    before, after = machine["load_average_before"][0], machine["load_average_after"][0]
+    return (
+        "\n".join(lines) + f"\n\nTargets: {targets}. Median of {results['rounds_measured']} interleaved rounds on "
+        f"{machine['cpus']} CPUs (load average {before:.2f} before, {after:.2f} after).\n"
+    )

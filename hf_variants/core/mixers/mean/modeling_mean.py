@@ -11,6 +11,7 @@ from ...encoder_layers import TokenMixer
 
 if TYPE_CHECKING:
     from ...configuration_encoder import EncoderConfig
+    from ...inputs import PaddingMask
 
 
 class MeanMixer(TokenMixer, nn.Module):
@@ -28,14 +29,14 @@ class MeanMixer(TokenMixer, nn.Module):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        padding_mask: torch.Tensor | None = None,
+        padding_mask: PaddingMask,
         *context: torch.Tensor,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, None]:
         values = self.value(hidden_states)
-        if padding_mask is None:
+        if padding_mask.tensor is None:
             mean = values.mean(dim=1, keepdim=True)
         else:
-            weights = padding_mask.to(values.dtype).unsqueeze(-1)
+            weights = padding_mask.tensor.to(values.dtype).unsqueeze(-1)
             mean = (values * weights).sum(dim=1, keepdim=True) / weights.sum(dim=1, keepdim=True).clamp(min=1)
         return self.output(mean).expand_as(hidden_states), None

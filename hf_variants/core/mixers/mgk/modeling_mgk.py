@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import initialization as init
 
-from ...inputs import flex_block_mask, full_precision
+from ...inputs import PaddingMask, full_precision
 from ..softmax.modeling_softmax import MultiHeadSelfAttention
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ def fused_gaussian_mixture_attention(
     value: torch.Tensor,
     variances: torch.Tensor,
     log_priors: torch.Tensor,
-    padding_mask: torch.Tensor | None,
+    padding_mask: PaddingMask,
     dropout: float = 0.0,
     module: nn.Module | None = None,
 ) -> torch.Tensor:
@@ -96,7 +96,7 @@ def fused_gaussian_mixture_attention(
     attention layer, whose ``training`` flag flex attention reads) is given.
 
     Shapes: query/value ``(B, H, N, D)``, keys ``(B, H, M, N, D)``, variances ``(M,)``, log_priors
-    ``(H, M)``, padding_mask ``(B, N)`` bool. Returns ``(B, H, N, D)``, in float32 for half inputs.
+    ``(H, M)``. Returns ``(B, H, N, D)``, in float32 for half inputs.
     """
     batch, heads, components, seq_len, head_dim = keys.shape
     query, keys, value = upcast(query), upcast(keys), upcast(value)
@@ -114,7 +114,7 @@ def fused_gaussian_mixture_attention(
     # Values are padded to the augmented width so every SDPA kernel (equal head dims) applies.
     padded_value = F.pad(value, (0, 2)).repeat(1, 1, components, 1)
     if module is not None:
-        block_mask = flex_block_mask(padding_mask, seq_len, key_copies=components)
+        block_mask = padding_mask.flex(seq_len, key_copies=components)
         # imported here: building or validating a config must not import flex attention
         from transformers.integrations import flex_attention
 
@@ -122,9 +122,9 @@ def fused_gaussian_mixture_attention(
             module, augmented_query, augmented_keys, padded_value, block_mask, scaling=1.0, dropout=dropout
         )[0]
         return output.transpose(1, 2)[..., :head_dim]
-    mask = None if padding_mask is None else padding_mask.repeat(1, components)[:, None, None, :]
     output = F.scaled_dot_product_attention(
-        augmented_query, augmented_keys, padded_value, attn_mask=mask, dropout_p=dropout, scale=1.0
+        augmented_query, augmented_keys, padded_value, attn_mask=padding_mask.sdpa(key_copies=components),
+        dropout_p=dropout, scale=1.0
     )
     return output[..., :head_dim]
 
@@ -251,17 +251,18 @@ class MixtureOfKeysAttention(MultiHeadSelfAttention):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        padding_mask: torch.Tensor | None = None,
+        padding_mask: PaddingMask,
         *context: torch.Tensor,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         query, keys, value = self.project(hidden_states)
         if self.linear:
             priors = torch.softmax(upcast(self.mixture_logits), dim=-1)
-            context, weights = linear_mixture_attention(query, keys, value, priors, padding_mask, output_attentions)
+            context, weights = linear_mixture_attention(query, keys, value, priors, padding_mask.tensor,
+                                                        output_attentions)  # fmt: skip
         else:
             if self.training and self.mixture_prior is not None:
-                self.update_priors(query, keys, padding_mask)
+                self.update_priors(query, keys, padding_mask.tensor)
             context, weights = self.gaussian_attention(query, keys, value, padding_mask, output_attentions)
         batch, _, seq_len, _ = context.shape
         context = context.transpose(1, 2).reshape(batch, seq_len, -1).to(hidden_states.dtype)
@@ -272,7 +273,7 @@ class MixtureOfKeysAttention(MultiHeadSelfAttention):
         query: torch.Tensor,
         keys: torch.Tensor,
         value: torch.Tensor,
-        padding_mask: torch.Tensor | None,
+        padding_mask: PaddingMask,
         output_attentions: bool,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         variances = self.variances(query)
@@ -288,8 +289,8 @@ class MixtureOfKeysAttention(MultiHeadSelfAttention):
         query, keys, log_priors = upcast(query), upcast(keys), self.log_priors()
         log_priors = None if log_priors is None else log_priors.to(query.dtype)
         scores = mixture_log_scores(query, keys, variances, log_priors, hard=hard)
-        if padding_mask is not None:
-            scores = scores.masked_fill(~padding_mask[:, None, None, :], torch.finfo(scores.dtype).min)
+        if padding_mask.tensor is not None:
+            scores = scores.masked_fill(~padding_mask.tensor[:, None, None, :], torch.finfo(scores.dtype).min)
         probabilities = torch.softmax(scores, dim=-1)
         context = F.dropout(probabilities, p=dropout, training=self.training) @ upcast(value)
         return context, probabilities.to(query.dtype) if output_attentions else None

@@ -30,6 +30,7 @@ from .configuration_orthogonal import ORTHOGONAL_MAPS
 
 if TYPE_CHECKING:
     from ...configuration_encoder import EncoderConfig
+    from ...inputs import PaddingMask
 
 
 class OrthogonalLinear(nn.Linear):
@@ -199,7 +200,7 @@ class OrthogonalAttention(TokenMixer, HoldsOrthogonalLinears):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        padding_mask: torch.Tensor | None,
+        padding_mask: PaddingMask,
         eigenvalues: torch.Tensor,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, None]:

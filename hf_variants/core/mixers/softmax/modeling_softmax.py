@@ -11,7 +11,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.bert.modeling_bert import eager_attention_forward
 
 from ...encoder_layers import TokenMixer
-from ...inputs import additive_attention_bias, flex_block_mask, sdpa_attention_mask
+from ...inputs import PaddingMask
 
 if TYPE_CHECKING:
     from ...configuration_encoder import EncoderConfig
@@ -53,7 +53,7 @@ class MultiHeadSelfAttention(TokenMixer, nn.Module):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        padding_mask: torch.Tensor | None = None,
+        padding_mask: PaddingMask,
         *context: torch.Tensor,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -63,13 +63,10 @@ class MultiHeadSelfAttention(TokenMixer, nn.Module):
         implementation = self.config._attn_implementation or "eager"
         if output_attentions or implementation == "eager":
             attention: Callable = eager_attention_forward
-            mask = additive_attention_bias(padding_mask, query.dtype)
+            mask = padding_mask.additive(query.dtype)
         else:
             attention = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
-            if implementation == "flex_attention":
-                mask = flex_block_mask(padding_mask, query.shape[-2])
-            else:
-                mask = sdpa_attention_mask(padding_mask)
+            mask = padding_mask.flex(query.shape[-2]) if implementation == "flex_attention" else padding_mask.sdpa()
         context, weights = attention(
             self,
             query,
@@ -80,4 +77,4 @@ class MultiHeadSelfAttention(TokenMixer, nn.Module):
             dropout=self.attention_dropout if self.training else 0.0,
         )
         context = context.reshape(*hidden_states.shape[:-1], -1)
-        return self.output(context), weights
+        return self.output(context), weights if output_attentions else None

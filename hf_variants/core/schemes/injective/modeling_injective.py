@@ -32,6 +32,7 @@ from ...mixers.orthogonal.modeling_orthogonal import HoldsOrthogonalLinears, ort
 
 if TYPE_CHECKING:
     from ...configuration_encoder import EncoderConfig
+    from ...inputs import PaddingMask
 
 #: ``residual_weight`` (:data:`.configuration_injective.RESIDUAL_WEIGHT_NAMES`) → the map from the learnable
 #: a_l to α_l (``None``: α_l = a_l).
@@ -74,7 +75,7 @@ class InjectiveLayer(HoldsOrthogonalLinears, LayerScheme):
         return self.alpha if squash is None else squash(self.alpha)
 
     def expert_weights(
-        self, hidden_states: torch.Tensor, updates: torch.Tensor, padding_mask: torch.Tensor | None
+        self, hidden_states: torch.Tensor, updates: torch.Tensor, padding_mask: PaddingMask
     ) -> torch.Tensor:
         """Convex weights ``(B, E)``: constant ``softmax(w)`` (eq. 5) or, as in the authors' code, a
         softmax over a linear score of each expert's output ``X + s·ELU(A_e(X))``, max-pooled over real
@@ -82,8 +83,8 @@ class InjectiveLayer(HoldsOrthogonalLinears, LayerScheme):
         if self.expert_logits is not None:
             return torch.softmax(self.expert_logits, dim=0).expand(hidden_states.shape[0], -1)
         pooled = hidden_states[:, None] + updates
-        if padding_mask is not None:
-            pooled = pooled.masked_fill(~padding_mask[:, None, :, None], torch.finfo(pooled.dtype).min)
+        if padding_mask.tensor is not None:
+            pooled = pooled.masked_fill(~padding_mask.tensor[:, None, :, None], torch.finfo(pooled.dtype).min)
         return torch.softmax(self.expert_gate(pooled.amax(dim=2)).squeeze(-1), dim=-1)
 
     def residual(self, hidden_states: torch.Tensor, update: torch.Tensor) -> torch.Tensor:
@@ -100,17 +101,17 @@ class InjectiveLayer(HoldsOrthogonalLinears, LayerScheme):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        padding_mask: torch.Tensor | None = None,
+        padding_mask: PaddingMask,
         *context: torch.Tensor,
         output_attentions: bool = False,
-    ) -> tuple[torch.Tensor, None]:
+    ) -> torch.Tensor:
         step = self.step_size()
         outputs = [F.elu(expert(hidden_states, padding_mask, *context)[0]) for expert in self.experts]
         updates = step * torch.stack(outputs, dim=1)
         update = torch.einsum("be,bend->bnd", self.expert_weights(hidden_states, updates, padding_mask), updates)
         hidden_states = self.residual(hidden_states, update)
         feed_forward = apply_chunking_to_forward(self.feed_forward, self.chunk_size, 1, hidden_states)
-        return hidden_states + step * feed_forward, None
+        return hidden_states + step * feed_forward
 
     def feed_forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """The orthogonal residual FFN's update ``ELU(ELU(x W1 + b1) W2 + b2)`` (eq. 6), position-wise."""

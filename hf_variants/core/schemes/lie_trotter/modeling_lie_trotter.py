@@ -12,6 +12,7 @@ from ...encoder_layers import AttentionCall, FeedForward, LayerScheme, SublayerC
 
 if TYPE_CHECKING:
     from ...configuration_encoder import EncoderConfig
+    from ...inputs import PaddingMask
 
 
 class TransformerLayer(LayerScheme):
@@ -31,11 +32,10 @@ class TransformerLayer(LayerScheme):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        padding_mask: torch.Tensor | None = None,
+        padding_mask: PaddingMask,
         *context: torch.Tensor,
         output_attentions: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    ) -> torch.Tensor:
         attend = AttentionCall(self.attention, padding_mask, context, output_attentions)
         hidden_states = self.attention_residual(hidden_states, attend)
-        hidden_states = self.feed_forward_residual(hidden_states, self.feed_forward)
-        return hidden_states, attend.weights
+        return self.feed_forward_residual(hidden_states, self.feed_forward)

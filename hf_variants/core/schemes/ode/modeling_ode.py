@@ -33,6 +33,7 @@ from .configuration_ode import ADAPTIVE_METHODS
 
 if TYPE_CHECKING:
     from ...configuration_encoder import EncoderConfig
+    from ...inputs import PaddingMask
 
 #: Function-evaluation budget per allowed step (dopri8, the largest tableau, uses 13 per step).
 EVALUATIONS_PER_STEP = 16
@@ -95,7 +96,7 @@ class NodeDynamics(nn.Module):
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.time_dependent = [m for m in self.modules() if isinstance(m, TimeDependentLinear)]
         # Per-solve context, set by the block before integrating.
-        self.padding_mask: torch.Tensor | None = None
+        self.padding_mask: PaddingMask | None = None
         self.context: tuple[torch.Tensor, ...] = ()
         self.token_counts: torch.Tensor | None = None
         self.evaluations = 0
@@ -113,8 +114,8 @@ class NodeDynamics(nn.Module):
             if self.ode_function == "eq9":
                 derivative = attended + derivative
         derivative = self.dropout(derivative)
-        if self.padding_mask is not None:
-            derivative = derivative * self.padding_mask[..., None].to(derivative.dtype)
+        if self.padding_mask.tensor is not None:
+            derivative = derivative * self.padding_mask.tensor[..., None].to(derivative.dtype)
         return derivative
 
     def forward(self, time: torch.Tensor, state):
@@ -138,22 +139,25 @@ class NodeDynamics(nn.Module):
 
 
 class NodeTransformerBlock(LayerScheme):
-    """One N-ODE block: ``X(T_F)`` from ``X(0) = hidden_states``. Returns the end state, the attention
-    probabilities of F at ``(X(T_F), T_F)`` when asked, the NFE and the per-sequence kinetic energy. Its
-    config fields are documented on :class:`.configuration_ode.OdeSpec`."""
+    """One N-ODE block: ``X(T_F)`` from ``X(0) = hidden_states``. Returns the end state; the attention
+    probabilities of F at ``(X(T_F), T_F)`` are recorded from its token mixer when asked, and the solve's
+    :attr:`solver_statistics` (function evaluations, per-sequence kinetic energy) are kept for
+    :meth:`summarize_layers`. Its config fields are documented on :class:`.configuration_ode.OdeSpec`."""
 
     @classmethod
-    def summarize_outputs(
-        cls, config: EncoderConfig, extra_outputs: list[tuple[torch.Tensor, ...]], padding_mask: torch.Tensor | None
+    def summarize_layers(
+        cls, config: EncoderConfig, layers: list[nn.Module], padding_mask: torch.Tensor | None
     ) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
         """``diagnostics``: ``nfe_per_block`` and ``nfe_total`` and, when λ > 0, ``kinetic_energy`` per
-        sequence (summed over blocks); the weighted regulariser is the auxiliary loss."""
-        evaluations = torch.stack([extras[0] for extras in extra_outputs])
+        sequence (summed over blocks), from each block's :attr:`solver_statistics` of this forward pass; the
+        weighted regulariser is the auxiliary loss."""
+        statistics = [layer.solver_statistics for layer in layers]
+        evaluations = torch.stack([evaluations for evaluations, _ in statistics])
         diagnostics = {"nfe_per_block": evaluations, "nfe_total": evaluations.sum()}
         weight = config.kinetic_regularization
         if weight == 0:
             return None, diagnostics
-        kinetic = torch.stack([extras[1] for extras in extra_outputs]).sum(dim=0)  # (B,): Σ_blocks ∫‖X'‖²/L
+        kinetic = torch.stack([energy for _, energy in statistics]).sum(dim=0)  # (B,): Σ_blocks ∫‖X'‖²/L
         diagnostics["kinetic_energy"] = kinetic.detach()
         return 0.5 * weight * kinetic.mean(), diagnostics
 
@@ -163,6 +167,8 @@ class NodeTransformerBlock(LayerScheme):
         self.config = config
         self.layer_idx = layer_idx
         self.dynamics = NodeDynamics(config, make_attention)
+        #: ``(function evaluations, kinetic energy per sequence)`` of the last solve (set by :meth:`forward`).
+        self.solver_statistics: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def solver_options(self) -> dict:
         config = self.config
@@ -173,19 +179,18 @@ class NodeTransformerBlock(LayerScheme):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        padding_mask: torch.Tensor | None = None,
+        padding_mask: PaddingMask,
         *context: torch.Tensor,
         output_attentions: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor]:
+    ) -> torch.Tensor:
         final, evaluations, energy = self.integrate(hidden_states, padding_mask, context)
-        attention = None
-        if output_attentions:
+        self.solver_statistics = (evaluations, energy)
+        if output_attentions:  # F's attention at the end state, recorded from the token mixer
             dynamics = self.dynamics
             for module in dynamics.time_dependent:
                 module.time = float(self.config.final_time)
-            normed = dynamics.attention_norm(final)
-            attention = dynamics.attention(normed, padding_mask, *context, output_attentions=True)[1]
-        return final, attention, evaluations, energy
+            dynamics.attention(dynamics.attention_norm(final), padding_mask, *context, output_attentions=True)
+        return final
 
     def check_finite(self, hidden_states: torch.Tensor) -> None:
         """A non-finite state or weight makes the adaptive solver shrink its step to nothing ("underflow
@@ -206,7 +211,7 @@ class NodeTransformerBlock(LayerScheme):
 
     @torch.compiler.disable(reason="torchdiffeq's adaptive solver chooses its steps from the data")
     def integrate(
-        self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None, context: tuple[torch.Tensor, ...]
+        self, hidden_states: torch.Tensor, padding_mask: PaddingMask, context: tuple[torch.Tensor, ...]
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Solve the block's ODE from ``hidden_states``: ``(X(T_F), NFE, kinetic energy per sequence)``.
 
@@ -224,7 +229,8 @@ class NodeTransformerBlock(LayerScheme):
         # errors with rtol/atol (1e-5), far below float16/bfloat16 resolution.
         state = hidden_states.float() if hidden_states.dtype in (torch.float16, torch.bfloat16) else hidden_states
         if regularise:
-            counts = padding_mask.sum(-1) if padding_mask is not None else torch.full((batch,), seq_len)
+            padding = padding_mask.tensor
+            counts = padding.sum(-1) if padding is not None else torch.full((batch,), seq_len)
             dynamics.token_counts = counts.to(state)
             state = (state, state.new_zeros(batch))
         times = torch.tensor([0.0, config.final_time], dtype=torch.float32, device=hidden_states.device)

@@ -25,6 +25,7 @@ from ...encoder_layers import AttentionCall, FeedForward, LayerScheme, SublayerC
 
 if TYPE_CHECKING:
     from ...configuration_encoder import EncoderConfig
+    from ...inputs import PaddingMask
 
 
 class StrangLayer(LayerScheme):
@@ -48,12 +49,11 @@ class StrangLayer(LayerScheme):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        padding_mask: torch.Tensor | None = None,
+        padding_mask: PaddingMask,
         *context: torch.Tensor,
         output_attentions: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    ) -> torch.Tensor:
         hidden_states = self.ffn_down_residual(hidden_states, self.ffn_down, scale=0.5)  # eq. (17)
         attend = AttentionCall(self.attention, padding_mask, context, output_attentions)
         hidden_states = self.attention_residual(hidden_states, attend)  # eq. (18)
-        hidden_states = self.ffn_up_residual(hidden_states, self.ffn_up, scale=0.5)  # eq. (19)
-        return hidden_states, attend.weights
+        return self.ffn_up_residual(hidden_states, self.ffn_up, scale=0.5)  # eq. (19)

@@ -22,6 +22,7 @@ from ...encoder_layers import FeedForward, LayerScheme, optional_pre_norms
 
 if TYPE_CHECKING:
     from ...configuration_encoder import EncoderConfig
+    from ...inputs import PaddingMask
 
 
 class VanillaTransformerBlock(LayerScheme):
@@ -38,12 +39,11 @@ class VanillaTransformerBlock(LayerScheme):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        padding_mask: torch.Tensor | None = None,
+        padding_mask: PaddingMask,
         *context: torch.Tensor,
         output_attentions: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    ) -> torch.Tensor:
         normed = self.attention_norm(hidden_states)
-        attended, attention = self.attention(normed, padding_mask, *context, output_attentions=output_attentions)
+        attended = self.attention(normed, padding_mask, *context, output_attentions=output_attentions)[0]
         hidden_states = hidden_states + self.dropout(attended)
-        hidden_states = hidden_states + self.dropout(self.feed_forward(self.feed_forward_norm(hidden_states)))
-        return hidden_states, attention
+        return hidden_states + self.dropout(self.feed_forward(self.feed_forward_norm(hidden_states)))
