@@ -573,7 +573,6 @@ class CommonEncoderTests:
         assert {"input_ids", "attention_mask", "token_type_ids", "inputs_embeds"} <= set(parameters)
 
     # ------------------------------------------------------------------ remote code
-    @pytest.mark.once_per_exported_code
     def test_remote_code_loads_every_head_without_the_package(self, tmp_path: Path) -> None:
         model = self.model("AutoModelForMaskedLM")
         perturb_parameters(model)

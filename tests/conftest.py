@@ -20,26 +20,33 @@ from .mlm_helpers import corpus, pretrained_run, tokenizer_dir  # noqa: E402, F4
 
 #: Set to 1 to run the full suite: also the tests marked ``full`` (every mixed token-mixer × layer-scheme pair
 #: through the common suite, torch.compile beyond one model, the compile benchmark, the GPU script's dry
-#: run). CI sets it. Without it they are deselected, so that the README's ``python -m pytest`` stays within
+#: run) and the common suite on every reading of a pair (:func:`_repeated_readings`). CI sets it. Without it they are deselected, so that the README's ``python -m pytest`` stays within
 #: ten minutes on a 2-core machine, each path still tested at least once.
 FULL_TESTS_ENV = "HF_VARIANTS_FULL_TESTS"
 
 
-def _exported_code(item: pytest.Item) -> tuple[str, ...]:
-    """What an export of a common-suite class's config ships: its model type and pair (the test's name too)."""
+def _common_suite_key(item: pytest.Item) -> tuple[str, ...] | None:
+    """For a test of the common suite (``tests/common.py``), the test and the model type and pair its class
+    builds; ``None`` for any other test."""
+    from .common import CommonEncoderTests
+
+    if item.cls is None or not issubclass(item.cls, CommonEncoderTests):
+        return None
     config = item.cls().config()
     return (item.name, config.model_type, config.attention_type, config.layer_scheme)
 
 
-def _repeats_exported_code(items: list[pytest.Item]) -> set[pytest.Item]:
-    """The ``once_per_exported_code`` items whose export ships the same code as an earlier one (another reading
-    of the same pair): the default tier runs the first of each, the full suite every one."""
+def _repeated_readings(items: list[pytest.Item]) -> set[pytest.Item]:
+    """The common-suite tests of a class that repeats an earlier class's model type and pair with other field
+    values (a reading such as MGK's shifted keys or a fixed-step N-ODE): the default tier runs the common suite
+    once per model type and pair, the full suite every reading (each reading's own behaviour has tests of
+    its own in its module)."""
     seen: set[tuple[str, ...]] = set()
     repeats = set()
     for item in items:
-        if item.get_closest_marker("once_per_exported_code") is None:
+        key = _common_suite_key(item)
+        if key is None:
             continue
-        key = _exported_code(item)
         if key in seen:
             repeats.add(item)
         seen.add(key)
@@ -49,7 +56,7 @@ def _repeats_exported_code(items: list[pytest.Item]) -> set[pytest.Item]:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if os.environ.get(FULL_TESTS_ENV, "") not in ("", "0"):
         return
-    repeats = _repeats_exported_code(items)
+    repeats = _repeated_readings(items)
     deselected = [item for item in items if item.get_closest_marker("full") is not None or item in repeats]
     if deselected:
         config.hook.pytest_deselected(items=deselected)

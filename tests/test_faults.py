@@ -307,6 +307,7 @@ def test_run_glue_killed_at_several_points_resumes_to_the_uninterrupted_run(
 
 
 @pytest.mark.skipif(not Path(sys.executable).with_name("accelerate").exists(), reason="no accelerate launcher")
+@pytest.mark.full  # a minute of two launched processes; the launcher's pretraining path runs in test_run_mlm
 def test_fine_tuning_under_the_launcher_trains_one_process_model_and_resumes_exactly(
     glue_setup: tuple[Path, Path], tmp_path: Path
 ) -> None:
