@@ -1,4 +1,5 @@
 import os
+import re
 
 import pytest
 
@@ -20,8 +21,10 @@ from .mlm_helpers import corpus, pretrained_run, tokenizer_dir  # noqa: E402, F4
 
 #: Set to 1 to run the full suite: also the tests marked ``full`` (every mixed token-mixer × layer-scheme pair
 #: through the common suite, torch.compile beyond one model, the compile benchmark, the GPU script's dry
-#: run) and the common suite on every reading of a pair (:func:`_repeated_readings`). CI sets it. Without it they are deselected, so that the README's ``python -m pytest`` stays within
-#: ten minutes on a 2-core machine, each path still tested at least once.
+#: run), the common suite on every reading of a pair (:func:`_repeated_readings`) and transformers' half-precision
+#: eager-vs-SDPA cases (:data:`HALF_PRECISION_SDPA`). CI sets it. Without it
+#: they are deselected, so that the README's ``python -m pytest`` stays within ten minutes on a 2-core machine,
+#: each path still tested at least once.
 FULL_TESTS_ENV = "HF_VARIANTS_FULL_TESTS"
 
 
@@ -53,10 +56,15 @@ def _repeated_readings(items: list[pytest.Item]) -> set[pytest.Item]:
     return repeats
 
 
+#: transformers' eager-vs-SDPA comparisons in half precision: slow on a CPU (emulated bf16/fp16 kernels), a GPU's
+#: concern; the float32 cases of the same test run in the default tier.
+HALF_PRECISION_SDPA = re.compile(r"test_eager_matches_sdpa_inference_\d+_(bf16|fp16)")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if os.environ.get(FULL_TESTS_ENV, "") not in ("", "0"):
         return
-    repeats = _repeated_readings(items)
+    repeats = _repeated_readings(items) | {item for item in items if HALF_PRECISION_SDPA.match(item.name)}
     deselected = [item for item in items if item.get_closest_marker("full") is not None or item in repeats]
     if deselected:
         config.hook.pytest_deselected(items=deselected)

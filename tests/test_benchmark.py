@@ -50,6 +50,7 @@ def test_exponent_fit_recovers_a_power_law_from_512_up() -> None:
 TINY_RUN_MODELS = ("bert", "macaron_bert", "transject", "node_transformer")
 
 
+@pytest.mark.full  # a benchmark script's end-to-end run (the scripts' own tool, not the package's)
 def test_tiny_run_writes_consistent_json_and_tables(tmp_path) -> None:
     command = [
         sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--output_dir", str(tmp_path),

@@ -146,6 +146,7 @@ def pretrain(corpus: Path, tokenizer_dir: Path, output: Path, *extra: str, env: 
     return json.loads((output / "results.json").read_text())
 
 
+@pytest.mark.full  # two launched runs; the launcher path itself runs in test_run_mlm
 def test_mixed_precision_comes_from_the_launcher_unless_a_flag_is_given(corpus, tokenizer_dir, tmp_path) -> None:
     launcher = Path(sys.executable).with_name("accelerate")
 
