@@ -17,7 +17,7 @@ import json
 import statistics
 from pathlib import Path
 
-from hf_variants.lab import compare
+from hf_variants.lab import compare, data_sources
 
 RECORDS = Path(__file__).resolve().parents[1] / "docs" / "compare" / "calibration"
 
@@ -28,7 +28,7 @@ def calibrate(level: int, output_dir: Path, seed: int) -> dict:
             "--attractors", str(level), "--seed", str(seed), "--output_dir", str(output_dir / f"attractors-{level}"),
             "--disable_tqdm"]  # fmt: skip
     results = compare.main(argv)
-    tuned = results["models"]["bert_control"]["fine_tuning"][compare.SYNTHETIC_TASK]
+    tuned = results["models"]["bert_control"]["fine_tuning"][data_sources.SYNTHETIC_TASK]
     dev = [run["value"] for run in tuned["runs"].values() if "value" in run]
     return {
         "command": f"hf-variants compare {' '.join(argv)}",

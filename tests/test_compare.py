@@ -19,7 +19,8 @@ from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassificatio
 from hf_variants.cli import main as cli_main
 from hf_variants.core.ideas import MatchedSize
 from hf_variants.core.overrides import format_overrides, parse_overrides
-from hf_variants.lab import compare
+from hf_variants.lab import compare, data_sources
+from hf_variants.lab import report as report_writer
 from hf_variants.lab.spec import ModelSpec
 from hf_variants.settings.compare import DEFAULT_MODELS
 from hf_variants.training import checkpoints
@@ -36,7 +37,7 @@ RUN_MODELS = [
     "bert_control:attention_type=mean", "bert_control (other seeds)",  # the calibration controls
 ]  # fmt: skip
 MIXED_FOLDER = "macaron_bert__attention_type-mgk"
-TASK = compare.SYNTHETIC_TASK
+TASK = data_sources.SYNTHETIC_TASK
 SEEDS = ["42", "43", "44"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -191,7 +192,7 @@ def test_answer_gives_paired_verdicts_over_seeds_and_names_runs_left_out(
                                 "fine_tuning": {TASK: {"metric": "accuracy", "learning_rate": 3e-3,
                                                        "runs": seed_runs(control)}}},
     }}  # fmt: skip
-    text = "\n".join(compare.answer_lines(results))
+    text = "\n".join(report_writer.answer_lines(results))
     row = next(line for line in text.splitlines() if line.startswith("| mgk_bert |"))
     assert f"| {difference} |" in row, row
     assert conclusion in text
@@ -302,19 +303,20 @@ def test_overwrite_reaches_both_training_scripts(monkeypatch: pytest.MonkeyPatch
     seen: dict[str, object] = {}
     monkeypatch.setattr(run_mlm, "run", lambda settings: seen.setdefault("mlm", settings) and {})
     monkeypatch.setattr(run_glue, "run", lambda *settings: seen.setdefault("glue", settings) and {})
-    source = compare.synthetic_source(tmp_path / "data", seed=0)
+    source = data_sources.synthetic_source(tmp_path / "data", seed=0)
     for flag, overwrite in (([], False), (["--overwrite_output_dir"], True)):
         seen.clear()
         args = compare.parse_args(["--output_dir", str(tmp_path), *flag])
         compare.pretrain(args, source, "tok", ModelSpec("bert_control"), seed=1)
-        compare.fine_tune(args, source, ModelSpec("bert_control"), compare.SYNTHETIC_TASK, 1e-3, "run", seed=1)
+        compare.fine_tune(args, source, ModelSpec("bert_control"), data_sources.SYNTHETIC_TASK, 1e-3, "run", seed=1)
         assert seen["mlm"].overwrite_output_dir is overwrite
         assert seen["mlm"].train_file == source.corpus["train_file"] and seen["mlm"].tokenizer_name == "tok"
         model, data, training, run = seen["glue"]
         assert run.overwrite_output_dir is overwrite and training.learning_rate == 1e-3 and training.seed == 1
         assert model.model_name_or_path == str(seen["mlm"].output_dir)  # the pretrained model of that seed
         assert seen["mlm"].seed == 1 and seen["mlm"].output_dir.name == "mlm-seed1"
-        assert data.train_file == source.tasks[compare.SYNTHETIC_TASK]["train_file"] and data.heldout_fraction is None
+        assert data.train_file == source.tasks[data_sources.SYNTHETIC_TASK]["train_file"]
+        assert data.heldout_fraction is None
 
 
 def test_info_lists_every_model_type() -> None:
@@ -348,24 +350,24 @@ def test_resolution_order_is_the_same_with_and_without_the_hub(
     default, whether the Hub answers or not: one command line, one experiment."""
     given, from_env = make_data_dir(tmp_path / "given"), make_data_dir(tmp_path / "env")
     asked: list[bool] = []
-    monkeypatch.setattr(compare, "hub_reachable", lambda timeout=10.0: asked.append(True) or reachable)
+    monkeypatch.setattr(data_sources, "hub_reachable", lambda timeout=10.0: asked.append(True) or reachable)
     monkeypatch.setenv(compare.DATA_ENV, str(from_env))
-    source = compare.resolve_data(given, None, tmp_path / "out", seed=0, from_hub=True)
+    source = data_sources.resolve_data(given, None, tmp_path / "out", seed=0, from_hub=True)
     assert source.kind == "data_dir" and str(given) in source.corpus["train_file"]
-    source = compare.resolve_data(None, None, tmp_path / "out", seed=0, from_hub=True)
+    source = data_sources.resolve_data(None, None, tmp_path / "out", seed=0, from_hub=True)
     assert source.kind == "env" and str(from_env) in source.corpus["train_file"]
     assert source.tasks["sst2"] == {"task_name": "sst2", "glue_dir": str(from_env / "glue")}
     monkeypatch.delenv(compare.DATA_ENV)
-    source = compare.resolve_data(None, None, tmp_path / "out", seed=0)
+    source = data_sources.resolve_data(None, None, tmp_path / "out", seed=0)
     assert source.kind == "synthetic" and list(source.tasks) == [TASK] and not asked  # the Hub was never tried
     assert (tmp_path / "out" / "data" / f"{TASK}_train.csv").is_file()
     if reachable:
-        source = compare.resolve_data(None, None, tmp_path / "out", seed=0, from_hub=True)
+        source = data_sources.resolve_data(None, None, tmp_path / "out", seed=0, from_hub=True)
         assert source.kind == "hub" and source.corpus["dataset_name"] == "wikitext"
     else:
         with pytest.raises(ConnectionError, match="--from_hub: the Hub is not reachable"):
-            compare.resolve_data(None, None, tmp_path / "out", seed=0, from_hub=True)
-    source = compare.resolve_data(given, ["agreement"], tmp_path / "out", seed=0)  # an embedded task, by name
+            data_sources.resolve_data(None, None, tmp_path / "out", seed=0, from_hub=True)
+    source = data_sources.resolve_data(given, ["agreement"], tmp_path / "out", seed=0)  # an embedded task, by name
     assert source.kind == "synthetic" and list(source.tasks) == ["agreement"]
 
 
@@ -377,9 +379,9 @@ def test_the_default_command_is_one_experiment_with_and_without_the_hub(
     monkeypatch.delenv(compare.DATA_ENV, raising=False)
     written = {}
     for reachable in (True, False):
-        monkeypatch.setattr(compare, "hub_reachable", lambda timeout=10.0, answer=reachable: answer)
+        monkeypatch.setattr(data_sources, "hub_reachable", lambda timeout=10.0, answer=reachable: answer)
         args = compare.parse_args(["--output_dir", str(tmp_path / str(reachable))])
-        source = compare.resolve_data(args.data_dir, args.tasks, args.output_dir, args.seed, args.from_hub)
+        source = data_sources.resolve_data(args.data_dir, args.tasks, args.output_dir, args.seed, args.from_hub)
         written[reachable] = {path.name: path.read_bytes() for path in sorted((args.output_dir / "data").iterdir())}
         assert source.kind == "synthetic"
     assert written[True] == written[False] and f"{TASK}_dev.csv" in written[True]
@@ -389,25 +391,25 @@ def test_offline_hub_is_not_reachable(monkeypatch: pytest.MonkeyPatch) -> None:
     import huggingface_hub
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    assert compare.hub_reachable() is False
+    assert data_sources.hub_reachable() is False
 
 
 def test_incomplete_data_dir_errors_name_what_is_missing(tmp_path: Path) -> None:
     no_corpus = make_data_dir(tmp_path / "a", corpus=False)
     with pytest.raises(FileNotFoundError, match=r"no corpus file wikitext-2/train.txt"):
-        compare.resolve_data(no_corpus, None, tmp_path / "out", seed=0)
+        data_sources.resolve_data(no_corpus, None, tmp_path / "out", seed=0)
     no_task = make_data_dir(tmp_path / "b")
     with pytest.raises(FileNotFoundError, match=r"no GLUE task cola: expected .*CoLA/train.tsv"):
-        compare.resolve_data(no_task, ["cola"], tmp_path / "out", seed=0)
+        data_sources.resolve_data(no_task, ["cola"], tmp_path / "out", seed=0)
     with pytest.raises(ValueError, match=r"Unknown GLUE task 'nope'"):
-        compare.resolve_data(no_task, ["nope"], tmp_path / "out", seed=0)
+        data_sources.resolve_data(no_task, ["nope"], tmp_path / "out", seed=0)
 
 
 def test_glue_tasks_without_any_data_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(compare.DATA_ENV, raising=False)
-    monkeypatch.setattr(compare, "hub_reachable", lambda timeout=10.0: True)  # reachable, but not asked for
+    monkeypatch.setattr(data_sources, "hub_reachable", lambda timeout=10.0: True)  # reachable, but not asked for
     with pytest.raises(FileNotFoundError, match=r"--tasks sst2: GLUE tasks need data: --data_dir, .* or --from_hub"):
-        compare.resolve_data(None, ["sst2"], tmp_path, seed=0)
+        data_sources.resolve_data(None, ["sst2"], tmp_path, seed=0)
 
 
 def test_synthetic_agreement_labels_follow_subject_verb_number() -> None:

@@ -198,3 +198,23 @@ def test_no_module_outside_the_two_engines_runs_a_training_step() -> None:
     assert own_steps == {}
     assert backward_calls(PRETRAINING_ENGINE)  # the scan finds the engine's own step
     assert all(backward_calls(REPO_ROOT / "scripts" / name) for name in STEP_SCRIPTS)  # no stale exception
+
+
+def pool_constructions(path: Path) -> list[int]:
+    """Lines of ``path`` that construct a process pool (``ProcessPoolExecutor(...)`` or ``Pool(...)``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names = {"ProcessPoolExecutor", "Pool"}
+    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and ((isinstance(node.func, ast.Name) and node.func.id in names)
+                 or (isinstance(node.func, ast.Attribute) and node.func.attr in names))]  # fmt: skip
+
+
+def test_the_lab_has_one_process_pool() -> None:
+    """Studies run side by side through the lab's one executor (workers that die with the study and share its
+    threads): no module of the package or of scripts/ builds a process pool of its own."""
+    executor = REPO_ROOT / "hf_variants" / "lab" / "execution.py"
+    candidates = [*(REPO_ROOT / "hf_variants").rglob("*.py"), *(REPO_ROOT / "scripts").glob("*.py")]
+    pools = {path.relative_to(REPO_ROOT).as_posix(): lines for path in candidates
+             if path != executor and (lines := pool_constructions(path))}  # fmt: skip
+    assert pools == {}
+    assert pool_constructions(executor) == [pool_constructions(executor)[0]]  # the scan finds the one pool

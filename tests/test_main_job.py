@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hf_variants.lab import compare
+from hf_variants.lab import compare, data_sources, report
 from hf_variants.synthetic import _PREPOSITIONS, attractor_sentence, synthetic_attractor_number
 
 NOUNS = {"cat", "dog", "bird", "horse", "goat", "teacher", "doctor", "farmer", "writer"}
@@ -89,7 +89,7 @@ def test_neither_a_bag_of_words_nor_the_nearest_noun_decides_it() -> None:
 
 
 def test_embedded_data_has_no_dev_sentence_in_training(tmp_path: Path) -> None:
-    source = compare.synthetic_source(tmp_path, seed=5, tasks=["attractor_number", "subject_number"])
+    source = data_sources.synthetic_source(tmp_path, seed=5, tasks=["attractor_number", "subject_number"])
     for task in source.tasks:
         with open(source.tasks[task]["train_file"], newline="") as handle:
             train = {row["sentence"] for row in csv.DictReader(handle)}
@@ -121,18 +121,18 @@ def calibrated_results(positive: list[float], replica: list[float]) -> dict:
 
 
 def test_the_first_line_says_whether_the_calibration_controls_passed() -> None:
-    good = compare.trust_lines(calibrated_results([0.55, 0.58, 0.52], [0.86, 0.87, 0.88]))
+    good = report.trust_lines(calibrated_results([0.55, 0.58, 0.52], [0.86, 0.87, 0.88]))
     assert good[0].startswith("**Calibrated:**")
     # the positive control's runs at chance count (that is what it shows): -31 points, detected
     assert "below its control: **-31.3" in "\n".join(good) and "Detected below 0, as it must be." in "\n".join(good)
     assert "Held 0, as it must." in "\n".join(good)
-    undetected = compare.trust_lines(calibrated_results([0.80, 0.90, 0.85], [0.86, 0.87, 0.88]))
+    undetected = report.trust_lines(calibrated_results([0.80, 0.90, 0.85], [0.86, 0.87, 0.88]))
     assert undetected[0].startswith("**This budget cannot be trusted:** the positive control on attractor_number "
                                     "was not detected")  # fmt: skip
-    drifting = compare.trust_lines(calibrated_results([0.55, 0.58, 0.52], [0.95, 0.97, 0.96]))
+    drifting = report.trust_lines(calibrated_results([0.55, 0.58, 0.52], [0.95, 0.97, 0.96]))
     assert drifting[0].startswith("**This budget cannot be trusted:** the negative control on attractor_number "
                                   "did not hold 0")  # fmt: skip
-    assert compare.trust_lines({"tasks": ["x"], "models": {}, "calibration": {}})[0].startswith("No calibration")
+    assert report.trust_lines({"tasks": ["x"], "models": {}, "calibration": {}})[0].startswith("No calibration")
 
 
 def test_a_held_out_run_stopped_by_a_non_finite_gradient_is_named_in_the_report(
@@ -159,7 +159,7 @@ def test_a_held_out_run_stopped_by_a_non_finite_gradient_is_named_in_the_report(
         "--pretrain_batch_size", "8", "--finetune_batch_size", "8", "--analysis_sentences", "2", "--num_seeds", "2",
         "--workers", "1", "--disable_tqdm", "--no_calibration_controls",
     ])  # fmt: skip
-    tuned = results["models"]["bert_control"]["fine_tuning"][compare.SYNTHETIC_TASK]
+    tuned = results["models"]["bert_control"]["fine_tuning"][data_sources.SYNTHETIC_TASK]
     assert tuned["learning_rate"] == 3e-4 and tuned["heldout_scores_by_learning_rate"]["0.001"] is None
     report = (tmp_path / "report.md").read_text()
     left_out = report.split("## Runs left out")[1].split("##")[0]

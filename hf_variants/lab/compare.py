@@ -29,14 +29,12 @@ line.
 from __future__ import annotations
 
 import contextlib
-import csv
 import json
 import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +48,10 @@ from ..settings.compare import CompareArguments
 from ..synthetic import DEFAULT_ATTRACTORS
 from ..training import checkpoints, run_identity
 from . import verdicts
+from .data_sources import DataSource, embedded_tasks, resolve_data
+from .execution import executor
+from .report import report_markdown, run_outcome, run_outcomes
 from .spec import EXTERNAL_REFERENCE, ModelSpec, with_matched_controls
-from .statistics import Interval, mean_interval, paired_difference_if_any
 
 #: The baseline of the calibration controls (:func:`with_calibration_controls`).
 BASELINE = "bert_control"
@@ -59,188 +59,22 @@ BASELINE = "bert_control"
 NEEDS_TOKEN_MIXING = frozenset({"attractor_number", "agreement"})
 
 DATA_ENV = compare_settings.DATA_ENV
-#: The embedded default's fine-tuning task when no data is given (see :func:`embedded_tasks`).
-SYNTHETIC_TASK = "attractor_number"
 #: Solver steps per N-ODE block and forward in the comparison (healthy runs take a handful at rtol 1e-3).
 NODE_MAX_STEPS = 50
 
 
-@dataclass
-class DataSource:
-    """Where the corpus and the tasks come from, as the engines' settings: ``corpus`` holds fields of
-    ``PretrainingArguments`` (``train_file`` and ``validation_file``, or ``dataset_name`` and
-    ``dataset_config_name``), ``tasks`` per task fields of run_glue's ``DataTrainingArguments``."""
-
-    kind: str  # "data_dir", "env", "hub" or "synthetic"
-    description: str
-    corpus: dict[str, str]
-    tasks: dict[str, dict[str, str]] = field(default_factory=dict)
-    glue_dir: Path | None = None  # local GLUE folder (data_dir / env)
-    synthetic_dir: Path | None = None  # folder of the embedded default
-
-    def input_files(self, task: str | None = None) -> list[Path]:
-        """The local files the corpus (``task=None``) or a task is read from (none for Hub data)."""
-        settings = self.corpus if task is None else self.tasks[task]
-        files = [Path(value) for name, value in settings.items() if name.endswith("_file")]
-        if task is not None and self.glue_dir is not None:
-            from ..glue import get_task
-
-            files += sorted((self.glue_dir / get_task(task).folder).glob("*.tsv"))
-        return files
-
-    def dev_split(self, task: str) -> tuple[list[str], list[str] | None, np.ndarray]:
-        """The dev set of ``task``: first texts, second texts (pairs) or None, labels."""
-        from datasets import load_dataset
-
-        from ..glue import get_task, load_glue
-
-        if self.kind == "synthetic":
-            files = {"validation": str(self.synthetic_dir / f"{task}_dev.csv")}
-            dev = load_dataset("csv", data_files=files)["validation"]
-            return list(dev["sentence"]), None, np.asarray(dev["label"])
-        dev = load_glue(task, self.glue_dir)["validation"]
-        keys = get_task(task).keys
-        second = list(dev[keys[1]]) if len(keys) > 1 else None
-        return list(dev[keys[0]]), second, np.asarray(dev["label"])
 
 
-# --------------------------------------------------------------------------------------------
-# Data resolution
-# --------------------------------------------------------------------------------------------
-def local_source(kind: str, folder: Path, tasks: Sequence[str]) -> DataSource:
-    """A data folder; raises naming what is missing (corpus file or task folder)."""
-    from ..glue import get_task
-
-    corpus = folder / "wikitext-2"
-    for name in ("train.txt", "valid.txt"):
-        if not (corpus / name).is_file():
-            raise FileNotFoundError(f"{folder} has no corpus file wikitext-2/{name} (expected {corpus / name}).")
-    task_data = {}
-    for task_name in tasks:
-        task = get_task(task_name)
-        task_folder = folder / "glue" / task.folder
-        if not (task_folder / "train.tsv").is_file() or not (task_folder / "dev.tsv").is_file():
-            raise FileNotFoundError(
-                f"{folder} has no GLUE task {task.name}: expected {task_folder}/train.tsv and dev.tsv."
-            )
-        task_data[task.name] = {"task_name": task.name, "glue_dir": str(folder / "glue")}
-    origin = "--data_dir" if kind == "data_dir" else f"${DATA_ENV}"
-    return DataSource(
-        kind,
-        f"{origin} {folder}: WikiText-2 for MLM, GLUE {', '.join(task_data)} for fine-tuning",
-        {"train_file": str(corpus / "train.txt"), "validation_file": str(corpus / "valid.txt")},
-        task_data,
-        glue_dir=folder / "glue",
-    )
 
 
-def hub_reachable(timeout: float = 10.0) -> bool:
-    """False when offline (``HF_HUB_OFFLINE``) or when the Hub does not answer."""
-    import huggingface_hub
-
-    if huggingface_hub.constants.HF_HUB_OFFLINE:
-        return False
-    try:
-        huggingface_hub.HfApi().dataset_info("nyu-mll/glue", timeout=timeout)
-    except Exception:  # any failure (network, HTTP, timeout) means: not usable now
-        return False
-    return True
 
 
-def embedded_tasks() -> dict[str, Callable[..., list[tuple[str, int]]]]:
-    """The tasks of the embedded default, name → generator of ``(sentence, label)`` rows (``count``,
-    ``seed=``, ``attractors=``)."""
-    from .. import synthetic
-
-    def fixed(generator: Callable[..., list[tuple[str, int]]]) -> Callable[..., list[tuple[str, int]]]:
-        return lambda count, seed, attractors: generator(count, seed=seed)  # no difficulty knob
-
-    return {
-        "attractor_number": synthetic.synthetic_attractor_number,
-        "subject_number": fixed(synthetic.synthetic_subject_number),
-        "agreement": fixed(synthetic.synthetic_acceptability),
-    }
 
 
-def synthetic_corpus(count: int, seed: int, attractors: int) -> list[str]:
-    """The MLM corpus of the embedded default: the synthetic language's simple sentences alternating with
-    sentences with attractor phrases (:func:`~hf_variants.synthetic.attractor_sentence`)."""
-    import random
-
-    from ..synthetic import attractor_sentence, synthetic_sentence
-
-    rng = random.Random(seed)
-    return [attractor_sentence(rng, attractors)[0] if index % 2 else synthetic_sentence(rng) for index in range(count)]
 
 
-def synthetic_source(
-    folder: Path, seed: int, tasks: Sequence[str] = (SYNTHETIC_TASK,), attractors: int = DEFAULT_ATTRACTORS
-) -> DataSource:
-    """Write the embedded default data into ``folder``: the synthetic corpus (:func:`synthetic_corpus`,
-    MLM) and each of ``tasks`` (CSV with ``sentence``/``label``: 2,000 training and 400 dev rows, from
-    disjoint seeds; a dev sentence that also occurs in training is replaced, so that no dev example was
-    trained on)."""
-    generators = embedded_tasks()
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "train.txt").write_text("\n".join(synthetic_corpus(6000, seed, attractors)) + "\n")
-    (folder / "valid.txt").write_text("\n".join(synthetic_corpus(600, seed + 1, attractors)) + "\n")
-    task_data = {}
-    for task in tasks:
-        train = generators[task](2000, seed=seed + 2, attractors=attractors)
-        seen = {sentence for sentence, _ in train}
-        dev = [row for row in generators[task](4000, seed=seed + 3, attractors=attractors) if row[0] not in seen][:400]
-        for split, rows in (("train", train), ("dev", dev)):
-            with (folder / f"{task}_{split}.csv").open("w", newline="", encoding="utf-8") as handle:
-                csv.writer(handle, lineterminator="\n").writerows([("sentence", "label"), *rows])
-        task_data[task] = {"train_file": str(folder / f"{task}_train.csv"),
-                           "validation_file": str(folder / f"{task}_dev.csv")}  # fmt: skip
-    described = {"attractor_number": f"attractor number (is the subject plural, past up to {attractors} phrases "
-                                      "with nouns of either number?)",
-                 "subject_number": "subject number (is the subject plural? the verb's form is no clue)",
-                 "agreement": "subject–verb agreement (is the verb form right for the subject's number?)"}  # fmt: skip
-    return DataSource(
-        "synthetic",
-        f"embedded default in {folder}: the package's synthetic language for MLM and its "
-        f"{' and '.join(described[task] for task in tasks)} task{'s' if len(tasks) > 1 else ''} for fine-tuning",
-        {"train_file": str(folder / "train.txt"), "validation_file": str(folder / "valid.txt")},
-        task_data,
-        synthetic_dir=folder,
-    )
 
 
-def resolve_data(
-    data_dir: Path | None, tasks: Sequence[str] | None, output_dir: Path, seed: int, from_hub: bool = False,
-    attractors: int = DEFAULT_ATTRACTORS,
-) -> DataSource:
-    """The data a user asked for — ``data_dir``, else ``$HF_VARIANTS_DATA``, else the Hub with
-    ``from_hub`` — or the embedded default; tasks of the embedded default (:func:`embedded_tasks`) are
-    always taken from it. Whether the Hub answers never changes the choice: asked for and unreachable
-    is an error, not asked for is never tried, so one command line is one experiment on every machine."""
-    if tasks and set(tasks) <= embedded_tasks().keys():
-        return synthetic_source(output_dir / "data", seed, list(dict.fromkeys(tasks)), attractors)
-    glue_tasks = list(tasks) if tasks else ["sst2"]
-    if data_dir is not None:
-        return local_source("data_dir", Path(data_dir), glue_tasks)
-    if os.environ.get(DATA_ENV):
-        return local_source("env", Path(os.environ[DATA_ENV]), glue_tasks)
-    if from_hub:
-        if not hub_reachable():
-            raise ConnectionError(
-                "--from_hub: the Hub is not reachable (or HF_HUB_OFFLINE is set); give a local copy with "
-                f"--data_dir or ${DATA_ENV}, or leave both out for the embedded tasks."
-            )
-        return DataSource(
-            "hub",
-            f"the Hub: wikitext/wikitext-2-raw-v1 for MLM, nyu-mll/glue {', '.join(glue_tasks)} for fine-tuning",
-            {"dataset_name": "wikitext", "dataset_config_name": "wikitext-2-raw-v1"},
-            {task: {"task_name": task} for task in glue_tasks},
-        )
-    if tasks:
-        raise FileNotFoundError(
-            f"--tasks {' '.join(tasks)}: GLUE tasks need data: --data_dir, ${DATA_ENV} or --from_hub. "
-            f"The embedded tasks are {', '.join(sorted(embedded_tasks()))}."
-        )
-    return synthetic_source(output_dir / "data", seed, attractors=attractors)
 
 
 # --------------------------------------------------------------------------------------------
@@ -484,7 +318,7 @@ def train_all(
 
     # every model's first seed first: its held-out runs can start while the other seeds pretrain
     pretrainings = [Run(spec, seed=seeds(spec)[index]) for index in range(args.num_seeds) for spec in specs]
-    with executor(args) as pool:
+    with executor(args.workers) as pool:
         pending = {pool.submit(train, args, source, tokenizer, run): run for run in pretrainings}
         try:
             while pending:
@@ -534,54 +368,12 @@ def heldout_left_out(sweep: dict[float, dict[str, Any]]) -> dict[str, str]:
     return left_out
 
 
-def die_with(parent_pid: int) -> None:
-    """On Linux, have this process killed when ``parent_pid`` (the comparison) ends, even by SIGKILL:
-    an orphaned worker would keep training and hold its run folder's lock against the re-run."""
-    import ctypes
-    import signal
-
-    if not sys.platform.startswith("linux"):
-        return
-    pr_set_pdeathsig = 1
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
-    if os.getppid() != parent_pid:  # the comparison ended before the request took effect
-        os._exit(1)
 
 
-class InlineExecutor(Executor):
-    """Runs each submitted call at once, in this process (``--workers 1``)."""
-
-    def submit(self, fn, /, *args, **kwargs) -> Future:
-        future: Future = Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except Exception as error:  # handed to the caller by future.result(), as a pool would
-            future.set_exception(error)
-        return future
 
 
-def executor(args: CompareArguments) -> Executor:
-    """``--workers`` processes sharing this process's CPU threads, or :class:`InlineExecutor` for one."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    if args.workers == 1:
-        return InlineExecutor()
-    threads = max(1, torch.get_num_threads() // args.workers)
-    return ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=start_worker, initargs=(threads, os.getpid()))  # fmt: skip
 
 
-def start_worker(threads: int, comparison_pid: int) -> None:
-    """A worker process: it dies with the comparison (below), takes its share of the threads, and has
-    the libraries' bars off as in the main process."""
-    import datasets
-    from transformers.utils import logging as transformers_logging
-
-    die_with(comparison_pid)
-    torch.set_num_threads(threads)
-    datasets.disable_progress_bars()
-    transformers_logging.disable_progress_bar()
 
 
 def recomputed_metric(
@@ -880,21 +672,8 @@ def final_run(
     return {**record, "status": verdicts.run_status(run_outcome(record))}
 
 
-def run_outcome(record: dict[str, Any]) -> verdicts.RunOutcome:
-    """A final run's record (:func:`final_run`) as the protocol's verdicts read it."""
-    if record.get("failed"):
-        return verdicts.RunOutcome(None, failed=record["failed"])
-    return verdicts.RunOutcome(
-        record["value"],
-        one_class=bool(record.get("did_not_learn")),
-        losses=[point["loss"] for point in record.get("curve", [])],
-        chance=record.get("chance") if record["metric"] == "accuracy" else None,
-        examples=record.get("dev_examples"),
-    )
 
 
-def run_outcomes(runs: dict[str, dict[str, Any]]) -> dict[str, verdicts.RunOutcome]:
-    return {seed: run_outcome(record) for seed, record in runs.items()}
 
 
 def _setting(value: Any) -> Any:
@@ -906,204 +685,17 @@ def _setting(value: Any) -> Any:
     return value
 
 
-def score_text(tuned: dict[str, Any]) -> str:
-    """A model's score on a task over seeds: the mean ± 95% half-width of the runs that learned, and how
-    many did (``99.8 ± 0.4 (3/3 learned)``, ``— (0/3 learned: 3 stayed on the plateau)``)."""
-    from collections import Counter
-
-    runs = tuned["runs"]
-    interval = verdicts.summary(run_outcomes(runs))
-    others = Counter(run["status"] for run in runs.values() if run["status"] != verdicts.LEARNED)
-    learned = len(runs) - sum(others.values())
-    why = "".join(f"{'; ' if index else ': '}{count} {status}" for index, (status, count) in enumerate(others.items()))
-    return f"{'—' if interval is None else interval.mean_text(100)} ({learned}/{len(runs)} learned{why})"
 
 
-def pretraining_losses(entry: dict[str, Any]) -> dict[int, float]:
-    """Seed → the model's MLM validation loss after pretraining at that seed (one seed in older records)."""
-    runs = entry.get("pretraining_runs") or ({"0": entry["pretraining"]} if "pretraining" in entry else {})
-    return {int(seed): run["eval_loss"] for seed, run in runs.items()}
 
 
-def loss_difference(variant: dict[str, dict[str, Any]], control: dict[str, dict[str, Any]]) -> Interval | None:
-    """The seed-paired difference of the dev cross-entropy (a continuous measure beside accuracy, which
-    a run tends to reach all at once) over the seeds where both learned; None with fewer than two."""
-    def losses(runs: dict[str, dict[str, Any]]) -> dict[int, float]:
-        learned = verdicts.learned_values(run_outcomes(runs))
-        recorded = {seed: runs[str(seed)].get("metrics", {}).get("loss") for seed in learned}
-        return {seed: loss for seed, loss in recorded.items() if loss is not None}
-
-    return paired_difference_if_any(losses(variant), losses(control))
 
 
-def answer_lines(results: dict[str, Any]) -> list[str]:
-    """The report's first section: each variant against its matched control over seeds, and what to
-    conclude (:func:`~hf_variants.lab.verdicts.pair_verdict`)."""
-    tasks, models = results["tasks"], results["models"]
-    pairs = [(entry["control_of"], name) for name, entry in models.items() if entry.get("control_of")]
-    lines = ["## Answer: each variant against its matched control", ""]
-    if not pairs:
-        return [*lines, "No variant was run with its matched control (`--no_matched_controls`).", ""]
-    lines += [
-        "| variant | matched control (only the idea turned off) | task | variant | control | "
-        "variant − control [95% interval] | dev loss, variant − control | MLM validation loss, variant − control | "
-        "learning rate (variant / control) |",
-        "|---|---|---|---:|---:|---:|---:|---:|---|",
-    ]
-    conclusions = []
-    for variant, control in pairs:
-        for task in tasks:
-            v, c = models[variant]["fine_tuning"][task], models[control]["fine_tuning"][task]
-            verdict = verdicts.pair_verdict(run_outcomes(v["runs"]), run_outcomes(c["runs"]))
-            difference = "—" if verdict.difference is None else verdict.difference.difference_text(100)
-            changes = ", ".join(f"`{k}={value}`" for k, value in models[control]["control_changes"].items())
-            loss = loss_difference(v["runs"], c["runs"])
-            mlm = paired_difference_if_any(pretraining_losses(models[variant]), pretraining_losses(models[control]))
-            lines.append(
-                f"| {variant} | {changes} | {task} | {score_text(v)} | {score_text(c)} | {difference} | "
-                f"{'—' if loss is None else loss.difference_text(digits=3)} | "
-                f"{'—' if mlm is None else mlm.difference_text(digits=3)} | "
-                f"{v['learning_rate']:g} / {c['learning_rate']:g} |"
-            )
-            left_out = [f"{who} {', '.join(items)}" for who, items in verdict.left_out.items() if items]
-            note = f" Left out: {'; '.join(left_out)}." if left_out else ""
-            for who, tuned in ((variant, v), ("its control", c)):
-                reasons = tuned.get("heldout_left_out", {}).values()
-                failures = [why for why in reasons if why.startswith(verdicts.FAILED)]
-                if failures and len(failures) == len(tuned.get("heldout_scores_by_learning_rate", ())):
-                    note += f" Every held-out run of {who} failed, so its final runs used the smallest rate."
-            if verdict.difference is None:
-                note += (
-                    f" At this budget the pair says nothing about {variant}'s idea; raise `--finetune_steps` or "
-                    "`--pretrain_steps`, or use `--preset full`."
-                )
-            conclusions.append(f"- {task}: {variant} — {verdict.text}.{note}")
-    seeds = len(models[pairs[0][0]]["fine_tuning"][tasks[0]]["runs"])
-    metrics = ", ".join(sorted({models[pairs[0][0]]["fine_tuning"][t]["metric"] for t in tasks}))
-    lines += ["", f"Dev {metrics} ×100: mean ± 95% half-width over the seeds that learned ({seeds} "
-              "seeds); the difference is paired by seed over the seeds where both "
-              "learned; the dev loss (cross-entropy, lower is better) is paired the same way, a continuous measure "
-              "beside accuracy, and so is the MLM validation loss after pretraining at each seed (each seed is a "
-              "whole replicate: its own pretraining, then its fine-tuning). \"Could detect ±d\": the smallest true "
-              "difference these seeds find 80% of the time "
-              "at their spread (the paired t-test's minimum detectable difference). A run that failed, predicted "
-              "one class (≥ 99% of dev predictions), stayed on its "
-              f"starting loss (last quarter of its logged losses ≥ {verdicts.PLATEAU_SHARE:.0%} of the first) or "
-              "scored below chance (the dev majority share plus 1.96 binomial standard errors) is named and left "
-              "out. Each model's learning rate was chosen per task by its score on a held-out slice of the training "
-              "split; the dev set was seen only by the final runs.", "",
-              "What to conclude:", "", *conclusions, ""]  # fmt: skip
-    return lines
 
 
-def calibration_checks(results: dict[str, Any]) -> list[tuple[str, str, bool, str]]:
-    """The calibration controls' verdicts (:func:`with_calibration_controls`): ``(control, task, passed,
-    verdict text)``; the positive control counts every finished run (a model that cannot learn the task is
-    what it shows), the negative control the runs that learned, as every verdict does."""
-    calibration, models = results.get("calibration") or {}, results["models"]
-    if not calibration:
-        return []
-    baseline = models[calibration["baseline"]]["fine_tuning"]
-    checks = []
-    for task in calibration.get("positive_tasks", []):
-        positive = run_outcomes(models[calibration["positive"]]["fine_tuning"][task]["runs"])
-        verdict = verdicts.pair_verdict(positive, run_outcomes(baseline[task]["runs"]), verdicts.finished_values)
-        found = verdict.difference is not None and verdict.difference.excludes_zero and verdict.difference.mean < 0
-        checks.append(("positive", task, found, verdict.text))
-    for task in results["tasks"]:
-        replica = run_outcomes(models[calibration["negative"]]["fine_tuning"][task]["runs"])
-        verdict = verdicts.pair_verdict(replica, run_outcomes(baseline[task]["runs"]))
-        held = verdict.difference is not None and verdict.difference.spread and not verdict.difference.excludes_zero
-        checks.append(("negative", task, held, verdict.text))
-    return checks
 
 
-def trust_lines(results: dict[str, Any]) -> list[str]:
-    """The report's first line (whether this budget can be trusted, from :func:`calibration_checks`) and
-    the calibration section."""
-    checks = calibration_checks(results)
-    if not checks:
-        return ["No calibration controls were run (`--no_calibration_controls`): nothing shows what this "
-                "comparison could detect.", ""]  # fmt: skip
-    calibration = results["calibration"]
-    failed = [(kind, task, text) for kind, task, passed, text in checks if not passed]
-    if failed:
-        why = "; ".join(
-            f"the {kind} control on {task} {'was not detected' if kind == 'positive' else 'did not hold 0'} ({text})"
-            for kind, task, text in failed
-        )
-        first = f"**This budget cannot be trusted:** {why}. Raise the budget (`--preset full`) or the seeds."
-    else:
-        first = ("**Calibrated:** the positive control was detected and the negative control held 0 on every task, "
-                 "so a verdict below that holds 0 means no difference larger than it could detect.")  # fmt: skip
-    lines = [first, "", "## Calibration: what this comparison can see", ""]
-    for kind, task, passed, text in checks:
-        if kind == "positive":
-            who = f"`{calibration['positive']}` (tokens not mixed: a bag of words) against {calibration['baseline']}"
-            expected = "detected below 0, as it must be" if passed else "NOT detected: it must lie below 0"
-        else:
-            who = f"{calibration['negative']} against {calibration['baseline']} (the same model)"
-            expected = "held 0, as it must" if passed else "DID NOT hold 0: it must"
-        lines.append(f"- {'Positive' if kind == 'positive' else 'Negative'} control, {task}: {who} — {text}. "
-                     f"{expected[0].upper()}{expected[1:]}.")  # fmt: skip
-    return [*lines, ""]
 
 
-def left_out_lines(results: dict[str, Any]) -> list[str]:
-    """Every run that does not count, final and held-out, with why (the error's first clause and step)."""
-    lines = []
-    for name, entry in results["models"].items():
-        for task, tuned in entry["fine_tuning"].items():
-            for seed, record in tuned["runs"].items():
-                if record["status"] != verdicts.LEARNED:
-                    lines.append(f"- {name}, {task}, seed {seed}: {verdicts.reason(run_outcome(record))}.")
-            for rate, why in tuned.get("heldout_left_out", {}).items():
-                lines.append(f"- {name}, {task}, held-out run at learning rate {rate}: {why}.")
-    return ["## Runs left out", "", *(lines or ["None: every run finished and learned."]), ""]
 
 
-def report_markdown(results: dict[str, Any]) -> str:
-    tasks = results["tasks"]
-    first_model = next(iter(results["models"].values()))
-    task_headers = "".join(f" {task} dev {first_model['fine_tuning'][task]['metric']} |" for task in tasks)
-    lines = [
-        "# hf-variants compare",
-        "",
-        *trust_lines(results),
-        f"Data: {results['data']['description']}.",
-        "",
-        *answer_lines(results),
-        *left_out_lines(results),
-        "## All models",
-        "",
-        f"| model | parameters | MLM steps | MLM tokens/s † | MLM validation loss |{task_headers} training time † |",
-        "|---|---:|---:|---:|---:|" + "---:|" * len(tasks) + "---:|",
-    ]
-    for name, entry in results["models"].items():
-        pre = entry["pretraining"]
-        scores = "".join(f" {score_text(entry['fine_tuning'][t])} |" for t in tasks)
-        label = f"{name} (transformers BERT, external reference)" if entry.get("external_reference") else name
-        lines.append(
-            f"| {label} | {entry['parameters']:,} | {pre['steps']} | {pre['tokens_per_second']:,.0f} | "
-            f"{mean_interval(list(pretraining_losses(entry).values())).mean_text(digits=3)} |{scores} "
-            f"{entry['training_seconds']:.0f} s |"
-        )
-    lines += ["", "Dev scores ×100 over seeds; every fine-tuned model was reloaded with",
-              "`AutoModelForSequenceClassification` and its dev score recomputed (equal to the reported one).",
-              "† Tokens/s and training time (pretraining plus the final runs) depend on the machine's load",
-              f"while each run trained ({results['settings']['workers']} runs side by side); they are not a speed",
-              "comparison — `scripts/benchmark.py` is.",
-              f"The comparison took {results['wall_seconds']:.0f} s, {results['training_wall_seconds']:.0f} s of "
-              "them training.", "", "## Figures", ""]  # fmt: skip
-    without_attention = [n for n, e in results["models"].items() if not e.get("has_attention_probabilities", True)]
-    if without_attention:
-        lines += [f"No attention maps or ranks for {', '.join(without_attention)}: no attention probabilities in "
-                  "the token mixer (TransJect's orthogonal attention mixes tokens through Σ, the mean mixer by the "
-                  "unweighted mean).", ""]  # fmt: skip
-    for figure in results["figures"]:
-        lines += [f"![{Path(figure['path']).stem}]({figure['path']})", "", f"*{figure['caption']}*", ""]
-    lines += ["## Command and configuration", "", "```bash", results["command"], "```", "", "```json",
-              json.dumps({"settings": results["settings"],
-                          "config_overrides": {k: v["config_overrides"] for k, v in results["models"].items()}},
-                         indent=2), "```", ""]  # fmt: skip
-    return "\n".join(lines)

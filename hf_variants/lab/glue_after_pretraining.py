@@ -21,11 +21,9 @@ out of means and pairs.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import shutil
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from ..glue import get_task
 from ..training import checkpoints
 from . import verdicts
+from .execution import executor
 from .statistics import Interval, mean_interval, paired_difference_if_any
 
 if TYPE_CHECKING:
@@ -249,10 +248,8 @@ class ModelToTune:
 
 
 def run_in_worker(settings: FineTuningRun) -> dict[str, Any]:
-    """One fine-tuning run in a pool worker, on one CPU thread (several run side by side)."""
-    import torch
-
-    torch.set_num_threads(1)
+    """One fine-tuning run, submitted to the lab's executor (:func:`~hf_variants.lab.execution.executor`:
+    a worker takes its share of the CPU threads)."""
     from ..training import run_glue
 
     return run_glue.run(*settings)
@@ -280,14 +277,8 @@ def fine_tune(
 
     def run_all(jobs: list[tuple[Path, Path, FineTuningRun]]) -> None:
         pending = [(work, record, settings) for work, record, settings in jobs if not finished_run(record, settings)]
-        with contextlib.ExitStack() as stack:
-            if workers > 1:
-                pool = stack.enter_context(ProcessPoolExecutor(max_workers=workers))
-                outcomes = pool.map(run_in_worker, [settings for _, _, settings in pending])
-            else:
-                from ..training import run_glue
-
-                outcomes = (run_glue.run(*settings) for _, _, settings in pending)
+        with executor(workers) as pool:
+            outcomes = pool.map(run_in_worker, [settings for _, _, settings in pending])
             for (work, record, _), _ in zip(pending, outcomes, strict=True):
                 record.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(work / "results.json", record)

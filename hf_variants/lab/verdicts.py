@@ -77,7 +77,7 @@ def stayed_on_plateau(losses: Sequence[float]) -> bool:
 @dataclass(frozen=True)
 class RunOutcome:
     """What one fine-tuning run showed, whichever study ran it: each study reads its own records into
-    this (``compare.run_outcome``, ``grid.run_outcome``, ``glue_after_pretraining.run_outcome``), and
+    this (``report.run_outcome``, ``grid.run_outcome``, ``glue_after_pretraining.run_outcome``), and
     :func:`run_status` is the one rule over it. A measure a study does not record keeps its default, and
     the test that needs it is not made (no loss curve: no plateau test; no chance level: no at-chance test)."""
 

@@ -1,0 +1,201 @@
+"""Where the main job's data comes from (:func:`resolve_data`): a local folder, ``$HF_VARIANTS_DATA``, the Hub
+when asked for (``--from_hub``), or the embedded default — the package's synthetic language for MLM and its
+attractor-number task, generated from a seed — as the engines' settings (:class:`DataSource`)."""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..settings import compare as compare_settings
+from ..synthetic import DEFAULT_ATTRACTORS
+
+DATA_ENV = compare_settings.DATA_ENV
+
+
+#: The embedded default's fine-tuning task when no data is given (see :func:`embedded_tasks`).
+SYNTHETIC_TASK = "attractor_number"
+
+
+@dataclass
+class DataSource:
+    """Where the corpus and the tasks come from, as the engines' settings: ``corpus`` holds fields of
+    ``PretrainingArguments`` (``train_file`` and ``validation_file``, or ``dataset_name`` and
+    ``dataset_config_name``), ``tasks`` per task fields of run_glue's ``DataTrainingArguments``."""
+
+    kind: str  # "data_dir", "env", "hub" or "synthetic"
+    description: str
+    corpus: dict[str, str]
+    tasks: dict[str, dict[str, str]] = field(default_factory=dict)
+    glue_dir: Path | None = None  # local GLUE folder (data_dir / env)
+    synthetic_dir: Path | None = None  # folder of the embedded default
+
+    def input_files(self, task: str | None = None) -> list[Path]:
+        """The local files the corpus (``task=None``) or a task is read from (none for Hub data)."""
+        settings = self.corpus if task is None else self.tasks[task]
+        files = [Path(value) for name, value in settings.items() if name.endswith("_file")]
+        if task is not None and self.glue_dir is not None:
+            from ..glue import get_task
+
+            files += sorted((self.glue_dir / get_task(task).folder).glob("*.tsv"))
+        return files
+
+    def dev_split(self, task: str) -> tuple[list[str], list[str] | None, np.ndarray]:
+        """The dev set of ``task``: first texts, second texts (pairs) or None, labels."""
+        from datasets import load_dataset
+
+        from ..glue import get_task, load_glue
+
+        if self.kind == "synthetic":
+            files = {"validation": str(self.synthetic_dir / f"{task}_dev.csv")}
+            dev = load_dataset("csv", data_files=files)["validation"]
+            return list(dev["sentence"]), None, np.asarray(dev["label"])
+        dev = load_glue(task, self.glue_dir)["validation"]
+        keys = get_task(task).keys
+        second = list(dev[keys[1]]) if len(keys) > 1 else None
+        return list(dev[keys[0]]), second, np.asarray(dev["label"])
+
+
+# --------------------------------------------------------------------------------------------
+# Data resolution
+# --------------------------------------------------------------------------------------------
+def local_source(kind: str, folder: Path, tasks: Sequence[str]) -> DataSource:
+    """A data folder; raises naming what is missing (corpus file or task folder)."""
+    from ..glue import get_task
+
+    corpus = folder / "wikitext-2"
+    for name in ("train.txt", "valid.txt"):
+        if not (corpus / name).is_file():
+            raise FileNotFoundError(f"{folder} has no corpus file wikitext-2/{name} (expected {corpus / name}).")
+    task_data = {}
+    for task_name in tasks:
+        task = get_task(task_name)
+        task_folder = folder / "glue" / task.folder
+        if not (task_folder / "train.tsv").is_file() or not (task_folder / "dev.tsv").is_file():
+            raise FileNotFoundError(
+                f"{folder} has no GLUE task {task.name}: expected {task_folder}/train.tsv and dev.tsv."
+            )
+        task_data[task.name] = {"task_name": task.name, "glue_dir": str(folder / "glue")}
+    origin = "--data_dir" if kind == "data_dir" else f"${DATA_ENV}"
+    return DataSource(
+        kind,
+        f"{origin} {folder}: WikiText-2 for MLM, GLUE {', '.join(task_data)} for fine-tuning",
+        {"train_file": str(corpus / "train.txt"), "validation_file": str(corpus / "valid.txt")},
+        task_data,
+        glue_dir=folder / "glue",
+    )
+
+
+def hub_reachable(timeout: float = 10.0) -> bool:
+    """False when offline (``HF_HUB_OFFLINE``) or when the Hub does not answer."""
+    import huggingface_hub
+
+    if huggingface_hub.constants.HF_HUB_OFFLINE:
+        return False
+    try:
+        huggingface_hub.HfApi().dataset_info("nyu-mll/glue", timeout=timeout)
+    except Exception:  # any failure (network, HTTP, timeout) means: not usable now
+        return False
+    return True
+
+
+def embedded_tasks() -> dict[str, Callable[..., list[tuple[str, int]]]]:
+    """The tasks of the embedded default, name → generator of ``(sentence, label)`` rows (``count``,
+    ``seed=``, ``attractors=``)."""
+    from .. import synthetic
+
+    def fixed(generator: Callable[..., list[tuple[str, int]]]) -> Callable[..., list[tuple[str, int]]]:
+        return lambda count, seed, attractors: generator(count, seed=seed)  # no difficulty knob
+
+    return {
+        "attractor_number": synthetic.synthetic_attractor_number,
+        "subject_number": fixed(synthetic.synthetic_subject_number),
+        "agreement": fixed(synthetic.synthetic_acceptability),
+    }
+
+
+def synthetic_corpus(count: int, seed: int, attractors: int) -> list[str]:
+    """The MLM corpus of the embedded default: the synthetic language's simple sentences alternating with
+    sentences with attractor phrases (:func:`~hf_variants.synthetic.attractor_sentence`)."""
+    import random
+
+    from ..synthetic import attractor_sentence, synthetic_sentence
+
+    rng = random.Random(seed)
+    return [attractor_sentence(rng, attractors)[0] if index % 2 else synthetic_sentence(rng) for index in range(count)]
+
+
+def synthetic_source(
+    folder: Path, seed: int, tasks: Sequence[str] = (SYNTHETIC_TASK,), attractors: int = DEFAULT_ATTRACTORS
+) -> DataSource:
+    """Write the embedded default data into ``folder``: the synthetic corpus (:func:`synthetic_corpus`,
+    MLM) and each of ``tasks`` (CSV with ``sentence``/``label``: 2,000 training and 400 dev rows, from
+    disjoint seeds; a dev sentence that also occurs in training is replaced, so that no dev example was
+    trained on)."""
+    generators = embedded_tasks()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "train.txt").write_text("\n".join(synthetic_corpus(6000, seed, attractors)) + "\n")
+    (folder / "valid.txt").write_text("\n".join(synthetic_corpus(600, seed + 1, attractors)) + "\n")
+    task_data = {}
+    for task in tasks:
+        train = generators[task](2000, seed=seed + 2, attractors=attractors)
+        seen = {sentence for sentence, _ in train}
+        dev = [row for row in generators[task](4000, seed=seed + 3, attractors=attractors) if row[0] not in seen][:400]
+        for split, rows in (("train", train), ("dev", dev)):
+            with (folder / f"{task}_{split}.csv").open("w", newline="", encoding="utf-8") as handle:
+                csv.writer(handle, lineterminator="\n").writerows([("sentence", "label"), *rows])
+        task_data[task] = {"train_file": str(folder / f"{task}_train.csv"),
+                           "validation_file": str(folder / f"{task}_dev.csv")}  # fmt: skip
+    described = {"attractor_number": f"attractor number (is the subject plural, past up to {attractors} phrases "
+                                      "with nouns of either number?)",
+                 "subject_number": "subject number (is the subject plural? the verb's form is no clue)",
+                 "agreement": "subject–verb agreement (is the verb form right for the subject's number?)"}  # fmt: skip
+    return DataSource(
+        "synthetic",
+        f"embedded default in {folder}: the package's synthetic language for MLM and its "
+        f"{' and '.join(described[task] for task in tasks)} task{'s' if len(tasks) > 1 else ''} for fine-tuning",
+        {"train_file": str(folder / "train.txt"), "validation_file": str(folder / "valid.txt")},
+        task_data,
+        synthetic_dir=folder,
+    )
+
+
+def resolve_data(
+    data_dir: Path | None, tasks: Sequence[str] | None, output_dir: Path, seed: int, from_hub: bool = False,
+    attractors: int = DEFAULT_ATTRACTORS,
+) -> DataSource:
+    """The data a user asked for — ``data_dir``, else ``$HF_VARIANTS_DATA``, else the Hub with
+    ``from_hub`` — or the embedded default; tasks of the embedded default (:func:`embedded_tasks`) are
+    always taken from it. Whether the Hub answers never changes the choice: asked for and unreachable
+    is an error, not asked for is never tried, so one command line is one experiment on every machine."""
+    if tasks and set(tasks) <= embedded_tasks().keys():
+        return synthetic_source(output_dir / "data", seed, list(dict.fromkeys(tasks)), attractors)
+    glue_tasks = list(tasks) if tasks else ["sst2"]
+    if data_dir is not None:
+        return local_source("data_dir", Path(data_dir), glue_tasks)
+    if os.environ.get(DATA_ENV):
+        return local_source("env", Path(os.environ[DATA_ENV]), glue_tasks)
+    if from_hub:
+        if not hub_reachable():
+            raise ConnectionError(
+                "--from_hub: the Hub is not reachable (or HF_HUB_OFFLINE is set); give a local copy with "
+                f"--data_dir or ${DATA_ENV}, or leave both out for the embedded tasks."
+            )
+        return DataSource(
+            "hub",
+            f"the Hub: wikitext/wikitext-2-raw-v1 for MLM, nyu-mll/glue {', '.join(glue_tasks)} for fine-tuning",
+            {"dataset_name": "wikitext", "dataset_config_name": "wikitext-2-raw-v1"},
+            {task: {"task_name": task} for task in glue_tasks},
+        )
+    if tasks:
+        raise FileNotFoundError(
+            f"--tasks {' '.join(tasks)}: GLUE tasks need data: --data_dir, ${DATA_ENV} or --from_hub. "
+            f"The embedded tasks are {', '.join(sorted(embedded_tasks()))}."
+        )
+    return synthetic_source(output_dir / "data", seed, attractors=attractors)
+

@@ -1,0 +1,66 @@
+"""The lab's one executor: runs side by side in worker processes that die with the study and share its CPU
+threads, or one after another in this process (:func:`executor`). The main job and the GLUE studies submit
+their runs to it."""
+
+from __future__ import annotations
+
+import os
+import sys
+from concurrent.futures import Executor, Future
+
+import torch
+
+
+def die_with(parent_pid: int) -> None:
+    """On Linux, have this process killed when ``parent_pid`` (the study) ends, even by SIGKILL: an orphaned
+    worker would keep training and hold its run folder's lock against the re-run."""
+    import ctypes
+    import signal
+
+    if not sys.platform.startswith("linux"):
+        return
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if os.getppid() != parent_pid:  # the comparison ended before the request took effect
+        os._exit(1)
+
+
+class InlineExecutor(Executor):
+    """Runs each submitted call at once, in this process (``--workers 1``)."""
+
+    def map(self, fn, *iterables, timeout=None, chunksize=1):
+        """One call after another as the results are taken (a caller records each before the next runs)."""
+        return (fn(*args) for args in zip(*iterables, strict=True))
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as error:  # handed to the caller by future.result(), as a pool would
+            future.set_exception(error)
+        return future
+
+
+def executor(workers: int) -> Executor:
+    """``workers`` processes sharing this process's CPU threads, or :class:`InlineExecutor` for one."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    if workers == 1:
+        return InlineExecutor()
+    threads = max(1, torch.get_num_threads() // workers)
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=start_worker, initargs=(threads, os.getpid()))  # fmt: skip
+
+
+def start_worker(threads: int, study_pid: int) -> None:
+    """A worker process: it dies with the study (:func:`die_with`), takes its share of the threads, and has
+    the libraries' bars off as in the main process."""
+    import datasets
+    from transformers.utils import logging as transformers_logging
+
+    die_with(study_pid)
+    torch.set_num_threads(threads)
+    datasets.disable_progress_bars()
+    transformers_logging.disable_progress_bar()
+
