@@ -19,7 +19,7 @@ from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassificatio
 from hf_variants.cli import main as cli_main
 from hf_variants.core.ideas import MatchedSize
 from hf_variants.core.overrides import format_overrides, parse_overrides
-from hf_variants.lab import compare, data_sources
+from hf_variants.lab import compare, data_sources, stages
 from hf_variants.lab import report as report_writer
 from hf_variants.lab.spec import ModelSpec
 from hf_variants.settings.compare import DEFAULT_MODELS
@@ -273,7 +273,7 @@ def test_default_models_keep_their_sizes_and_specs_add_theirs() -> None:
     """The defaults give the sizes the recorded reports used (each idea derives its own from the shared
     size); a switched axis brings its own size rule; a control takes its variant's sizes."""
     size = MatchedSize(128, 2, head_size=32, solver_tolerance=1e-3, max_solver_steps=50)
-    sizes = {name: compare.matched_fields(ModelSpec(name), size) for name in DEFAULT_MODELS}
+    sizes = {name: stages.matched_fields(ModelSpec(name), size) for name in DEFAULT_MODELS}
     shared = {"hidden_size": 128, "num_hidden_layers": 2}
     assert sizes == {
         "bert_control": {**shared, "intermediate_size": 512, "num_attention_heads": 4},
@@ -283,11 +283,11 @@ def test_default_models_keep_their_sizes_and_specs_add_theirs() -> None:
         "node_transformer": {**shared, "intermediate_size": 512, "num_attention_heads": 4,
                              "rtol": 1e-3, "atol": 1e-3, "max_num_steps": 50},
     }  # fmt: skip
-    mixed = compare.matched_fields(ModelSpec.parse("macaron_bert:attention_type=mgk"), size)
+    mixed = stages.matched_fields(ModelSpec.parse("macaron_bert:attention_type=mgk"), size)
     assert mixed == {**sizes["mgk_bert"], "attention_type": "mgk"}
-    own = compare.matched_fields(ModelSpec.parse("mgk_bert:num_attention_heads=1"), size)
+    own = stages.matched_fields(ModelSpec.parse("mgk_bert:num_attention_heads=1"), size)
     assert own == {**sizes["mgk_bert"], "num_attention_heads": 1}
-    control = compare.matched_fields(ModelSpec("transject").control(), size)
+    control = stages.matched_fields(ModelSpec("transject").control(), size)
     assert control == {**sizes["transject"], "attention_type": "softmax", "layer_scheme": "lie_trotter"}
     for name, fields in sizes.items():  # every size builds, at the shared width and depth
         config = ModelSpec(name).config(fields)
@@ -307,8 +307,8 @@ def test_overwrite_reaches_both_training_scripts(monkeypatch: pytest.MonkeyPatch
     for flag, overwrite in (([], False), (["--overwrite_output_dir"], True)):
         seen.clear()
         args = compare.parse_args(["--output_dir", str(tmp_path), *flag])
-        compare.pretrain(args, source, "tok", ModelSpec("bert_control"), seed=1)
-        compare.fine_tune(args, source, ModelSpec("bert_control"), data_sources.SYNTHETIC_TASK, 1e-3, "run", seed=1)
+        stages.pretrain(args, source, "tok", ModelSpec("bert_control"), seed=1)
+        stages.fine_tune(args, source, ModelSpec("bert_control"), data_sources.SYNTHETIC_TASK, 1e-3, "run", seed=1)
         assert seen["mlm"].overwrite_output_dir is overwrite
         assert seen["mlm"].train_file == source.corpus["train_file"] and seen["mlm"].tokenizer_name == "tok"
         model, data, training, run = seen["glue"]
@@ -460,7 +460,7 @@ def test_a_failing_learning_rate_is_recorded_and_not_chosen() -> None:
     assert compare.choose_learning_rate(TASK, outcomes(set()))[0] == 3e-3
     assert compare.choose_learning_rate(TASK, outcomes(set(scored))) == (3e-4, dict.fromkeys(scored))
     args = compare.parse_args(["--output_dir", "unused"])
-    assert compare.matched_fields(ModelSpec("node_transformer"), compare.matched_size(args))["max_num_steps"] == 50
+    assert stages.matched_fields(ModelSpec("node_transformer"), stages.matched_size(args))["max_num_steps"] == 50
 
 
 TINY_COMPARE = ["--models", "bert_control", "--hidden_size", "32", "--head_size", "16", "--num_layers", "1",

@@ -30,28 +30,32 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
-from ..core.ideas import MatchedSize
-from ..core.overrides import format_overrides
 from ..settings import compare as compare_settings
 from ..settings.compare import CompareArguments
 from ..synthetic import DEFAULT_ATTRACTORS
 from ..training import checkpoints, run_identity
 from . import verdicts
-from .data_sources import DataSource, embedded_tasks, resolve_data
+from .data_sources import DataSource, resolve_data
 from .execution import executor
+from .measurement import analyse, classifier_from, headline, headline_metric, learning_verdict, recomputed_metric
 from .report import report_markdown, run_outcome, run_outcomes
 from .spec import EXTERNAL_REFERENCE, ModelSpec, with_matched_controls
+from .stages import (
+    STAGE_RECORD_SUFFIX,
+    Run,
+    matched_fields,
+    matched_size,
+    train,
+    train_or_take_tokenizer,
+)
 
 #: The baseline of the calibration controls (:func:`with_calibration_controls`).
 BASELINE = "bert_control"
@@ -59,8 +63,6 @@ BASELINE = "bert_control"
 NEEDS_TOKEN_MIXING = frozenset({"attractor_number", "agreement"})
 
 DATA_ENV = compare_settings.DATA_ENV
-#: Solver steps per N-ODE block and forward in the comparison (healthy runs take a handful at rtol 1e-3).
-NODE_MAX_STEPS = 50
 
 
 
@@ -77,37 +79,12 @@ NODE_MAX_STEPS = 50
 
 
 
-# --------------------------------------------------------------------------------------------
-# Models
-# --------------------------------------------------------------------------------------------
-def matched_size(args: CompareArguments) -> MatchedSize:
-    """The size every model of this comparison shares (``--hidden_size``, ``--num_layers``,
-    ``--head_size``, ``--node_tolerance``; at most :data:`NODE_MAX_STEPS` solver steps)."""
-    return MatchedSize(args.hidden_size, args.num_layers, args.head_size, args.node_tolerance, NODE_MAX_STEPS)
 
 
-def matched_fields(spec: ModelSpec, size: MatchedSize) -> dict[str, Any]:
-    """The spec's config fields at the matched ``size``: what each idea of the variant's pair derives
-    from the size (:func:`~hf_variants.core.composition.matched_size_fields`), then the spec's own
-    overrides, which win; a matched control takes its variant's fields and then the changes that turn
-    the variant's idea off."""
-    from ..core.composition import matched_size_fields
-
-    variant = spec.control_of or spec
-    return spec.fields(matched_size_fields(*variant.pair(), size))
 
 
-def headline_metric(task: str) -> str:
-    """The name of the task's headline metric (accuracy for the embedded tasks)."""
-    from ..glue import get_task
-
-    return "accuracy" if task in embedded_tasks() else get_task(task).headline_metric
 
 
-def headline(task: str, metrics: dict[str, float]) -> tuple[str, float]:
-    """The task's headline metric and its value."""
-    name = headline_metric(task)
-    return name, metrics[name]
 
 
 # --------------------------------------------------------------------------------------------
@@ -125,138 +102,20 @@ def parse_args(argv: Sequence[str] | None) -> CompareArguments:
     return args
 
 
-def train_or_take_tokenizer(args: CompareArguments, source: DataSource) -> str:
-    from ..settings.tokenizer import TokenizerArguments
-    from ..training import train_tokenizer
-
-    if args.tokenizer:
-        return args.tokenizer
-    vocab_size = args.vocab_size or (200 if source.kind == "synthetic" else 8000)
-    corpus = {name: value for name, value in source.corpus.items() if name != "validation_file"}  # training text
-    settings = TokenizerArguments(**corpus, vocab_size=vocab_size, output_dir=args.output_dir / "tokenizer")
-    return str(train_tokenizer.train_tokenizer(settings))
 
 
-def pretrain(
-    args: CompareArguments, source: DataSource, tokenizer: str, spec: ModelSpec, seed: int
-) -> dict[str, Any]:
-    """The model's MLM pretraining at ``seed`` into ``models/<spec>/mlm-seed<seed>`` on the pretraining engine."""
-    from ..settings.pretraining import PretrainingArguments
-    from ..training import run_mlm
-
-    settings = PretrainingArguments(
-        model_type=spec.model_type, config_overrides=format_overrides(matched_fields(spec, matched_size(args))),
-        **source.corpus, tokenizer_name=tokenizer, max_seq_length=args.max_seq_length,
-        per_device_train_batch_size=args.pretrain_batch_size, learning_rate=args.pretrain_learning_rate,
-        num_warmup_steps=0.1, max_train_steps=args.pretrain_steps, max_eval_samples=args.max_pretrain_eval_samples,
-        logging_steps=5, seed=seed, output_dir=args.output_dir / "models" / spec.folder / f"mlm-seed{seed}",
-        time_budget_seconds=args.pretrain_seconds, overwrite_output_dir=args.overwrite_output_dir,
-        disable_tqdm=not stage_bars(args),
-    )  # fmt: skip
-    inputs = [*source.input_files(), *sorted(Path(tokenizer).glob("*"))]
-    return finished_stage(settings.output_dir, run_mlm.requested_arguments(settings), inputs,
-                          lambda: run_mlm.run(settings))  # fmt: skip
 
 
-def stage_bars(args: CompareArguments) -> bool:
-    """Whether each stage shows its own progress bar: only when runs go one after another on a console
-    (side by side, their bars would overwrite each other; the run's own bar remains)."""
-    return not args.disable_tqdm and args.workers == 1
 
 
-def fine_tune(
-    args: CompareArguments, source: DataSource, spec: ModelSpec, task: str, learning_rate: float,
-    output_name: str, seed: int, heldout: bool = False,
-) -> dict[str, Any]:
-    """One fine-tuning run on the fine-tuning engine into ``models/<spec>/<output_name>``, from the model's
-    pretraining at the same ``seed``; with ``heldout`` it trains on the training split without a held-out
-    slice and is scored on that slice, never on dev."""
-    from transformers import TrainingArguments
-
-    from ..settings.finetuning import DataTrainingArguments, ModelArguments, RunArguments
-    from ..training import run_glue
-
-    pretrained = args.output_dir / "models" / spec.folder / f"mlm-seed{seed}"
-    held_out = {"heldout_fraction": args.heldout_fraction, "heldout_seed": 0} if heldout else {}
-    settings = (
-        ModelArguments(model_name_or_path=str(pretrained)),
-        DataTrainingArguments(
-            **source.tasks[task], max_train_samples=args.finetune_steps * args.finetune_batch_size,
-            max_seq_length=args.max_seq_length, pad_to_max_length=False, **held_out,
-        ),
-        TrainingArguments(
-            output_dir=str(args.output_dir / "models" / spec.folder / output_name), do_train=True, do_eval=True,
-            max_steps=args.finetune_steps, per_device_train_batch_size=args.finetune_batch_size,
-            per_device_eval_batch_size=64, learning_rate=learning_rate, warmup_steps=0.1, seed=seed, logging_steps=5,
-            save_strategy="no", report_to="none", log_level="error", dataloader_pin_memory=False,
-            disable_tqdm=not stage_bars(args),
-        ),
-        RunArguments(print_logs=False, overwrite_output_dir=args.overwrite_output_dir),
-    )  # fmt: skip
-    inputs = [*source.input_files(task), pretrained / checkpoints.MANIFEST_FILE]
-    return finished_stage(Path(settings[2].output_dir), run_glue.requested_arguments(*settings), inputs,
-                          lambda: run_glue.run(*settings))  # fmt: skip
 
 
-STAGE_RECORD_SUFFIX = ".finished.json"
 
 
-def finished_stage(folder: Path, arguments: dict[str, Any], inputs: Sequence[Path],
-                   run_stage: Callable[[], dict[str, Any]]) -> dict[str, Any]:  # fmt: skip
-    """``run_stage()`` (a pretraining or fine-tuning run writing ``folder``, whose settings are the engine's
-    ``requested_arguments``), recorded next to the folder when it finishes. A re-run after a kill takes the
-    recorded result instead when the settings and the content of ``inputs`` are the same and the folder is
-    what the stage wrote (its manifest verifies: an altered file is an error naming it)."""
-    record = folder.with_name(folder.name + STAGE_RECORD_SUFFIX)
-    identity = {"arguments": arguments, "inputs": run_identity.describe_files(inputs)[0]}
-    if record.is_file():
-        saved = json.loads(record.read_text(encoding="utf-8"))
-        if {key: saved.get(key) for key in identity} == identity and checkpoints.verify_manifest(folder) is not None:
-            return saved["result"]
-    result = run_stage()
-    record.parent.mkdir(parents=True, exist_ok=True)
-    partial = record.with_name(record.name + ".partial")
-    partial.write_text(json.dumps({**identity, "result": result}, indent=1) + "\n", encoding="utf-8")
-    os.replace(partial, record)
-    checkpoints.failpoint(f"compare:{folder.parent.name}/{folder.name}", 0)  # tests kill here
-    return result
 
 
-@dataclass(frozen=True)
-class Run:
-    """One training run of the comparison: a model's MLM pretraining at one seed (no ``task``), a held-out
-    run for choosing the learning rate (at the model's first seed), or a final fine-tuning run at one seed,
-    from the pretraining at that seed (so each seed is a whole pretrain-and-fine-tune replicate)."""
-
-    spec: ModelSpec
-    task: str | None = None
-    learning_rate: float | None = None
-    seed: int | None = None
-    heldout: bool = False
-
-    @property
-    def folder_name(self) -> str:
-        """Its folder (and ``.log`` file) under ``models/<spec>/``."""
-        if self.task is None:
-            return f"mlm-seed{self.seed}"
-        return f"{self.task}-sweep-lr{self.learning_rate:g}" if self.heldout else f"{self.task}-seed{self.seed}"
 
 
-def train(args: CompareArguments, source: DataSource, tokenizer: str, run: Run) -> dict[str, Any]:
-    """The run's stage (in a worker or in this process), what it prints going to its log file. A
-    fine-tuning run that the N-ODE solver or the non-finite check stops is an outcome, recorded as
-    ``{"failed": "<error>"}``; a pretraining that stops ends the comparison."""
-    from ..core.schemes.ode.modeling_ode import ODESolverError
-
-    quiet = not args.disable_tqdm or args.workers > 1  # beside bars, or side by side: to the log file only
-    with console_to_file(args.output_dir / "models" / run.spec.folder / f"{run.folder_name}.log", quiet):
-        if run.task is None:
-            return pretrain(args, source, tokenizer, run.spec, run.seed)
-        try:
-            return fine_tune(args, source, run.spec, run.task, run.learning_rate, run.folder_name, run.seed,
-                             heldout=run.heldout)  # fmt: skip
-        except (ODESolverError, FloatingPointError) as error:
-            return {"failed": f"{type(error).__name__}: {error}"}
 
 
 def choose_learning_rate(task: str, outcomes: dict[float, dict[str, Any]]) -> tuple[float, dict[float, float | None]]:
@@ -376,38 +235,8 @@ def heldout_left_out(sweep: dict[float, dict[str, Any]]) -> dict[str, str]:
 
 
 
-def recomputed_metric(
-    model, tokenizer, source: DataSource, task: str, max_length: int
-) -> tuple[dict[str, float], np.ndarray, np.ndarray]:
-    """The dev metrics of a reloaded classifier, computed here (batch by batch, no Trainer), with its
-    predictions and the dev labels."""
-    from ..glue import compute_glue_metrics
-
-    first, second, labels = source.dev_split(task)
-    predictions = []
-    model.eval()
-    with torch.no_grad():
-        for start in range(0, len(first), 64):
-            texts = (first[start : start + 64],) + ((second[start : start + 64],) if second else ())
-            batch = tokenizer(*texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
-            logits = model(**batch).logits.float()
-            predictions.append(logits[:, 0] if model.config.num_labels == 1 else logits.argmax(-1))
-    predicted = torch.cat(predictions).numpy()
-    if source.kind == "synthetic":
-        return {"accuracy": float((predicted == labels).mean())}, predicted, labels
-    return compute_glue_metrics(task, predicted, labels), predicted, labels
 
 
-def learning_verdict(model, predicted: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
-    """Whether a classifier "did not learn" (≥ 99% of its dev predictions one class, or one constant
-    regression score) and the chance score it then has (the dev majority share)."""
-    from .statistics import majority_share, predicts_one_class
-
-    if model.config.num_labels == 1:
-        return {"did_not_learn": bool(np.ptp(predicted) == 0), "chance": None}
-    counts = np.bincount(predicted.astype(int), minlength=model.config.num_labels).tolist()
-    return {"did_not_learn": predicts_one_class(counts), "chance": majority_share(labels.tolist()),
-            "prediction_counts": counts, "dev_examples": len(labels)}  # fmt: skip
 
 
 def control_changes(spec: ModelSpec) -> dict[str, Any] | None:
@@ -424,20 +253,6 @@ def analysis_has_attention(spec: ModelSpec) -> bool:
     return spec.model_type == EXTERNAL_REFERENCE or has_attention_probabilities(spec.config())
 
 
-def analyse(model, tokenizer, sentences: list[str], max_length: int) -> dict[str, Any]:
-    """Attention maps (first sentence), attention ranks, NFE per block and distance ratios."""
-    from . import analysis
-
-    encodings = [tokenizer(s, truncation=True, max_length=max_length, return_tensors="pt") for s in sentences]
-    outputs = analysis.encoder_outputs(model, encodings, attentions=True)
-    ratios = analysis.distance_ratios(outputs)["distance_ratio"]
-    return {
-        "attention_sentence": tokenizer.convert_ids_to_tokens(encodings[0]["input_ids"][0].tolist()),
-        "attention_maps": analysis.attention_maps(outputs[0]),
-        "attention_rank_fraction": analysis.attention_rank_fractions(outputs),
-        "nfe_per_block": analysis.function_evaluations(outputs),
-        "distance_ratio": [analysis.summarise(values) for values in ratios],
-    }
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -464,16 +279,6 @@ def quiet_libraries():
             datasets.enable_progress_bars()
 
 
-@contextlib.contextmanager
-def console_to_file(path: Path, quiet: bool):
-    """With ``quiet``, what a stage prints to stdout (metric tables, result dicts) goes to ``path``
-    instead of the console, where only the progress bars (stderr) remain."""
-    if not quiet:
-        yield
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as handle, contextlib.redirect_stdout(handle):
-        yield
 
 
 #: Sub-folders of the report folder that only the comparison writes.
@@ -632,10 +437,6 @@ def compare_models(args: CompareArguments, argv: Sequence[str] | None) -> dict[s
     return results
 
 
-def classifier_from(folder: Path, **kwargs: Any):
-    from transformers import AutoModelForSequenceClassification
-
-    return AutoModelForSequenceClassification.from_pretrained(folder, **kwargs)
 
 
 def final_run(

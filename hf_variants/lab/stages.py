@@ -1,0 +1,191 @@
+"""The main job's stages, each an engine called as a function with typed settings: the tokenizer
+(``train_tokenizer``), a pretraining (``run_mlm.run``) and a fine-tuning run (``run_glue.run``), and the record a
+stage leaves when it finished (:func:`finished_stage`), from which a re-run after a kill takes its result when its
+settings, the content of its inputs and its folder are unchanged."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..core.ideas import MatchedSize
+from ..core.overrides import format_overrides
+from ..settings.compare import CompareArguments
+from ..training import checkpoints, run_identity
+from .data_sources import DataSource
+from .spec import ModelSpec
+
+#: Solver steps per N-ODE block and forward in the comparison (healthy runs take a handful at rtol 1e-3).
+NODE_MAX_STEPS = 50
+
+
+# --------------------------------------------------------------------------------------------
+# Models
+# --------------------------------------------------------------------------------------------
+def matched_size(args: CompareArguments) -> MatchedSize:
+    """The size every model of this comparison shares (``--hidden_size``, ``--num_layers``,
+    ``--head_size``, ``--node_tolerance``; at most :data:`NODE_MAX_STEPS` solver steps)."""
+    return MatchedSize(args.hidden_size, args.num_layers, args.head_size, args.node_tolerance, NODE_MAX_STEPS)
+
+
+def matched_fields(spec: ModelSpec, size: MatchedSize) -> dict[str, Any]:
+    """The spec's config fields at the matched ``size``: what each idea of the variant's pair derives
+    from the size (:func:`~hf_variants.core.composition.matched_size_fields`), then the spec's own
+    overrides, which win; a matched control takes its variant's fields and then the changes that turn
+    the variant's idea off."""
+    from ..core.composition import matched_size_fields
+
+    variant = spec.control_of or spec
+    return spec.fields(matched_size_fields(*variant.pair(), size))
+
+
+@contextlib.contextmanager
+def console_to_file(path: Path, quiet: bool):
+    """With ``quiet``, what a stage prints to stdout (metric tables, result dicts) goes to ``path``
+    instead of the console, where only the progress bars (stderr) remain."""
+    if not quiet:
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as handle, contextlib.redirect_stdout(handle):
+        yield
+
+
+def train_or_take_tokenizer(args: CompareArguments, source: DataSource) -> str:
+    from ..settings.tokenizer import TokenizerArguments
+    from ..training import train_tokenizer
+
+    if args.tokenizer:
+        return args.tokenizer
+    vocab_size = args.vocab_size or (200 if source.kind == "synthetic" else 8000)
+    corpus = {name: value for name, value in source.corpus.items() if name != "validation_file"}  # training text
+    settings = TokenizerArguments(**corpus, vocab_size=vocab_size, output_dir=args.output_dir / "tokenizer")
+    return str(train_tokenizer.train_tokenizer(settings))
+
+
+def pretrain(
+    args: CompareArguments, source: DataSource, tokenizer: str, spec: ModelSpec, seed: int
+) -> dict[str, Any]:
+    """The model's MLM pretraining at ``seed`` into ``models/<spec>/mlm-seed<seed>`` on the pretraining engine."""
+    from ..settings.pretraining import PretrainingArguments
+    from ..training import run_mlm
+
+    settings = PretrainingArguments(
+        model_type=spec.model_type, config_overrides=format_overrides(matched_fields(spec, matched_size(args))),
+        **source.corpus, tokenizer_name=tokenizer, max_seq_length=args.max_seq_length,
+        per_device_train_batch_size=args.pretrain_batch_size, learning_rate=args.pretrain_learning_rate,
+        num_warmup_steps=0.1, max_train_steps=args.pretrain_steps, max_eval_samples=args.max_pretrain_eval_samples,
+        logging_steps=5, seed=seed, output_dir=args.output_dir / "models" / spec.folder / f"mlm-seed{seed}",
+        time_budget_seconds=args.pretrain_seconds, overwrite_output_dir=args.overwrite_output_dir,
+        disable_tqdm=not stage_bars(args),
+    )  # fmt: skip
+    inputs = [*source.input_files(), *sorted(Path(tokenizer).glob("*"))]
+    return finished_stage(settings.output_dir, run_mlm.requested_arguments(settings), inputs,
+                          lambda: run_mlm.run(settings))  # fmt: skip
+
+
+def stage_bars(args: CompareArguments) -> bool:
+    """Whether each stage shows its own progress bar: only when runs go one after another on a console
+    (side by side, their bars would overwrite each other; the run's own bar remains)."""
+    return not args.disable_tqdm and args.workers == 1
+
+
+def fine_tune(
+    args: CompareArguments, source: DataSource, spec: ModelSpec, task: str, learning_rate: float,
+    output_name: str, seed: int, heldout: bool = False,
+) -> dict[str, Any]:
+    """One fine-tuning run on the fine-tuning engine into ``models/<spec>/<output_name>``, from the model's
+    pretraining at the same ``seed``; with ``heldout`` it trains on the training split without a held-out
+    slice and is scored on that slice, never on dev."""
+    from transformers import TrainingArguments
+
+    from ..settings.finetuning import DataTrainingArguments, ModelArguments, RunArguments
+    from ..training import run_glue
+
+    pretrained = args.output_dir / "models" / spec.folder / f"mlm-seed{seed}"
+    held_out = {"heldout_fraction": args.heldout_fraction, "heldout_seed": 0} if heldout else {}
+    settings = (
+        ModelArguments(model_name_or_path=str(pretrained)),
+        DataTrainingArguments(
+            **source.tasks[task], max_train_samples=args.finetune_steps * args.finetune_batch_size,
+            max_seq_length=args.max_seq_length, pad_to_max_length=False, **held_out,
+        ),
+        TrainingArguments(
+            output_dir=str(args.output_dir / "models" / spec.folder / output_name), do_train=True, do_eval=True,
+            max_steps=args.finetune_steps, per_device_train_batch_size=args.finetune_batch_size,
+            per_device_eval_batch_size=64, learning_rate=learning_rate, warmup_steps=0.1, seed=seed, logging_steps=5,
+            save_strategy="no", report_to="none", log_level="error", dataloader_pin_memory=False,
+            disable_tqdm=not stage_bars(args),
+        ),
+        RunArguments(print_logs=False, overwrite_output_dir=args.overwrite_output_dir),
+    )  # fmt: skip
+    inputs = [*source.input_files(task), pretrained / checkpoints.MANIFEST_FILE]
+    return finished_stage(Path(settings[2].output_dir), run_glue.requested_arguments(*settings), inputs,
+                          lambda: run_glue.run(*settings))  # fmt: skip
+
+
+STAGE_RECORD_SUFFIX = ".finished.json"
+
+
+def finished_stage(folder: Path, arguments: dict[str, Any], inputs: Sequence[Path],
+                   run_stage: Callable[[], dict[str, Any]]) -> dict[str, Any]:  # fmt: skip
+    """``run_stage()`` (a pretraining or fine-tuning run writing ``folder``, whose settings are the engine's
+    ``requested_arguments``), recorded next to the folder when it finishes. A re-run after a kill takes the
+    recorded result instead when the settings and the content of ``inputs`` are the same and the folder is
+    what the stage wrote (its manifest verifies: an altered file is an error naming it)."""
+    record = folder.with_name(folder.name + STAGE_RECORD_SUFFIX)
+    identity = {"arguments": arguments, "inputs": run_identity.describe_files(inputs)[0]}
+    if record.is_file():
+        saved = json.loads(record.read_text(encoding="utf-8"))
+        if {key: saved.get(key) for key in identity} == identity and checkpoints.verify_manifest(folder) is not None:
+            return saved["result"]
+    result = run_stage()
+    record.parent.mkdir(parents=True, exist_ok=True)
+    partial = record.with_name(record.name + ".partial")
+    partial.write_text(json.dumps({**identity, "result": result}, indent=1) + "\n", encoding="utf-8")
+    os.replace(partial, record)
+    checkpoints.failpoint(f"compare:{folder.parent.name}/{folder.name}", 0)  # tests kill here
+    return result
+
+
+@dataclass(frozen=True)
+class Run:
+    """One training run of the comparison: a model's MLM pretraining at one seed (no ``task``), a held-out
+    run for choosing the learning rate (at the model's first seed), or a final fine-tuning run at one seed,
+    from the pretraining at that seed (so each seed is a whole pretrain-and-fine-tune replicate)."""
+
+    spec: ModelSpec
+    task: str | None = None
+    learning_rate: float | None = None
+    seed: int | None = None
+    heldout: bool = False
+
+    @property
+    def folder_name(self) -> str:
+        """Its folder (and ``.log`` file) under ``models/<spec>/``."""
+        if self.task is None:
+            return f"mlm-seed{self.seed}"
+        return f"{self.task}-sweep-lr{self.learning_rate:g}" if self.heldout else f"{self.task}-seed{self.seed}"
+
+
+def train(args: CompareArguments, source: DataSource, tokenizer: str, run: Run) -> dict[str, Any]:
+    """The run's stage (in a worker or in this process), what it prints going to its log file. A
+    fine-tuning run that the N-ODE solver or the non-finite check stops is an outcome, recorded as
+    ``{"failed": "<error>"}``; a pretraining that stops ends the comparison."""
+    from ..core.schemes.ode.modeling_ode import ODESolverError
+
+    quiet = not args.disable_tqdm or args.workers > 1  # beside bars, or side by side: to the log file only
+    with console_to_file(args.output_dir / "models" / run.spec.folder / f"{run.folder_name}.log", quiet):
+        if run.task is None:
+            return pretrain(args, source, tokenizer, run.spec, run.seed)
+        try:
+            return fine_tune(args, source, run.spec, run.task, run.learning_rate, run.folder_name, run.seed,
+                             heldout=run.heldout)  # fmt: skip
+        except (ODESolverError, FloatingPointError) as error:
+            return {"failed": f"{type(error).__name__}: {error}"}
+
