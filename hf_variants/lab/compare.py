@@ -20,8 +20,8 @@ The report folder is owned like the engines' run folders (:mod:`hf_variants.trai
 lock taken before anything is written, a fingerprint of the settings (another comparison in the folder
 is refused before its tokenizer or data could replace this one's, unless ``--overwrite_output_dir``),
 and a manifest of what it wrote. After a kill, a re-run takes each finished stage's result from the
-record written when the stage finished (:func:`finished_stage`), when its settings, the content of its
-inputs and its folder are unchanged. Each stage is an engine called as a function with typed settings
+record written when the stage finished (:func:`~hf_variants.lab.stages.finished_stage`), when its settings,
+the content of its inputs and its folder are unchanged. Each stage is an engine called as a function with typed settings
 (``run_mlm.run``, ``run_glue.run``, ``train_tokenizer.train_tokenizer``); only ``main`` parses a command
 line.
 """

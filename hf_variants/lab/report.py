@@ -121,9 +121,9 @@ def answer_lines(results: dict[str, Any]) -> list[str]:
 
 
 def calibration_checks(results: dict[str, Any]) -> list[tuple[str, str, bool, str]]:
-    """The calibration controls' verdicts (:func:`with_calibration_controls`): ``(control, task, passed,
-    verdict text)``; the positive control counts every finished run (a model that cannot learn the task is
-    what it shows), the negative control the runs that learned, as every verdict does."""
+    """The calibration controls' verdicts (:func:`~hf_variants.lab.compare.with_calibration_controls`):
+    ``(control, task, passed, verdict text)``; the positive control counts every finished run (a model that
+    cannot learn the task is what it shows), the negative control the runs that learned, as every verdict does."""
     calibration, models = results.get("calibration") or {}, results["models"]
     if not calibration:
         return []
