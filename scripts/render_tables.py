@@ -43,7 +43,7 @@ TASKS = ["ag_news", "listops", "imdb"]
 GRID_COMMIT = "ed7beb1"
 COMMAND = (
     f"git checkout {GRID_COMMIT} && python scripts/classification_grid.py --tasks ag_news listops imdb "
-    "--data_dir ../shared/data --output_dir docs/experiments/classification --git_commit"
+    "--data_dir $DATA --output_dir docs/experiments/classification --git_commit"
 )
 #: TransJect's two readings of the residual weight α_l (paper eq. 3 vs the authors' code) and the authors'
 #: token-embedding initialisation, each against its matched control, on the current engine (issue #29).
@@ -61,17 +61,17 @@ PARITY = ROOT / "docs" / "parity" / "parity.json"
 PARITY_COMMAND = "python scripts/parity.py --output_dir docs/parity"
 BUDGET = ROOT / "docs" / "experiments" / "pretraining_budget"
 BUDGET_COMMAND = (
-    "python scripts/pretraining_budget.py --data_dir ../shared/data --output_dir docs/experiments/pretraining_budget "
+    "python scripts/pretraining_budget.py --data_dir $DATA --output_dir docs/experiments/pretraining_budget "
     "--work_dir runs/pretraining-budget --git_commit"
 )
 LONG_BUDGET = ROOT / "docs" / "experiments" / "pretraining_budget_long"
 LONG_BUDGET_COMMAND = (
-    "python scripts/pretraining_budget.py --budgets 5000 10000 --checkpoint_every 1000 --data_dir ../shared/data "
+    "python scripts/pretraining_budget.py --budgets 5000 10000 --checkpoint_every 1000 --data_dir $DATA "
     "--output_dir docs/experiments/pretraining_budget_long --work_dir runs/pretraining-budget-long --git_commit"
 )
 AFTER_PRETRAINING = ROOT / "docs" / "experiments" / "glue_after_pretraining"
 AFTER_PRETRAINING_COMMAND = (
-    "python scripts/glue_after_pretraining.py --data_dir ../shared/data --steps 3000 "
+    "python scripts/glue_after_pretraining.py --data_dir $DATA --steps 3000 "
     "--output_dir docs/experiments/glue_after_pretraining --work_dir runs/glue-after-pretraining --git_commit"
 )
 
@@ -142,7 +142,7 @@ def grid_command(name: str) -> str:
     """The command that made (and resumes) one of :data:`TRANSJECT_GRIDS`."""
     return (
         f"OMP_NUM_THREADS=1 python scripts/classification_grid.py --tasks ag_news listops imdb {TRANSJECT_GRIDS[name]} "
-        f"--data_dir ../shared/data --output_dir docs/experiments/{name} --git_commit"
+        f"--data_dir $DATA --output_dir docs/experiments/{name} --git_commit"
     )
 
 

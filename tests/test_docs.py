@@ -95,3 +95,16 @@ def test_docstring_roles_render_as_code_linked_where_documented() -> None:
     assert '<a href="#hf_variants.training.run_mlm.run"><code>run_mlm.run</code></a>' in rendered
     assert ", <code>run</code>, <code>hf_variants.lab</code></p>" in rendered  # ambiguous / not on the page
     assert not re.search(r":(func|class|mod):", rendered)
+
+
+def test_no_page_names_the_ci_machines_data_folder() -> None:
+    """A user has no ``../shared``: the pages, the README and the docstrings the API reference renders write a
+    data folder as ``$DATA`` ([Data](data.md) says how to fill it). Excepted: development.md (the CI machine's
+    own notes) and the reports ``hf-variants compare`` wrote (records of the command as it was run)."""
+    package = REPO_ROOT / "hf_variants"
+    candidates = [REPO_ROOT / "README.md", *(REPO_ROOT / "docs").rglob("*.md"), *package.rglob("*.py"),
+                  *(package / "model_cards").glob("*.md")]  # fmt: skip
+    naming = [path.relative_to(REPO_ROOT).as_posix() for path in candidates
+              if path.name != "development.md" and "../shared" in (text := path.read_text(encoding="utf-8"))
+              and not text.startswith("# hf-variants compare\n")]  # fmt: skip
+    assert naming == []

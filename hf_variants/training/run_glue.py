@@ -2,7 +2,7 @@
 ``AutoModelForSequenceClassification`` loads: the hf-variants models, BERT, or anything on the Hub.
 
     hf-variants finetune --model_name_or_path runs/pretrain-wikitext2/macaron_bert \\
-        --task_name sst2 --glue_dir ../shared/data/glue --do_train --do_eval --do_predict \\
+        --task_name sst2 --glue_dir $DATA/glue --do_train --do_eval --do_predict \\
         --max_seq_length 128 --per_device_train_batch_size 32 --learning_rate 5e-4 \\
         --num_train_epochs 3 --output_dir runs/glue/macaron_bert/sst2
 

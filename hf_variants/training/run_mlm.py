@@ -2,7 +2,7 @@
 
     hf-variants pretrain --model_type macaron_bert \\
         --config_overrides hidden_size=256,num_hidden_layers=4,num_attention_heads=4,intermediate_size=1024 \\
-        --train_file ../shared/data/wikitext-2/train.txt --validation_file ../shared/data/wikitext-2/valid.txt \\
+        --train_file $DATA/wikitext-2/train.txt --validation_file $DATA/wikitext-2/valid.txt \\
         --train_tokenizer_vocab_size 8000 --max_seq_length 128 --max_train_steps 1000 --output_dir runs/macaron
     accelerate launch --multi_gpu --num_processes 2 -m hf_variants.cli pretrain ...  # data-parallel
 

@@ -1,6 +1,6 @@
 """Train a BERT-style WordPiece tokenizer on a corpus and save it in the HF format.
 
-    hf-variants train-tokenizer --train_file ../shared/data/wikitext-2/train.txt \\
+    hf-variants train-tokenizer --train_file $DATA/wikitext-2/train.txt \\
         --vocab_size 8000 --output_dir runs/tokenizer-wikitext2
 """
 
