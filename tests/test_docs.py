@@ -108,3 +108,14 @@ def test_no_page_names_the_ci_machines_data_folder() -> None:
               if path.name != "development.md" and "../shared" in (text := path.read_text(encoding="utf-8"))
               and not text.startswith("# hf-variants compare\n")]  # fmt: skip
     assert naming == []
+
+
+def test_no_page_carries_the_projects_bookkeeping() -> None:
+    """Words from the project's own bookkeeping mean nothing to a user: no issue numbers, no "the issue's bar",
+    no machine that was or was not "lent"."""
+    pages = [REPO_ROOT / "README.md", *(REPO_ROOT / "docs").rglob("*.md"),
+             *(REPO_ROOT / "hf_variants" / "model_cards").glob("*.md")]  # fmt: skip
+    bookkeeping = re.compile(r"\bissue\s*#?\d+|\bthe issue's\b|\blent\b", re.IGNORECASE)
+    found = {path.relative_to(REPO_ROOT).as_posix(): match.group(0) for path in pages
+             if (match := bookkeeping.search(path.read_text(encoding="utf-8")))}  # fmt: skip
+    assert found == {}
