@@ -21,12 +21,13 @@ def die_with(parent_pid: int) -> None:
         return
     pr_set_pdeathsig = 1
     ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
-    if os.getppid() != parent_pid:  # the comparison ended before the request took effect
+    if os.getppid() != parent_pid:  # the study ended before the request took effect
         os._exit(1)
 
 
 class InlineExecutor(Executor):
-    """Runs each submitted call at once, in this process (``--workers 1``)."""
+    """Runs each call in this process (``--workers 1``): a submitted one at once, a mapped one when its result is
+    taken."""
 
     def map(self, fn, *iterables, timeout=None, chunksize=1):
         """One call after another as the results are taken (a caller records each before the next runs)."""
