@@ -6,7 +6,10 @@ The library (models, configs, registries, Hub export, the two training engines) 
 the lab needs the ``lab`` extra for its figures (``pip install 'hf-variants[lab]'``).
 
 * :mod:`.compare` — ``hf-variants compare``, the main job: tokenizer, MLM pretraining, held-out rate
-  choice, fine-tuning, reload, analysis and figures for each variant and its control;
+  choice, fine-tuning, reload, analysis and figures for each variant and its control; its data
+  (:mod:`.data_sources`), stages on the engines and their finished-stage records (:mod:`.stages`),
+  measurements after reloading (:mod:`.measurement`) and report (:mod:`.report`);
+* :mod:`.execution` — the one executor every study submits its runs to (side by side or inline);
 * :mod:`.analysis`, :mod:`.figures` — the report's measurements on trained models and its PNG figures;
 * :mod:`.text_classification` — the from-scratch sequence-classification tasks (IMDb, AG News, ListOps)
   read from local files, with fixed-seed splits where only one file exists;
