@@ -11,7 +11,7 @@
   checkpoint's pair (token mixer and layer scheme) — no other idea's code; a config imports the specs
   only (transformers copies a remote-code module together with its same-folder relative imports, and
   checks their third-party imports, such as ``torchdiffeq``, naming any that is missing with its pip
-  command; the registries do the same for a folder on disk),
+  command; for a folder on disk an N-ODE block names a missing ``torchdiffeq`` when it is built),
 * the tokenizer files when a tokenizer is given,
 * ``README.md``, the model card rendered from ``hf_variants/model_cards/<model_type>.md`` with YAML metadata
   (``library_name``, tags incl. ``custom_code``, ``pipeline_tag``, ``base_model``, ``language``,
