@@ -57,11 +57,13 @@ def registered_imports_source(kind: str, references: Iterable[tuple[str, str]], 
     """The text of ``registered_<kind>``: ``from <module relative to hf_variants.core> import <class>`` for
     each ``(dotted module, class)`` of ``references``, under ``TYPE_CHECKING``."""
     core = f"{PACKAGE}.core."
-    lines = []
+    classes_by_module: dict[str, list[str]] = {}
     for module, class_name in sorted(set(references)):
         if not module.startswith(core):
             raise ValueError(f"{module}:{class_name} is not an idea of this package; an export cannot ship it.")
-        lines.append(f"    from .{module.removeprefix(core)} import {class_name}  # noqa: F401\n")
+        classes_by_module.setdefault(module.removeprefix(core), []).append(class_name)
+    lines = [f"    from .{module} import {', '.join(names)}  # noqa: F401\n"
+             for module, names in classes_by_module.items()]
     body = "".join(lines) or "    pass\n"
     return _GENERATED_HEADER.format(what=kind, scope=scope) + body
 

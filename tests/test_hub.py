@@ -241,20 +241,20 @@ def idea_files(*keys: str) -> set[str]:
 
 
 #: The module files of every idea.
-IDEA_FILES = idea_files("softmax", "mgk", "mlk", "orthogonal", "lie_trotter", "strang", "ode", "vanilla", "injective")
+IDEA_FILES = idea_files("softmax", "mgk", "orthogonal", "lie_trotter", "strang", "ode", "vanilla", "injective")
 
 
 @pytest.mark.parametrize(
     ("model_type", "overrides", "keys"),
     [
         ("bert_control", {}, {"softmax", "lie_trotter"}),
-        ("mgk_bert", {}, {"mgk", "softmax", "lie_trotter"}),  # MGK's classes extend softmax attention's
-        ("node_transformer", {}, {"ode", "softmax"}),  # the ODE's time-dependent attention extends softmax's
+        ("mgk_bert", {}, {"mgk", "lie_trotter"}),  # MGK's classes extend the core's attention, not softmax's folder
+        ("node_transformer", {}, {"ode", "softmax"}),
         ("macaron_bert", {"attention_type": "mgk", "num_attention_heads": 2}, {"strang", "mgk", "softmax"}),
-        ("transject", {}, {"orthogonal", "injective"}),
+        ("transject", {}, {"orthogonal", "injective"}),  # the orthogonal weights they share: the core's
         # another pair: its modules and the model type's default pair's (transformers builds the default config)
         ("node_transformer", {"attention_type": "mlk", "layer_scheme": "lie_trotter", "num_attention_heads": 2},
-         {"mlk", "mgk", "lie_trotter", "ode", "softmax"}),
+         {"mgk", "lie_trotter", "ode", "softmax"}),  # MLK is MGK's linear form, in MGK's files
     ],
 )  # fmt: skip
 def test_an_export_ships_the_code_of_its_own_pair_only(model_type, overrides, keys) -> None:
@@ -354,4 +354,4 @@ def test_another_pair_on_an_exported_config_is_a_clear_error(tmp_path: Path) -> 
     result = run_python(script, str(folder), cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     message = json.loads(result.stdout.strip().splitlines()[-1])
-    assert "attention_type='mlk' needs configuration_mlk.py" in message and "pip install hf-variants" in message
+    assert "attention_type='mlk' needs configuration_mgk.py" in message and "pip install hf-variants" in message

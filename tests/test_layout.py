@@ -152,6 +152,25 @@ def test_compare_without_the_lab_extra_names_it_before_any_work(
     assert not (tmp_path / "out").exists()
 
 
+def idea_folder(module: str) -> str | None:
+    """``hf_variants.core.mixers.mgk`` for any module of that idea folder, else None."""
+    parts = module.split(".")
+    if parts[:2] == ["hf_variants", "core"] and len(parts) >= 4 and parts[2] in ("mixers", "schemes"):
+        return ".".join(parts[:4])
+    return None
+
+
+def test_idea_folders_import_the_core_not_each_other() -> None:
+    """An idea folder builds on the core's shared blocks (attention, orthogonal weights, layers), never on
+    another idea's folder: removing or changing one idea cannot break another."""
+    graph = import_graph()
+    assert idea_folder("hf_variants.core.mixers.mgk.modeling_mgk") == "hf_variants.core.mixers.mgk"
+    assert "hf_variants.core.attention" in graph["hf_variants.core.mixers.mgk.modeling_mgk"]
+    crossings = {(module, target) for module in graph if (folder := idea_folder(module))
+                 for target in graph[module] if idea_folder(target) not in (None, folder)}  # fmt: skip
+    assert crossings == set()
+
+
 def test_a_config_reaches_no_modeling_code() -> None:
     """Every module a configuration module imports, directly or through others of this package, is free
     of torch and of modeling code: a config declares (fields, validation, controls), it builds nothing.

@@ -128,7 +128,8 @@ IDEA_FOLDERS_FLATTENED = not (Path(__file__).parent / "mixers").is_dir()
 
 
 def _package_idea(folder: str, spec_class: str, implementation_class: str) -> IdeaModules:
-    """The entry of the idea in ``folder`` (``"<axis>.<key>"``): ``configuration_<key>`` and ``modeling_<key>``."""
+    """The entry of an idea of the folder ``"<axis>.<key>"``: ``configuration_<key>`` and ``modeling_<key>`` (a
+    folder may hold one idea's readings under other keys, e.g. MGK's linear form, MLK)."""
     key = folder.rsplit(".", 1)[-1]
     prefix = "" if IDEA_FOLDERS_FLATTENED else f"{folder}."
     return IdeaModules(f"{prefix}configuration_{key}:{spec_class}", f"{prefix}modeling_{key}:{implementation_class}")
@@ -138,7 +139,7 @@ def _package_idea(folder: str, spec_class: str, implementation_class: str) -> Id
 ATTENTION_TYPES = IdeaRegistry("attention_type", {
     "softmax": _package_idea("mixers.softmax", "SoftmaxAttentionSpec", "MultiHeadSelfAttention"),  # Vaswani 2017
     "mgk": _package_idea("mixers.mgk", "MixtureOfKeysSpec", "MixtureOfKeysAttention"),  # Nguyen et al. 2022, eq. 7
-    "mlk": _package_idea("mixers.mlk", "LinearMixtureSpec", "LinearMixtureAttention"),  # Nguyen et al. 2022, §2.4
+    "mlk": _package_idea("mixers.mgk", "LinearMixtureSpec", "LinearMixtureAttention"),  # Nguyen et al. 2022, §2.4
     # TransJect, Theorem 1
     "orthogonal": _package_idea("mixers.orthogonal", "OrthogonalAttentionSpec", "OrthogonalAttention"),
     "mean": _package_idea("mixers.mean", "MeanMixerSpec", "MeanMixer"),  # no token mixing: a floor for comparisons

@@ -6,8 +6,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .mixers.mean.modeling_mean import MeanMixer  # noqa: F401
-    from .mixers.mgk.modeling_mgk import MixtureOfKeysAttention  # noqa: F401
-    from .mixers.mlk.modeling_mlk import LinearMixtureAttention  # noqa: F401
+    from .mixers.mgk.modeling_mgk import LinearMixtureAttention, MixtureOfKeysAttention  # noqa: F401
     from .mixers.orthogonal.modeling_orthogonal import OrthogonalAttention  # noqa: F401
     from .mixers.softmax.modeling_softmax import MultiHeadSelfAttention  # noqa: F401
     from .schemes.injective.modeling_injective import InjectiveLayer  # noqa: F401

@@ -6,8 +6,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .mixers.mean.configuration_mean import MeanMixerSpec  # noqa: F401
-    from .mixers.mgk.configuration_mgk import MixtureOfKeysSpec  # noqa: F401
-    from .mixers.mlk.configuration_mlk import LinearMixtureSpec  # noqa: F401
+    from .mixers.mgk.configuration_mgk import LinearMixtureSpec, MixtureOfKeysSpec  # noqa: F401
     from .mixers.orthogonal.configuration_orthogonal import OrthogonalAttentionSpec  # noqa: F401
     from .mixers.softmax.configuration_softmax import SoftmaxAttentionSpec  # noqa: F401
     from .schemes.injective.configuration_injective import InjectiveSpec  # noqa: F401

@@ -1,8 +1,7 @@
 """MGK-BERT (``model_type="mgk_bert"``): attention with a mixture of Gaussian keys (MGK) or of
 linear keys (MLK)."""
 
-from ..core.mixers.mgk.modeling_mgk import MixtureOfKeysAttention
-from ..core.mixers.mlk.modeling_mlk import LinearMixtureAttention
+from ..core.mixers.mgk.modeling_mgk import LinearMixtureAttention, MixtureOfKeysAttention
 from ..core.registration import register_variant
 from .configuration_mgk_bert import MgkBertConfig
 from .modeling_mgk_bert import (

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 class MeanMixer(TokenMixer, nn.Module):
     """``h_i = W_o ( (1/|R|) Σ_{j ∈ R} W_v x_j )`` for every token i, R the real (non-padding) tokens:
     softmax attention with every score equal, so no token weighs another. The value and output
-    projections of :class:`~hf_variants.core.mixers.softmax.modeling_softmax.MultiHeadSelfAttention`, at
+    projections of :class:`~hf_variants.core.attention.MultiHeadSelfAttention`, at
     its width; no attention probabilities (``output_attentions=True`` gives ``None``)."""
 
     def __init__(self, config: EncoderConfig, layer_idx: int | None = None) -> None:

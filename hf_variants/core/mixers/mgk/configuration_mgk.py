@@ -7,9 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...composition import LAYER_SCHEMES
-from ...ideas import MatchedSize
+from ...ideas import ConfigurableIdea, MatchedSize
 from ...validation import require_bool, require_choice, require_number, require_positive_int
-from ..softmax.configuration_softmax import SoftmaxAttentionSpec
 
 if TYPE_CHECKING:
     from ...configuration_encoder import EncoderConfig
@@ -18,7 +17,7 @@ KEY_MODES = ("separate", "shifted")
 MIXTURE_WEIGHT_MODES = ("learned", "soft_em", "hard")
 
 
-class MixtureOfKeysSpec(SoftmaxAttentionSpec):
+class MixtureOfKeysSpec(ConfigurableIdea):
     r"""M keys per position, a query attending to position j with weight ``∝ Σ_r π_r exp(-‖q_i − k_jr‖² /
     2σ_r²)`` (eq. 7); the same ``query``/``value``/``output`` projections as softmax attention.
 
@@ -45,6 +44,7 @@ class MixtureOfKeysSpec(SoftmaxAttentionSpec):
             (``attention_type="mlk"``, §2.4: linear attention with φ = elu + 1) needs ``"learned"``.
     """
 
+    lora_target_modules = ("query", "key", "value", "output")  # softmax attention's four projections
     control_overrides: ClassVar[dict[str, Any]] = {"attention_type": "softmax"}
     config_defaults: ClassVar[dict[str, Any]] = {
         "num_key_components": 2,
@@ -96,3 +96,18 @@ class MixtureOfKeysSpec(SoftmaxAttentionSpec):
         """Half the softmax heads at the same head width (the paper's comparison: MGK with M/2 heads of
         two keys each against softmax with M heads)."""
         return {"num_attention_heads": max(size.num_attention_heads // 2, 1), "head_dim": size.head_size}
+
+
+class LinearMixtureSpec(MixtureOfKeysSpec):
+    """MGK's fields (``num_key_components``, ``key_mode``, ``key_bias``, …), with the E-step fixed to
+    learned priors: the soft and hard E-steps need every query-key pair, which linear attention never
+    forms."""
+
+    @classmethod
+    def validate_config(cls, config: EncoderConfig) -> None:
+        super().validate_config(config)
+        if config.mixture_weights != "learned":
+            raise ValueError(
+                f"attention_type='mlk' supports only mixture_weights='learned', got {config.mixture_weights!r}: "
+                "the soft/hard E-steps need every query-key pair, which linear attention never forms."
+            )

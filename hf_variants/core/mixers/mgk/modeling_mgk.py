@@ -35,8 +35,8 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import initialization as init
 
+from ...attention import MultiHeadSelfAttention
 from ...inputs import PaddingMask, full_precision
-from ..softmax.modeling_softmax import MultiHeadSelfAttention
 
 if TYPE_CHECKING:
     from ...configuration_encoder import EncoderConfig
@@ -174,7 +174,7 @@ class MixtureOfKeysAttention(MultiHeadSelfAttention):
     ``variance_factors``, ``mixture_weights``) are documented on :class:`.configuration_mgk.MixtureOfKeysSpec`.
     """
 
-    #: Linear attention over the mixture (MLK, :mod:`..mlk.modeling_mlk`) instead of the Gaussian kernel.
+    #: Linear attention over the mixture (MLK, :class:`LinearMixtureAttention`) instead of the Gaussian kernel.
     linear = False
 
     def __init__(self, config: EncoderConfig, layer_idx: int | None = None) -> None:
@@ -294,3 +294,11 @@ class MixtureOfKeysAttention(MultiHeadSelfAttention):
         probabilities = torch.softmax(scores, dim=-1)
         context = F.dropout(probabilities, p=dropout, training=self.training) @ upcast(value)
         return context, probabilities.to(query.dtype) if output_attentions else None
+
+
+class LinearMixtureAttention(MixtureOfKeysAttention):
+    """Transformer-MLK (§2.4): ``h_i = φ(q_i)ᵀ Σ_j k̄_j v_jᵀ / φ(q_i)ᵀ Σ_j k̄_j`` with
+    ``k̄_j = Σ_r π_r φ(k_jr)`` and φ = elu + 1, in O(N) time and memory; MGK's module and parameters
+    with the linear kernel."""
+
+    linear = True

@@ -1,33 +1,19 @@
 """Spec of ``attention_type="orthogonal"``: TransJect's orthogonal attention ``A(X) = X U Σ V`` (paper
 §3.1, Theorem 1), implemented by :class:`~hf_variants.core.mixers.orthogonal.modeling_orthogonal.OrthogonalAttention`;
-and the parametrisation field every idea with orthogonal weights shares (the injective scheme's too)."""
+its orthogonal weights are the core's shared building block (:mod:`hf_variants.core.orthogonal`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ...ideas import ConfigurableIdea, MatchedSize
+from ...ideas import MatchedSize
+from ...orthogonal import OrthogonalWeightsSpec, validate_orthogonal_map
 from ...validation import require_choice, require_number
 
 if TYPE_CHECKING:
     from ...configuration_encoder import EncoderConfig
 
 EIGENVALUE_MODES = ("approx", "exact", "random")
-ORTHOGONAL_MAPS = ("matrix_exp", "cayley", "householder")
-
-
-def validate_orthogonal_map(config: EncoderConfig) -> None:
-    require_choice(config, "orthogonal_map", ORTHOGONAL_MAPS)
-
-
-class OrthogonalWeightsSpec(ConfigurableIdea):
-    """An idea whose weights include orthogonally parametrised linears: ``orthogonal_map`` is a
-    parametrisation field (the same matrices under another map are other parameters, so a checkpoint
-    loads with its saved map and ``model.reparametrize(orthogonal_map=...)`` switches exactly)."""
-
-    parametrization_fields: ClassVar[frozenset[str]] = frozenset({"orthogonal_map"})
-
-
 class OrthogonalAttentionSpec(OrthogonalWeightsSpec):
     """One orthogonal attention of Theorem 1: ``A(X) = X U Σ V`` (rows of X are tokens).
 

@@ -1,5 +1,5 @@
 """Spec of ``attention_type="softmax"``: scaled dot-product multi-head self-attention (Vaswani et al.
-2017; BERT's), implemented by :class:`~hf_variants.core.mixers.softmax.modeling_softmax.MultiHeadSelfAttention`."""
+2017; BERT's), implemented by :class:`~hf_variants.core.attention.MultiHeadSelfAttention`."""
 
 from __future__ import annotations
 

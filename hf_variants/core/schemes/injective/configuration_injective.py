@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...ideas import LayerSchemeSpec, MatchedSize
-from ...mixers.orthogonal.configuration_orthogonal import OrthogonalWeightsSpec, validate_orthogonal_map
+from ...orthogonal import OrthogonalWeightsSpec, validate_orthogonal_map
 from ...validation import require_bool, require_choice, require_positive_int
 
 if TYPE_CHECKING:

@@ -26,9 +26,9 @@ import torch
 from torch import nn
 from transformers import initialization as init
 
+from ...attention import MultiHeadSelfAttention
 from ...encoder_layers import FeedForward, LayerScheme, optional_pre_norms
 from ...inputs import value_checks_enabled
-from ...mixers.softmax.modeling_softmax import MultiHeadSelfAttention
 from .configuration_ode import ADAPTIVE_METHODS
 
 if TYPE_CHECKING:

@@ -1,2 +1,0 @@
-"""``attention_type="mlk"``: its spec
-(``configuration_mlk``) and its implementation (``modeling_mlk``)."""
