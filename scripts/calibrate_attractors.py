@@ -13,11 +13,10 @@ The run folders go to --output_dir; only the small records are committed.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 from pathlib import Path
 
-from hf_variants.lab import compare, data_sources
+from hf_variants.lab import compare, data_sources, records
 
 RECORDS = Path(__file__).resolve().parents[1] / "docs" / "compare" / "calibration"
 
@@ -47,13 +46,12 @@ def main() -> None:
     parser.add_argument("--output_dir", type=Path, default=Path("outputs/calibration"))
     parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args()
-    RECORDS.mkdir(parents=True, exist_ok=True)
     for level in args.levels:
         record = RECORDS / f"attractors-{level}.json"
-        if record.is_file():
+        if records.read_record(record) is not None:
             continue
         result = calibrate(level, args.output_dir, args.seed)
-        record.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        records.write_record(record, result)
         print(f"attractors={level}: dev accuracy {result['dev_accuracy_mean']:.3f}", flush=True)
 
 

@@ -237,3 +237,32 @@ def test_the_lab_has_one_process_pool() -> None:
              if path != executor and (lines := pool_constructions(path))}  # fmt: skip
     assert pools == {}
     assert pool_constructions(executor) == [pool_constructions(executor)[0]]  # the scan finds the one pool
+
+
+def file_writes(path: Path) -> list[str]:
+    """``name:line`` of every call in ``path`` that commits a file by hand: a rename over a target
+    (``os.replace``/``os.rename``), a copy (``shutil.copy*``), or a JSON text written with ``write_text``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        owner = node.func.value.id if isinstance(node.func.value, ast.Name) else None
+        by_hand = (owner == "os" and node.func.attr in ("replace", "rename")) or (
+            owner == "shutil" and node.func.attr.startswith("copy"))
+        json_text = node.func.attr == "write_text" and "json" in ast.dump(node)
+        if by_hand or json_text:
+            found.append(f"{node.func.attr}:{node.lineno}")
+    return found
+
+
+def test_the_lab_has_one_resume_record() -> None:
+    """Every study keeps its finished runs through the lab's one resume record (:mod:`hf_variants.lab.records`,
+    written atomically, taken only for the same settings): no lab module or study script commits a JSON file,
+    renames or copies one by hand."""
+    candidates = [*(REPO_ROOT / "hf_variants" / "lab").rglob("*.py"), REPO_ROOT / "scripts" / "calibrate_attractors.py",
+                  REPO_ROOT / "scripts" / "classification_grid.py", REPO_ROOT / "scripts" / "glue_after_pretraining.py",
+                  REPO_ROOT / "scripts" / "pretraining_budget.py"]  # fmt: skip
+    writes = {path.relative_to(REPO_ROOT).as_posix(): lines for path in candidates if (lines := file_writes(path))}
+    assert writes == {}
+    assert file_writes(REPO_ROOT / "scripts" / "node_nfe.py")  # the scan finds a JSON written by hand

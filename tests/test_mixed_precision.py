@@ -12,7 +12,7 @@ from transformers import AutoConfig, AutoModelForMaskedLM
 
 import hf_variants  # noqa: F401  (registers the variants)
 from hf_variants.core.mixers.orthogonal.modeling_orthogonal import EigenvalueEstimator
-from hf_variants.core.orthogonal import orthogonal_linear
+from hf_variants.core.modeling_orthogonal_weights import orthogonal_linear
 
 SMALL = {"vocab_size": 60, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
          "intermediate_size": 64, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}  # fmt: skip

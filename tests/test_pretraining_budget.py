@@ -78,7 +78,7 @@ def test_a_record_of_other_settings_is_refused_naming_the_fields(tmp_path: Path)
     other = protocol.run_settings(Path("glue"), Path("m"), "sst2", 3e-4, 2, tmp_path / "elsewhere", random_init=False,
                                   heldout=True)  # fmt: skip
     with pytest.raises(CheckpointError, match=r"(?s)sweep\.json holds a run made with other settings:\n"
-                       r"  training\.learning_rate: recorded 0\.001, this study 0\.0003\n  training\.seed: recorded 1"):
+                       r"  training\.learning_rate: recorded 0\.001, asked 0\.0003\n  training\.seed: recorded 1"):
         finished_run(record, other)  # the output folder has no effect: not named
     command = ("run_glue.py --glue_dir glue --model_name_or_path m --task_name SST-2 --do_train --do_eval "
                "--max_train_samples 8000 --max_seq_length 64 --no_pad_to_max_length --per_device_train_batch_size 32 "
@@ -87,7 +87,7 @@ def test_a_record_of_other_settings_is_refused_naming_the_fields(tmp_path: Path)
                "--heldout_fraction 0.1 --heldout_seed 0")  # fmt: skip
     record.write_text(json.dumps({"command": command, "x": 2}))  # a record from before settings were recorded
     assert finished_run(record, settings)["x"] == 2
-    with pytest.raises(CheckpointError, match=r"data\.heldout_fraction: recorded 0\.1, this study None"):
+    with pytest.raises(CheckpointError, match=r"data\.heldout_fraction: recorded 0\.1, asked None"):
         finished_run(record, protocol.run_settings(Path("glue"), Path("m"), "sst2", 1e-3, 1, tmp_path / "w",
                                                    random_init=False, heldout=False))  # fmt: skip
     record.write_text(json.dumps({"command": "run_glue.py --task_name sst2 --learning_rate fast"}))

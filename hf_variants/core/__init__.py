@@ -1,5 +1,6 @@
-"""The shared core: config base, the building blocks ideas share (`attention`, `orthogonal`, `encoder_layers`),
-the two composition registries (token mixers and layer schemes), encoder skeleton, heads and registration."""
+"""The shared core: config base, the building blocks ideas share (``attention``, ``*_orthogonal_weights``,
+``encoder_layers``), the two composition registries (token mixers and layer schemes), encoder skeleton, heads and
+registration."""
 
 from .composition import ATTENTION_TYPES, LAYER_SCHEMES, build_layer
 from .configuration_encoder import EncoderConfig

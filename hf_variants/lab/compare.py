@@ -42,12 +42,13 @@ from ..settings import compare as compare_settings
 from ..settings.compare import CompareArguments
 from ..synthetic import DEFAULT_ATTRACTORS
 from ..training import checkpoints, run_identity
+from ..training.files import write_text_atomic
 from . import verdicts
 from .data_sources import DataSource, resolve_data
 from .execution import executor
-from .measurement import analyse, classifier_from, headline, headline_metric, learning_verdict, recomputed_metric
-from .report import report_markdown, run_outcome, run_outcomes
-from .spec import EXTERNAL_REFERENCE, ModelSpec, with_matched_controls
+from .measurement import analyse, classifier_from, final_run, headline, headline_metric
+from .report import report_markdown, run_outcomes
+from .spec import EXTERNAL_REFERENCE, ModelSpec, with_calibration_controls, with_matched_controls
 from .stages import (
     STAGE_RECORD_SUFFIX,
     Run,
@@ -57,34 +58,7 @@ from .stages import (
     train_or_take_tokenizer,
 )
 
-#: The baseline of the calibration controls (:func:`with_calibration_controls`).
-BASELINE = "bert_control"
-#: Embedded tasks that a model without token mixing cannot solve: the positive control is judged on them.
-NEEDS_TOKEN_MIXING = frozenset({"attractor_number", "agreement"})
-
 DATA_ENV = compare_settings.DATA_ENV
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 # --------------------------------------------------------------------------------------------
@@ -100,22 +74,6 @@ def parse_args(argv: Sequence[str] | None) -> CompareArguments:
     except ValueError as error:
         parser.error(f"argument --models: {error}")
     return args
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def choose_learning_rate(task: str, outcomes: dict[float, dict[str, Any]]) -> tuple[float, dict[float, float | None]]:
@@ -195,26 +153,6 @@ def train_all(
     return results, choices
 
 
-def with_calibration_controls(
-    specs: Sequence[ModelSpec], tasks: Sequence[str], off: bool = False
-) -> tuple[list[ModelSpec], dict[str, Any]]:
-    """``specs`` with the two models that show what this comparison can see, and which they are: the
-    BERT control under other seeds (:meth:`~.spec.ModelSpec.replica`, the *negative* control: its verdict
-    against the BERT control must hold 0) and, when a task needs token mixing (:data:`NEEDS_TOKEN_MIXING`),
-    the BERT control without token mixing (:meth:`~.spec.ModelSpec.without_token_mixing`, the *positive*
-    control: its verdict must lie below 0). The BERT control is added first when ``specs`` lacks it."""
-    if off:
-        return list(specs), {}
-    baseline = ModelSpec(BASELINE)
-    positive_tasks = [task for task in tasks if task in NEEDS_TOKEN_MIXING]
-    calibration: dict[str, Any] = {"baseline": baseline.name, "negative": baseline.replica().name}
-    added = [baseline.replica()]
-    if positive_tasks:
-        calibration |= {"positive": baseline.without_token_mixing().name, "positive_tasks": positive_tasks}
-        added.insert(0, baseline.without_token_mixing())
-    return [*([] if baseline in specs else [baseline]), *specs, *added], calibration
-
-
 def heldout_left_out(sweep: dict[float, dict[str, Any]]) -> dict[str, str]:
     """Rate → why the held-out run at that rate was not a candidate for the choice: it failed (with
     the error's first clause and step) or predicted one class on the held-out slice."""
@@ -225,18 +163,6 @@ def heldout_left_out(sweep: dict[float, dict[str, Any]]) -> dict[str, str]:
         elif verdicts.collapsed(result["eval"]["validation"]):
             left_out[f"{rate:g}"] = f"{verdicts.ONE_CLASS} (one class on the held-out slice)"
     return left_out
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def control_changes(spec: ModelSpec) -> dict[str, Any] | None:
@@ -251,8 +177,6 @@ def analysis_has_attention(spec: ModelSpec) -> bool:
     from ..core.composition import has_attention_probabilities
 
     return spec.model_type == EXTERNAL_REFERENCE or has_attention_probabilities(spec.config())
-
-
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -277,8 +201,6 @@ def quiet_libraries():
         transformers_logging.enable_progress_bar()
         if datasets_were_enabled:
             datasets.enable_progress_bars()
-
-
 
 
 #: Sub-folders of the report folder that only the comparison writes.
@@ -430,51 +352,11 @@ def compare_models(args: CompareArguments, argv: Sequence[str] | None) -> dict[s
         "training_wall_seconds": training_seconds,
         "wall_seconds": time.perf_counter() - started,
     }
-    (args.output_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    (args.output_dir / "report.md").write_text(report_markdown(results))
+    write_text_atomic(args.output_dir / "results.json", json.dumps(results, indent=2) + "\n")
+    write_text_atomic(args.output_dir / "report.md", report_markdown(results))
     checkpoints.write_manifest(args.output_dir, files_before, "compare")
     print(f"[hf-variants compare] Report: {args.output_dir / 'report.md'} ({results['wall_seconds']:.0f} s).")
     return results
-
-
-
-
-def final_run(
-    args: CompareArguments, source: DataSource, tokenizer, spec: ModelSpec, run: Run,
-    outcomes: dict[Run, dict[str, Any]],
-) -> dict[str, Any]:
-    """One final fine-tuning run's record: its dev score, recomputed from the model reloaded with
-    ``AutoModelForSequenceClassification`` (an error when the two differ), whether it learned
-    (:func:`~hf_variants.lab.verdicts.run_status`), its training curve; or the error that stopped it."""
-    result = outcomes[run]
-    if "failed" in result:
-        return {"failed": result["failed"], "status": verdicts.FAILED}
-    folder = args.output_dir / "models" / spec.folder / run.folder_name
-    classifier = classifier_from(folder)
-    recomputed, predicted, labels = recomputed_metric(classifier, tokenizer, source, run.task, args.max_seq_length)
-    reported = result["eval"]["validation"]
-    metric, value = headline(run.task, reported)
-    if abs(recomputed[metric] - value) > 1e-6:
-        raise RuntimeError(
-            f"{spec.name}/{run.folder_name}: the reloaded model scores {metric}={recomputed[metric]:.6f}, the run "
-            f"reported {value:.6f}: the saved model is not the evaluated one."
-        )
-    state = json.loads((folder / "trainer_state.json").read_text())
-    record = {
-        "metric": metric,
-        "value": value,
-        "metrics": {k: v for k, v in reported.items() if k not in ("runtime", "samples_per_second",
-                                                                   "steps_per_second", "epoch")},
-        "recomputed_after_reload": recomputed[metric],
-        **learning_verdict(classifier, predicted, labels),
-        "train_seconds": result["train"]["train_runtime"],
-        "curve": [{"step": e["step"], "loss": e["loss"]} for e in state["log_history"] if "loss" in e],
-    }  # fmt: skip
-    return {**record, "status": verdicts.run_status(run_outcome(record))}
-
-
-
-
 
 
 def _setting(value: Any) -> Any:
@@ -484,19 +366,3 @@ def _setting(value: Any) -> Any:
     if isinstance(value, list) and value and isinstance(value[0], ModelSpec):
         return [spec.name for spec in value]
     return value
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-

@@ -198,4 +198,3 @@ def resolve_data(
             f"The embedded tasks are {', '.join(sorted(embedded_tasks()))}."
         )
     return synthetic_source(output_dir / "data", seed, attractors=attractors)
-

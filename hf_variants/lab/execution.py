@@ -64,4 +64,3 @@ def start_worker(threads: int, study_pid: int) -> None:
     torch.set_num_threads(threads)
     datasets.disable_progress_bars()
     transformers_logging.disable_progress_bar()
-

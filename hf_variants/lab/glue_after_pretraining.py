@@ -13,7 +13,7 @@ learning rate chosen on held-out training data — shared by two studies:
 Fine-tuning (``FineTuning``), per model and task: the learning rate is chosen on a held-out slice of the
 *training* split (``run_glue --heldout_fraction``), never on dev; then one run per seed on the training
 split, scored on dev. Each run is the fine-tuning engine called as a function with typed settings
-(``run_glue.run``); its ``results.json`` is copied next to the study (a few KB, committed), and a run
+(``run_glue.run``); its ``results.json`` is recorded next to the study (a few KB, committed; :mod:`.records`), and a run
 whose copy holds the same settings is not run again, so a study resumes across sessions. A run
 whose dev predictions are ≥ 99% one class (or one constant score) "did not learn": it is named, and left
 out of means and pairs.
@@ -22,7 +22,6 @@ out of means and pairs.
 from __future__ import annotations
 
 import math
-import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..glue import get_task
 from ..training import checkpoints
-from . import verdicts
+from . import records, verdicts
 from .execution import executor
 from .statistics import Interval, mean_interval, paired_difference_if_any
 
@@ -166,26 +165,15 @@ def export_checkpoint_model(checkpoint: Path, final_model: Path, destination: Pa
 
 
 def finished_run(record: Path, settings: FineTuningRun) -> dict[str, Any] | None:
-    """The recorded results of a run with exactly these settings, or None when it has not run. A record of
-    other settings is an error naming the fields (a study repeated with other settings into the same
-    folder), never reused. Fields that one transformers version has and the other lacks are not compared."""
+    """The recorded results of a run with exactly these settings, or None when it has not run
+    (:func:`~.records.record_for`). A record of other settings is an error naming the fields (a study repeated
+    with other settings into the same folder), never reused. Fields that one transformers version has and the
+    other lacks are not compared."""
     from ..training import run_glue
 
-    if not record.is_file():
-        return None
-    results = checkpoints.load_json(record)
-    recorded, expected = run_glue.recorded_arguments(results, record), run_glue.requested_arguments(*settings)
-    differing = [
-        f"{group}.{name}: recorded {recorded[group][name]!r}, this study {value!r}"
-        for group, values in expected.items() for name, value in values.items()
-        if name in recorded.get(group, {}) and recorded[group][name] != value
-    ]  # fmt: skip
-    if differing:
-        raise checkpoints.CheckpointError(
-            f"{record} holds a run made with other settings:\n  " + "\n  ".join(differing)
-            + "\nChoose another output folder for other settings, or delete that file to redo it."
-        )
-    return results
+    return records.record_for(record, run_glue.requested_arguments(*settings),
+                              lambda results: run_glue.recorded_arguments(results, record),
+                              compare_missing=False)  # fmt: skip
 
 
 def score(results: dict[str, Any], task: str) -> float:
@@ -280,8 +268,7 @@ def fine_tune(
         with executor(workers) as pool:
             outcomes = pool.map(run_in_worker, [settings for _, _, settings in pending])
             for (work, record, _), _ in zip(pending, outcomes, strict=True):
-                record.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(work / "results.json", record)
+                records.write_record(record, checkpoints.load_json(work / "results.json"))
                 (work / "model.safetensors").unlink(missing_ok=True)  # keep the results, not the models
                 if on_record is not None:
                     on_record(record)

@@ -11,7 +11,8 @@ Layout of ``output_dir/<task>/`` (small JSON files, meant to be committed as the
 
 The chosen rate is the protocol's (:func:`~.verdicts.choose_learning_rate`: the best held-out accuracy
 among runs that learned, ties to the smaller rate, the smallest when every run failed); the test split is
-never seen before the choice. A run's file is written only when it ends (atomically), so a killed grid
+never seen before the choice. A run's file is written only when it ends (the lab's one resume record,
+:mod:`.records`), so a killed grid
 restarts its unfinished run from scratch and skips every finished one; a finished seed whose rate is
 not the sweep's choice is refused. Each run is trained by the fine-tuning engine
 (:mod:`.grid_training`), which the fingerprint names: a folder made by another engine is another grid.
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -31,6 +31,7 @@ from typing import Any
 from ..tokenization import train_wordpiece_tokenizer
 from ..training.checkpoints import CheckpointError, OutputDirLock, load_json, prepare_output_dir
 from .grid_training import ENGINE, EncodedSplit, RunSettings, train_and_evaluate
+from .records import write_record
 from .spec import ModelSpec, spec_folder
 from .statistics import majority_share
 from .text_classification import TextClassificationData, load_task
@@ -64,14 +65,6 @@ class GridSettings:
 
     def fingerprint(self) -> dict[str, Any]:
         return json.loads(json.dumps(asdict(self)))
-
-
-def write_result(path: Path, record: dict[str, Any]) -> None:
-    """Write ``record`` as JSON so that the file either is complete or does not exist."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(".json.tmp")
-    temporary.write_text(json.dumps(record, indent=1, allow_nan=False) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
 
 
 def run_outcome(record: dict[str, Any]) -> RunOutcome:
@@ -169,7 +162,7 @@ class Grid:
             "layer_scheme": config.layer_scheme, "config": config.to_diff_dict(), **result,
             "wall_seconds": round(time.time() - started, 1),
         }  # fmt: skip
-        write_result(path, record)
+        write_record(path, record)
         shown = f"{result['accuracy']:.3f}" if result["status"] == "finished" else result["status"]
         logger.warning("%s %s %s %s lr=%g seed=%d: %s", s.task, spec, role, phase, learning_rate, seed, shown)
         return record
@@ -182,7 +175,7 @@ class Grid:
         try:
             prepare_output_dir(self.folder, s.fingerprint(), overwrite=False)
             self.prepare_data()
-            write_result(self.folder / "data.json", self.data_summary)
+            write_record(self.folder / "data.json", self.data_summary)
             for spec in s.pairs:
                 for role in ROLES:
                     cell = self.folder / spec_folder(spec) / role
@@ -191,7 +184,7 @@ class Grid:
                         for lr in s.learning_rates
                     }
                     chosen = choose_learning_rate({lr: held_out_run(record) for lr, record in sweep.items()})
-                    write_result(cell / "choice.json", {"chosen_learning_rate": chosen})
+                    write_record(cell / "choice.json", {"chosen_learning_rate": chosen})
                     for seed in s.seeds:
                         self.run_one(cell / f"seed{seed}.json", spec, role, "final", chosen, seed)
                     if on_cell_done is not None:

@@ -4,13 +4,21 @@ function evaluations, distance ratios)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
+from . import verdicts
 from .data_sources import DataSource, embedded_tasks
+from .report import run_outcome
+
+if TYPE_CHECKING:
+    from ..settings.compare import CompareArguments
+    from .spec import ModelSpec
+    from .stages import Run
 
 
 def headline_metric(task: str) -> str:
@@ -81,3 +89,36 @@ def classifier_from(folder: Path, **kwargs: Any):
 
     return AutoModelForSequenceClassification.from_pretrained(folder, **kwargs)
 
+
+def final_run(
+    args: CompareArguments, source: DataSource, tokenizer, spec: ModelSpec, run: Run,
+    outcomes: dict[Run, dict[str, Any]],
+) -> dict[str, Any]:
+    """One final fine-tuning run's record: its dev score, recomputed from the model reloaded with
+    ``AutoModelForSequenceClassification`` (an error when the two differ), whether it learned
+    (:func:`~hf_variants.lab.verdicts.run_status`), its training curve; or the error that stopped it."""
+    result = outcomes[run]
+    if "failed" in result:
+        return {"failed": result["failed"], "status": verdicts.FAILED}
+    folder = args.output_dir / "models" / spec.folder / run.folder_name
+    classifier = classifier_from(folder)
+    recomputed, predicted, labels = recomputed_metric(classifier, tokenizer, source, run.task, args.max_seq_length)
+    reported = result["eval"]["validation"]
+    metric, value = headline(run.task, reported)
+    if abs(recomputed[metric] - value) > 1e-6:
+        raise RuntimeError(
+            f"{spec.name}/{run.folder_name}: the reloaded model scores {metric}={recomputed[metric]:.6f}, the run "
+            f"reported {value:.6f}: the saved model is not the evaluated one."
+        )
+    state = json.loads((folder / "trainer_state.json").read_text())
+    record = {
+        "metric": metric,
+        "value": value,
+        "metrics": {k: v for k, v in reported.items() if k not in ("runtime", "samples_per_second",
+                                                                   "steps_per_second", "epoch")},
+        "recomputed_after_reload": recomputed[metric],
+        **learning_verdict(classifier, predicted, labels),
+        "train_seconds": result["train"]["train_runtime"],
+        "curve": [{"step": e["step"], "loss": e["loss"]} for e in state["log_history"] if "loss" in e],
+    }  # fmt: skip
+    return {**record, "status": verdicts.run_status(run_outcome(record))}

@@ -14,7 +14,7 @@ from .statistics import Interval, mean_interval, paired_difference_if_any
 
 
 def run_outcome(record: dict[str, Any]) -> verdicts.RunOutcome:
-    """A final run's record (:func:`final_run`) as the protocol's verdicts read it."""
+    """A final run's record (:func:`~hf_variants.lab.measurement.final_run`) as the protocol's verdicts read it."""
     if record.get("failed"):
         return verdicts.RunOutcome(None, failed=record["failed"])
     return verdicts.RunOutcome(
@@ -121,7 +121,7 @@ def answer_lines(results: dict[str, Any]) -> list[str]:
 
 
 def calibration_checks(results: dict[str, Any]) -> list[tuple[str, str, bool, str]]:
-    """The calibration controls' verdicts (:func:`~hf_variants.lab.compare.with_calibration_controls`):
+    """The calibration controls' verdicts (:func:`~hf_variants.lab.spec.with_calibration_controls`):
     ``(control, task, passed, verdict text)``; the positive control counts every finished run (a model that
     cannot learn the task is what it shows), the negative control the runs that learned, as every verdict does."""
     calibration, models = results.get("calibration") or {}, results["models"]
@@ -231,4 +231,3 @@ def report_markdown(results: dict[str, Any]) -> str:
                           "config_overrides": {k: v["config_overrides"] for k, v in results["models"].items()}},
                          indent=2), "```", ""]  # fmt: skip
     return "\n".join(lines)
-

@@ -168,3 +168,29 @@ def _known_fields(model_type: str, overrides: dict[str, Any]) -> set[str]:
 
     pair = {key: overrides[key] for key in ("attention_type", "layer_scheme") if key in overrides}
     return set(AutoConfig.for_model(model_type, **pair).to_dict())
+
+
+#: The baseline of the calibration controls (:func:`with_calibration_controls`).
+BASELINE = "bert_control"
+#: Embedded tasks that a model without token mixing cannot solve: the positive control is judged on them.
+NEEDS_TOKEN_MIXING = frozenset({"attractor_number", "agreement"})
+
+
+def with_calibration_controls(
+    specs: Sequence[ModelSpec], tasks: Sequence[str], off: bool = False
+) -> tuple[list[ModelSpec], dict[str, Any]]:
+    """``specs`` with the two models that show what this comparison can see, and which they are: the
+    BERT control under other seeds (:meth:`~.spec.ModelSpec.replica`, the *negative* control: its verdict
+    against the BERT control must hold 0) and, when a task needs token mixing (:data:`NEEDS_TOKEN_MIXING`),
+    the BERT control without token mixing (:meth:`~.spec.ModelSpec.without_token_mixing`, the *positive*
+    control: its verdict must lie below 0). The BERT control is added first when ``specs`` lacks it."""
+    if off:
+        return list(specs), {}
+    baseline = ModelSpec(BASELINE)
+    positive_tasks = [task for task in tasks if task in NEEDS_TOKEN_MIXING]
+    calibration: dict[str, Any] = {"baseline": baseline.name, "negative": baseline.replica().name}
+    added = [baseline.replica()]
+    if positive_tasks:
+        calibration |= {"positive": baseline.without_token_mixing().name, "positive_tasks": positive_tasks}
+        added.insert(0, baseline.without_token_mixing())
+    return [*([] if baseline in specs else [baseline]), *specs, *added], calibration

@@ -6,8 +6,6 @@ settings, the content of its inputs and its folder are unchanged."""
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +15,7 @@ from ..core.ideas import MatchedSize
 from ..core.overrides import format_overrides
 from ..settings.compare import CompareArguments
 from ..training import checkpoints, run_identity
+from . import records
 from .data_sources import DataSource
 from .spec import ModelSpec
 
@@ -140,15 +139,12 @@ def finished_stage(folder: Path, arguments: dict[str, Any], inputs: Sequence[Pat
     what the stage wrote (its manifest verifies: an altered file is an error naming it)."""
     record = folder.with_name(folder.name + STAGE_RECORD_SUFFIX)
     identity = {"arguments": arguments, "inputs": run_identity.describe_files(inputs)[0]}
-    if record.is_file():
-        saved = json.loads(record.read_text(encoding="utf-8"))
-        if {key: saved.get(key) for key in identity} == identity and checkpoints.verify_manifest(folder) is not None:
+    with contextlib.suppress(records.OtherSettings):  # other settings or inputs: the stage runs again
+        saved = records.record_for(record, identity, lambda saved: {key: saved.get(key) for key in identity})
+        if saved is not None and checkpoints.verify_manifest(folder) is not None:
             return saved["result"]
     result = run_stage()
-    record.parent.mkdir(parents=True, exist_ok=True)
-    partial = record.with_name(record.name + ".partial")
-    partial.write_text(json.dumps({**identity, "result": result}, indent=1) + "\n", encoding="utf-8")
-    os.replace(partial, record)
+    records.write_record(record, {**identity, "result": result})
     checkpoints.failpoint(f"compare:{folder.parent.name}/{folder.name}", 0)  # tests kill here
     return result
 
@@ -188,4 +184,3 @@ def train(args: CompareArguments, source: DataSource, tokenizer: str, run: Run) 
                              heldout=run.heldout)  # fmt: skip
         except (ODESolverError, FloatingPointError) as error:
             return {"failed": f"{type(error).__name__}: {error}"}
-

@@ -1,13 +1,14 @@
 """Spec of ``attention_type="orthogonal"``: TransJect's orthogonal attention ``A(X) = X U Σ V`` (paper
 §3.1, Theorem 1), implemented by :class:`~hf_variants.core.mixers.orthogonal.modeling_orthogonal.OrthogonalAttention`;
-its orthogonal weights are the core's shared building block (:mod:`hf_variants.core.orthogonal`)."""
+its orthogonal weights are the core's shared building block
+(:mod:`hf_variants.core.configuration_orthogonal_weights`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ...configuration_orthogonal_weights import OrthogonalWeightsSpec, validate_orthogonal_map
 from ...ideas import MatchedSize
-from ...orthogonal import OrthogonalWeightsSpec, validate_orthogonal_map
 from ...validation import require_choice, require_number
 
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ from transformers import initialization as init
 
 from ...encoder_layers import LayerInputs, TokenMixer
 from ...inputs import full_precision
-from ...orthogonal import HoldsOrthogonalLinears, orthogonal_linear
+from ...modeling_orthogonal_weights import HoldsOrthogonalLinears, orthogonal_linear
 
 if TYPE_CHECKING:
     from ...configuration_encoder import EncoderConfig

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ...configuration_orthogonal_weights import OrthogonalWeightsSpec, validate_orthogonal_map
 from ...ideas import LayerSchemeSpec, MatchedSize
-from ...orthogonal import OrthogonalWeightsSpec, validate_orthogonal_map
 from ...validation import require_bool, require_choice, require_positive_int
 
 if TYPE_CHECKING:

@@ -28,7 +28,7 @@ from transformers import initialization as init
 from transformers.pytorch_utils import apply_chunking_to_forward
 
 from ...encoder_layers import LayerScheme
-from ...orthogonal import HoldsOrthogonalLinears, orthogonal_linear
+from ...modeling_orthogonal_weights import HoldsOrthogonalLinears, orthogonal_linear
 
 if TYPE_CHECKING:
     from ...configuration_encoder import EncoderConfig

@@ -1,11 +1,10 @@
-"""Orthogonally parametrised weights, the building block that every idea with orthogonal weights shares
-(TransJect's orthogonal attention, §3.1, and its injective scheme's orthogonal FFN, eq. 6): the
-``orthogonal_map`` field's spec and validation, the float32-kept linear map, initialisation, adapters and
-exact re-parametrisation."""
+"""Orthogonally parametrised weights, shared by every idea that has them (spec:
+:mod:`.configuration_orthogonal_weights`): the float32-kept linear map, initialisation, adapters and exact
+re-parametrisation."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -13,26 +12,12 @@ from torch.nn.utils import parametrize
 from torch.nn.utils.parametrizations import orthogonal
 from transformers import initialization as init
 
+from .configuration_orthogonal_weights import ORTHOGONAL_MAPS
 from .ideas import ConfigurableIdea
 from .inputs import full_precision
-from .validation import require_choice
 
 if TYPE_CHECKING:
     from .configuration_encoder import EncoderConfig
-
-ORTHOGONAL_MAPS = ("matrix_exp", "cayley", "householder")
-
-
-def validate_orthogonal_map(config: EncoderConfig) -> None:
-    require_choice(config, "orthogonal_map", ORTHOGONAL_MAPS)
-
-
-class OrthogonalWeightsSpec(ConfigurableIdea):
-    """An idea whose weights include orthogonally parametrised linears: ``orthogonal_map`` is a
-    parametrisation field (the same matrices under another map are other parameters, so a checkpoint
-    loads with its saved map and ``model.reparametrize(orthogonal_map=...)`` switches exactly)."""
-
-    parametrization_fields: ClassVar[frozenset[str]] = frozenset({"orthogonal_map"})
 
 
 class OrthogonalLinear(nn.Linear):
