@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from hf_variants.lab.grid import Grid, GridSettings, held_out_run, load_grid
+from hf_variants.lab.grid import Grid, GridSettings, SelfPretraining, held_out_run, load_grid
 from hf_variants.lab.spec import ModelSpec, spec_folder
 from hf_variants.lab.statistics import mean_interval, paired_difference, predicts_one_class
 from hf_variants.lab.tables import comparison_table, injective_layer_table, rate_text, reading_table, summarize_role
@@ -193,6 +193,66 @@ def test_grid_runs_sweeps_on_the_held_out_slice_then_seeds_and_resumes(tmp_path:
     seed.write_text(json.dumps({**redone, "learning_rate": 0.5}))
     with pytest.raises(CheckpointError, match=r"seed2.json was trained at learning rate 0.5, but the sweep now"):
         Grid(settings, tmp_path / "data", tmp_path / "out").run()
+
+
+def test_self_pretraining_sees_only_each_runs_training_inputs(tmp_path: Path, monkeypatch) -> None:
+    """Each run's model is pretrained on its own training inputs before fine-tuning: a held-out run on the training
+    split without the held-out slice, a final run on the whole training split; the test split never. The
+    fine-tuned run starts from the pretrained encoder; the record states the pretraining and its compute."""
+    from hf_variants.lab import grid as grid_module
+    from hf_variants.training import run_mlm
+
+    learnable_ag_news(tmp_path / "data", rows=160)
+    settings = tiny_settings(pairs=("macaron_bert",), learning_rates=(1e-3,), seeds=(1,),
+                             pretraining=SelfPretraining(steps=4))  # fmt: skip
+    seen: list[tuple[str, list[str]]] = []
+    engine = run_mlm.run
+
+    def recording_engine(arguments):
+        seen.append((Path(arguments.output_dir).name, Path(arguments.train_file).read_text().splitlines()))
+        return engine(arguments)
+
+    monkeypatch.setattr(run_mlm, "run", recording_engine)
+    with pytest.raises(ValueError, match="needs a work_dir"):
+        Grid(settings, tmp_path / "data", tmp_path / "out")
+    grid = Grid(settings, tmp_path / "data", tmp_path / "out", work_dir=tmp_path / "work")
+    grid.run()
+    data = load_task("ag_news", tmp_path / "data")
+    (fit, _), (held_out, _) = data.held_out(settings.heldout_fraction)
+    normalised = {name: [" ".join(text.split()) for text in texts]
+                  for name, texts in {"fit": fit, "held_out": held_out, "train": data.train_texts,
+                                      "test": data.test_texts}.items()}  # fmt: skip
+    assert [name for name, _ in seen] == ["pretrained-fit-seed0", "pretrained-train-seed1"] * 2  # variant, control
+    for name, lines in seen:
+        assert lines == normalised["fit" if "-fit-" in name else "train"]
+        assert not set(lines) & (set(normalised["test"]) - set(normalised["train"]))
+        if "-fit-" in name:
+            assert not set(lines) & (set(normalised["held_out"]) - set(normalised["fit"]))
+    record = json.loads((tmp_path / "out" / "ag_news" / "macaron_bert" / "variant" / "seed1.json").read_text())
+    assert record["pretraining"]["corpus"] == "train" and record["pretraining"]["steps"] == 4
+    assert record["pretraining"]["compute_multiple"] == 4 / settings.steps
+    assert record["pretraining"]["examples"] == len(data.train_texts)
+    # The fine-tuned model starts from the pretrained encoder, not from random initialisation.
+    from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification
+
+    pretrained = tmp_path / "work" / "ag_news" / "macaron_bert" / "variant" / "pretrained-train-seed1"
+    encoder = AutoModelForMaskedLM.from_pretrained(pretrained).base_model.embeddings.word_embeddings.weight
+    captured = {}
+    train_and_evaluate = grid_module.train_and_evaluate
+
+    def capturing(config, *args, initial_weights=None, **kwargs):
+        model = AutoModelForSequenceClassification.from_pretrained(initial_weights, num_labels=config.num_labels)
+        captured["embeddings"] = model.base_model.embeddings.word_embeddings.weight
+        return train_and_evaluate(config, *args, initial_weights=initial_weights, **kwargs)
+
+    monkeypatch.setattr(grid_module, "train_and_evaluate", capturing)
+    (tmp_path / "out" / "ag_news" / "macaron_bert" / "variant" / "seed1.json").unlink()
+    seen.clear()
+    Grid(settings, tmp_path / "data", tmp_path / "out", work_dir=tmp_path / "work").run()
+    assert [name for name, _ in seen] == ["pretrained-train-seed1"]  # the engine returns the finished run
+    assert captured["embeddings"].equal(encoder)
+    # A from-scratch grid's fingerprint is the one grids had before self-pretraining existed.
+    assert "pretraining" not in tiny_settings().fingerprint() and "pretraining" in settings.fingerprint()
 
 
 def test_chosen_rate_is_marked_at_either_edge_of_the_sweep() -> None:

@@ -4,9 +4,11 @@ their runs to it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from concurrent.futures import Executor, Future
+from pathlib import Path
 
 import torch
 
@@ -64,3 +66,15 @@ def start_worker(threads: int, study_pid: int) -> None:
     torch.set_num_threads(threads)
     datasets.disable_progress_bars()
     transformers_logging.disable_progress_bar()
+
+
+@contextlib.contextmanager
+def console_to_file(path: Path, quiet: bool):
+    """With ``quiet``, what a stage prints to stdout (metric tables, result dicts) goes to ``path``
+    instead of the console, where only the progress bars (stderr) remain."""
+    if not quiet:
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as handle, contextlib.redirect_stdout(handle):
+        yield

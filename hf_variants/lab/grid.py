@@ -30,6 +30,8 @@ from typing import Any
 
 from ..tokenization import train_wordpiece_tokenizer
 from ..training.checkpoints import CheckpointError, OutputDirLock, load_json, prepare_output_dir
+from ..training.files import write_text_atomic
+from .execution import console_to_file
 from .grid_training import ENGINE, EncodedSplit, RunSettings, train_and_evaluate
 from .records import write_record
 from .spec import ModelSpec, spec_folder
@@ -39,6 +41,30 @@ from .verdicts import HeldOutRun, RunOutcome, choose_learning_rate
 
 logger = logging.getLogger(__name__)
 ROLES = ("variant", "control")
+
+
+@dataclass(frozen=True)
+class SelfPretraining:
+    """Masked-LM pretraining of every run's model on that run's own training inputs before it is fine-tuned —
+    self-pretraining (Amos, Berant & Gupta, ICLR 2024: no data beyond the task's, a denoising objective) — on
+    the pretraining engine (:func:`hf_variants.training.run_mlm.run`, accelerate), with the grid's tokenizer.
+
+    A held-out run is pretrained on the training split *without* its held-out slice (the slice that chooses the
+    rate is never seen by pretraining), a final run at seed s on the whole training split at seed s; the test
+    split never. The texts are one example per line (``line_by_line``), at the grid's length and batch size, so
+    pretraining costs ``steps / grid steps`` times the fine-tuning's compute (:meth:`compute_multiple`).
+    """
+
+    steps: int
+    learning_rate: float = 1e-3
+    warmup_ratio: float = 0.1
+    mlm_probability: float = 0.15
+    #: Share of the pretraining texts held out for its validation loss (training inputs all the same).
+    validation_percentage: float = 5.0
+
+    def compute_multiple(self, fine_tuning_steps: int) -> float:
+        """Pretraining compute as a multiple of one fine-tuning run's (same batch, same length)."""
+        return self.steps / fine_tuning_steps
 
 
 @dataclass(frozen=True)
@@ -62,9 +88,16 @@ class GridSettings:
     extra: dict[str, Any] = field(default_factory=dict)
     #: What trains each run: a grid folder made by another engine is another grid (its results stay records).
     engine: str = ENGINE
+    #: None: every run from random initialisation; else each run's model is self-pretrained first.
+    pretraining: SelfPretraining | None = None
 
     def fingerprint(self) -> dict[str, Any]:
-        return json.loads(json.dumps(asdict(self)))
+        """The settings as JSON; a from-scratch grid's is what it was before self-pretraining existed (no
+        ``pretraining`` key), so its folders resume."""
+        fingerprint = json.loads(json.dumps(asdict(self)))
+        if self.pretraining is None:
+            del fingerprint["pretraining"]
+        return fingerprint
 
 
 def run_outcome(record: dict[str, Any]) -> RunOutcome:
@@ -87,10 +120,15 @@ def held_out_run(record: dict[str, Any]) -> HeldOutRun:
 class Grid:
     """One task's grid in ``output_dir/<task>``; :meth:`run` does every run that is not yet on disk."""
 
-    def __init__(self, settings: GridSettings, data_dir: Path, output_dir: Path) -> None:
+    def __init__(self, settings: GridSettings, data_dir: Path, output_dir: Path, work_dir: Path | None = None) -> None:
+        """``work_dir``: where a self-pretraining grid keeps its pretrained models and corpora (large files, not
+        results: never inside the committed ``output_dir``)."""
+        if settings.pretraining is not None and work_dir is None:
+            raise ValueError("A self-pretraining grid needs a work_dir for its pretrained models.")
         self.settings = settings
         self.data_dir = data_dir
         self.folder = output_dir / settings.task
+        self.work = None if work_dir is None else work_dir / settings.task
         self.data: TextClassificationData | None = None
         self.tokenizer = None  # trained on the task's training split by prepare_data
         self.encoded: dict[str, EncodedSplit] = {}
@@ -113,6 +151,7 @@ class Grid:
             "test": EncodedSplit.encode(tokenizer, data.test_texts, data.test_labels, s.max_length),
         }
         self.data = data
+        self.texts = {"fit": fit_texts, "train": data.train_texts}  # what a run may pretrain on
         lengths = [len(ids) for ids in self.encoded["train"].input_ids]
         self.data_summary = {
             "split": data.split,
@@ -151,21 +190,59 @@ class Grid:
             self.encoded["train"], self.encoded["test"])  # fmt: skip
         config = self.config(spec, role)
         started = time.time()
+        pretrained, pretraining = None, {}
+        if s.pretraining is not None:
+            corpus = "fit" if phase == "sweep" else "train"
+            pretrained, pretraining = self.pretrain(spec, role, corpus, seed, config)
         result = train_and_evaluate(config, self.tokenizer, train, evaluation, RunSettings(
             learning_rate=learning_rate, warmup_ratio=s.warmup_ratio, steps=s.steps, batch_size=s.batch_size, seed=seed,
-        ))  # fmt: skip
+        ), initial_weights=pretrained)  # fmt: skip
         record = {
             "task": s.task, "pair": spec, "role": role, "phase": phase, "learning_rate": learning_rate,
             "warmup_ratio": s.warmup_ratio, "seed": seed, "steps": s.steps, "batch_size": s.batch_size,
             "evaluated_on": "held-out slice of the training split" if phase == "sweep" else "test split",
             "model_type": config.model_type, "attention_type": config.attention_type,
-            "layer_scheme": config.layer_scheme, "config": config.to_diff_dict(), **result,
+            "layer_scheme": config.layer_scheme, "config": config.to_diff_dict(), **pretraining, **result,
             "wall_seconds": round(time.time() - started, 1),
         }  # fmt: skip
         write_record(path, record)
         shown = f"{result['accuracy']:.3f}" if result["status"] == "finished" else result["status"]
         logger.warning("%s %s %s %s lr=%g seed=%d: %s", s.task, spec, role, phase, learning_rate, seed, shown)
         return record
+
+    def pretrain(self, spec: str, role: str, corpus: str, seed: int, config: Any) -> tuple[Path, dict[str, Any]]:
+        """The run's model self-pretrained on ``corpus`` (``"fit"``: the training split without its held-out
+        slice; ``"train"``: all of it) at ``seed`` (:class:`SelfPretraining`), and what the record keeps of it.
+        The engine resumes its own run folder, and returns a finished one's results without training."""
+        from ..settings.pretraining import PretrainingArguments
+        from ..training import run_mlm
+
+        s, p = self.settings, self.settings.pretraining
+        corpus_file = self.work / f"corpus-{corpus}.txt"
+        if not corpus_file.is_file():  # one example per line; the same texts give the same file
+            corpus_file.parent.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(corpus_file, "".join(" ".join(text.split()) + "\n" for text in self.texts[corpus]))
+        tokenizer_dir = self.work / "tokenizer"
+        if not (tokenizer_dir / "tokenizer.json").is_file():
+            self.tokenizer.save_pretrained(tokenizer_dir)
+        folder = self.work / spec_folder(spec) / role / f"pretrained-{corpus}-seed{seed}"
+        config_dir = folder.with_name(folder.name + "-config")
+        config.save_pretrained(config_dir)
+        arguments = PretrainingArguments(
+            config_name=str(config_dir), tokenizer_name=str(tokenizer_dir), train_file=str(corpus_file),
+            validation_split_percentage=p.validation_percentage, line_by_line=True, max_seq_length=s.max_length,
+            mlm_probability=p.mlm_probability, per_device_train_batch_size=s.batch_size, learning_rate=p.learning_rate,
+            lr_scheduler_type="linear", num_warmup_steps=p.warmup_ratio, max_train_steps=p.steps, seed=seed,
+            logging_steps=max(1, p.steps // 20), max_eval_samples=512, output_dir=folder, disable_tqdm=True,
+            report_to=["none"],
+        )  # fmt: skip
+        with console_to_file(folder.with_name(folder.name + ".log"), quiet=True):  # the engine's tables: to a log
+            results = run_mlm.run(arguments)
+        summary = {key: results.get(key) for key in ("steps", "eval_loss", "final_train_loss", "train_seconds",
+                                                     "train_tokens")}  # fmt: skip
+        summary |= {"corpus": corpus, "examples": len(self.texts[corpus]),
+                    "compute_multiple": p.compute_multiple(s.steps)}  # fmt: skip
+        return folder, {"pretraining": summary}
 
     def run(self, on_cell_done: Callable[[Path], None] | None = None) -> None:
         """Every (pair, role) cell: the sweep, the choice, the seeds. ``on_cell_done(folder)`` is called

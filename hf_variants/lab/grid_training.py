@@ -16,6 +16,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -119,15 +120,20 @@ def train_and_evaluate(
     *,
     callbacks: Sequence[TrainerCallback] = (),
     measure: Callable[[PreTrainedModel], dict] | None = None,
+    initial_weights: str | Path | None = None,
 ) -> dict:
-    """Train a fresh model of ``config`` on ``train`` and evaluate it on ``evaluation`` (both encoded by
+    """Train a fresh model of ``config`` (or, from ``initial_weights``, a pretrained encoder of that config with a
+    new classification head) on ``train`` and evaluate it on ``evaluation`` (both encoded by
     ``tokenizer``, which pads the batches); returns the result
     record (accuracy, prediction counts, whether it predicts one class, losses, timing, parameter count).
 
     A study that watches the training passes Trainer ``callbacks`` (they see the model at each event);
     one that measures the trained model passes ``measure``, whose fields join a finished run's record."""
     torch.manual_seed(settings.seed)
-    model = AutoModelForSequenceClassification.from_config(config)
+    if initial_weights is None:
+        model = AutoModelForSequenceClassification.from_config(config)
+    else:
+        model = AutoModelForSequenceClassification.from_pretrained(initial_weights, num_labels=config.num_labels)
     collator = TokenCountingCollator(tokenizer)
     with tempfile.TemporaryDirectory(prefix="grid-run-") as scratch:
         trainer = GlueTrainer(model=model, args=settings.training_arguments(scratch), train_dataset=train,

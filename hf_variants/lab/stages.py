@@ -17,6 +17,7 @@ from ..settings.compare import CompareArguments
 from ..training import checkpoints, run_identity
 from . import records
 from .data_sources import DataSource
+from .execution import console_to_file
 from .spec import ModelSpec
 
 #: Solver steps per N-ODE block and forward in the comparison (healthy runs take a handful at rtol 1e-3).
@@ -41,18 +42,6 @@ def matched_fields(spec: ModelSpec, size: MatchedSize) -> dict[str, Any]:
 
     variant = spec.control_of or spec
     return spec.fields(matched_size_fields(*variant.pair(), size))
-
-
-@contextlib.contextmanager
-def console_to_file(path: Path, quiet: bool):
-    """With ``quiet``, what a stage prints to stdout (metric tables, result dicts) goes to ``path``
-    instead of the console, where only the progress bars (stderr) remain."""
-    if not quiet:
-        yield
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as handle, contextlib.redirect_stdout(handle):
-        yield
 
 
 def train_or_take_tokenizer(args: CompareArguments, source: DataSource) -> str:

@@ -6,7 +6,9 @@ Layout under ``data_dir`` (the scripts' ``--data_dir``; this project's data fold
 * ``ag_news/test.csv`` — columns ``label,title,description``, labels 1–4; only the official *test* file
   exists here, so it is split into train/test with a fixed seed (:data:`SPLIT_SEED`), 80/20;
 * ``listops/test_d20s.tsv`` — ``label<TAB>expression``, labels 0–9 (the original ListOps of Nangia &
-  Bowman 2018, not LRA's 2K-token version); also only a test file, split likewise.
+  Bowman 2018, not LRA's 2K-token version); also only a test file, split likewise;
+* ``glue/SST-2/{train,dev}.tsv`` — GLUE's SST-2 (67,349 training sentences, labels 0/1); GLUE's test file has
+  no labels, so the dev file is the test split, as GLUE results on dev are reported.
 
 Every malformed row is an error naming the file, the line and the field.
 """
@@ -133,10 +135,24 @@ def load_listops(data_dir: Path) -> TextClassificationData:
     return _split_one_file("listops", 10, pairs, path)
 
 
+def load_sst2(data_dir: Path) -> TextClassificationData:
+    from ..glue.data import load_glue_local
+
+    splits = load_glue_local("sst2", data_dir / "glue")
+    train = _shuffled(list(zip(splits["train"]["sentence"], splits["train"]["label"], strict=True)))
+    test = list(zip(splits["validation"]["sentence"], splits["validation"]["label"], strict=True))
+    return TextClassificationData(
+        "sst2", 2, [t for t, _ in train], [y for _, y in train], [t for t, _ in test], [y for _, y in test],
+        f"glue/SST-2/train.tsv ({len(train)}, shuffled with seed {SPLIT_SEED}) and glue/SST-2/dev.tsv ({len(test)}) "
+        "as the test split (GLUE's test file has no labels)",
+    )  # fmt: skip
+
+
 TASKS: dict[str, Callable[[Path], TextClassificationData]] = {
     "imdb": load_imdb,
     "ag_news": load_ag_news,
     "listops": load_listops,
+    "sst2": load_sst2,
 }
 
 

@@ -1,0 +1,154 @@
+"""A study as a data file, handed to the lab's grid driver (:class:`~hf_variants.lab.grid.Grid`), as nanoGPT's
+experiments are config files: the models, tasks, budgets and conditions of a comparison, declared once, read and
+checked here, so that a new study is a file (``hf_variants/lab/studies/<name>.toml`` or any path).
+
+The file's fields are :class:`~hf_variants.lab.grid.GridSettings`' (every task shares the top-level ones), with
+three tables::
+
+    [sizes]                  the model sizes every model of the grid has (GridSettings.sizes)
+    [tasks.<task>]           one per task: its own fields (max_length, steps, max_train, ...)
+    [pretraining]            optional: self-pretraining (hf_variants.lab.grid.SelfPretraining)
+    [conditions.<name>]      optional: several grids, each these fields changed (its results under <name>/)
+
+``extends = "<study>"`` starts from another study's fields (tables merged key by key). An unknown field, task or
+condition is an error naming the file and the field, before anything runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from .grid import Grid, GridSettings, SelfPretraining
+from .text_classification import TASKS
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+#: The studies the package ships (``load_study("never_from_scratch")``).
+STUDIES_FOLDER = Path(__file__).parent / "studies"
+#: Fields of a study file that are not GridSettings' own.
+STUDY_FIELDS = frozenset({"description", "extends", "sizes", "tasks", "pretraining", "conditions"})
+
+
+@dataclass(frozen=True)
+class Study:
+    """A study file read: its grids, one per (condition, task), and where each one's results go."""
+
+    name: str
+    description: str
+    path: Path
+    grids: tuple[tuple[str, GridSettings], ...]  # (results sub-folder, settings); "" without conditions
+
+    def tasks(self) -> list[str]:
+        return list(dict.fromkeys(settings.task for _, settings in self.grids))
+
+
+def study_path(name_or_path: str | Path) -> Path:
+    """A study file: a path as given, else the package's study of that name."""
+    path = Path(name_or_path)
+    if path.suffix == ".toml" or path.exists():
+        return path
+    shipped = STUDIES_FOLDER / f"{name_or_path}.toml"
+    if not shipped.is_file():
+        names = ", ".join(sorted(p.stem for p in STUDIES_FOLDER.glob("*.toml")))
+        raise FileNotFoundError(f"No study {name_or_path!r}: give a .toml file or one of the package's: {names}.")
+    return shipped
+
+
+def merged(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``changes``, tables merged key by key."""
+    result = dict(base)
+    for key, value in changes.items():
+        result[key] = merged(result[key], value) if isinstance(value, dict) and isinstance(result.get(key), dict) \
+            else value
+    return result
+
+
+def read_fields(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """The file's fields, ``extends`` resolved (a cycle is an error)."""
+    if path.resolve() in seen:
+        raise ValueError(f"{path}: extends itself through {' → '.join(p.name for p in seen)}.")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"The study file {path} does not exist.") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ValueError(f"{path}: not valid TOML ({error}).") from None
+    parent = data.pop("extends", None)
+    return merged(read_fields(study_path(parent), (*seen, path.resolve())), data) if parent else data
+
+
+def checked(path: Path, where: str, values: dict[str, Any], allowed: set[str]) -> dict[str, Any]:
+    unknown = sorted(set(values) - allowed)
+    if unknown:
+        raise ValueError(f"{path}: {where} has no field {unknown[0]!r}; its fields are {', '.join(sorted(allowed))}.")
+    return values
+
+
+def grid_settings(path: Path, task: str, study: dict[str, Any]) -> GridSettings:
+    """One task's settings: the shared fields, then the task's own; a wrong value is named with its field."""
+    settings_fields = {f.name for f in fields(GridSettings)} - {"task", "pretraining"}
+    shared = {key: value for key, value in study.items() if key not in STUDY_FIELDS}
+    checked(path, "a study", shared, settings_fields - {"sizes"})
+    own = checked(path, f"[tasks.{task}]", study["tasks"][task], settings_fields - {"pairs", "sizes"})
+    values = {**shared, **own, "sizes": study.get("sizes", {})}
+    pretraining = study.get("pretraining")
+    if pretraining is not None:
+        checked(path, "[pretraining]", pretraining, {f.name for f in fields(SelfPretraining)})
+        values["pretraining"] = SelfPretraining(**pretraining)
+    for name in ("pairs", "learning_rates", "seeds"):
+        if name in values:
+            values[name] = tuple(values[name])
+    try:
+        return GridSettings(task=task, **values)
+    except TypeError as error:
+        raise ValueError(f"{path}: [tasks.{task}] misses a field: {error}.") from None
+
+
+def load_study(name_or_path: str | Path) -> Study:
+    """The study file (a path, or the name of one the package ships) as its grids, checked."""
+    path = study_path(name_or_path)
+    study = read_fields(path)
+    checked(path, "a study", study, STUDY_FIELDS | {f.name for f in fields(GridSettings)})
+    tasks = study.get("tasks") or {}
+    unknown = sorted(set(tasks) - set(TASKS))
+    if not tasks or unknown:
+        raise ValueError(f"{path}: [tasks.{unknown[0] if unknown else '<task>'}]: choose tasks among "
+                         f"{', '.join(TASKS)}.")  # fmt: skip
+    conditions = study.pop("conditions", None) or {"": {}}
+    grids = []
+    for condition, changes in conditions.items():
+        checked(path, f"[conditions.{condition}]", changes, {"pretraining", *study} - {"tasks", "description"})
+        for task in tasks:
+            grids.append((condition, grid_settings(path, task, merged(study, changes))))
+    return Study(path.stem, study.get("description", ""), path, tuple(grids))
+
+
+def run_study(
+    study: Study, data_dir: Path, output_dir: Path, work_dir: Path, *, tasks: Sequence[str] | None = None,
+    conditions: Sequence[str] | None = None, replace: dict[str, Any] | None = None,
+    on_cell_done: Callable[[Path], None] | None = None,
+) -> list[Path]:
+    """Run every grid of ``study`` (only ``tasks`` / ``conditions`` when given; GridSettings fields in ``replace``
+    changed), each resumable, results under ``output_dir/<condition>/<task>``, a self-pretraining grid's models
+    under ``work_dir/<condition>``; the folders of the grids run. ``on_cell_done(cell folder)`` follows each
+    finished (pair, role) cell, e.g. to commit its files."""
+    offered = {"tasks": study.tasks(), "conditions": list(dict.fromkeys(condition for condition, _ in study.grids))}
+    for name, asked in (("tasks", tasks), ("conditions", conditions)):
+        if asked and set(asked) - set(offered[name]):
+            raise ValueError(f"{study.path.name} has the {name} {', '.join(offered[name])}, not {', '.join(asked)}.")
+    folders = []
+    for condition, settings in study.grids:
+        if (tasks and settings.task not in tasks) or (conditions and condition not in conditions):
+            continue
+        settings = dataclasses.replace(settings, **(replace or {}))
+        Grid(settings, data_dir, output_dir / condition, work_dir / condition).run(on_cell_done=on_cell_done)
+        folders.append(output_dir / condition / settings.task)
+    return folders
