@@ -650,3 +650,29 @@ def test_a_killed_comparison_takes_its_side_by_side_runs_with_it(tmp_path: Path)
     assert all(process_state(pid) in (None, "Z") for pid in workers)
     rerun = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=600)
     assert rerun.returncode == 0, rerun.stderr[-4000:]
+
+
+def test_self_pretraining_reads_only_the_tasks_training_inputs(tmp_path: Path) -> None:
+    """``--pretrain_on task``: each model's MLM pretraining (and the tokenizer) reads the task's training inputs
+    without the slice held out for choosing the rate — never a dev, test or held-out sentence, never a label — and
+    the comparison runs end to end from there."""
+    data = make_data_dir(tmp_path / "data")
+    sst2 = data / "glue" / "SST-2"
+    train = [f"train sentence {index} was {'good' if index % 2 else 'bad'} ." for index in range(120)]
+    sst2.joinpath("train.tsv").write_text("sentence\tlabel\n" + "".join(f"{s}\t{i % 2}\n" for i, s in enumerate(train)))
+    sst2.joinpath("dev.tsv").write_text("sentence\tlabel\n" + "".join(f"devonly {i} .\t{i % 2}\n" for i in range(20)))
+    sst2.joinpath("test.tsv").write_text("index\tsentence\n" + "".join(f"{i}\ttestonly {i} .\n" for i in range(20)))
+    output = tmp_path / "compare"
+    finished = run_compare(output, "--pretrain_on", "task", "--data_dir", str(data), "--tasks", "sst2",
+                           "--finetune_learning_rates", "1e-3", "3e-3", "--heldout_fraction", "0.25")  # fmt: skip
+    assert finished.returncode == 0, finished.stderr[-4000:]
+    corpus = (output / "data" / "task-inputs.txt").read_text().splitlines()
+    assert set(corpus) < set(train) and len(corpus) == len(train) - 30  # the held-out quarter left out
+    stage = json.loads((output / "models" / "bert_control" / "mlm-seed42.finished.json").read_text())
+    assert stage["arguments"]["train_file"] == str(output / "data" / "task-inputs.txt")
+    sweep = json.loads((output / "models" / "bert_control" / "sst2-sweep-lr0.001" / "results.json").read_text())
+    assert sweep["eval"]["validation"]["samples"] == 30  # the slice pretraining never read is what chose the rate
+    vocabulary = json.loads((output / "tokenizer" / "tokenizer.json").read_text())["model"]["vocab"]
+    assert not {"devonly", "testonly"} & set(vocabulary) and {"train", "sentence"} <= set(vocabulary)
+    results = json.loads((output / "results.json").read_text())
+    assert "training inputs" in results["data"]["description"]

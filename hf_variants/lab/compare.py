@@ -248,6 +248,9 @@ def compare_models(args: CompareArguments, argv: Sequence[str] | None) -> dict[s
     attractors = DEFAULT_ATTRACTORS if args.attractors is None else args.attractors
     source = resolve_data(args.data_dir, args.tasks, args.output_dir, args.seed, args.from_hub, attractors)
     tasks = list(source.tasks)
+    if args.pretrain_on == "task":  # self-pretraining: the tasks' training inputs are the corpus (and tokenizer's)
+        source.corpus = source.task_inputs_corpus(tasks, args.heldout_fraction, args.output_dir / "data")
+        source.description += "; MLM pretraining (and the tokenizer) on the tasks' own training inputs"
     print(f"[hf-variants compare] Data: {source.description}.", flush=True)
     tokenizer_name = train_or_take_tokenizer(args, source)
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_name)

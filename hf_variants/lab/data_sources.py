@@ -14,6 +14,7 @@ import numpy as np
 
 from ..settings import compare as compare_settings
 from ..synthetic import DEFAULT_ATTRACTORS
+from ..training.files import write_text_atomic
 
 DATA_ENV = compare_settings.DATA_ENV
 
@@ -44,6 +45,28 @@ class DataSource:
 
             files += sorted((self.glue_dir / get_task(task).folder).glob("*.tsv"))
         return files
+
+    def task_inputs_corpus(self, tasks: Sequence[str], heldout_fraction: float, folder: Path) -> dict[str, str]:
+        """The pretraining corpus of self-pretraining (``--pretrain_on task``): the training inputs of ``tasks``
+        as the fine-tuning engine reads them, without the slice it holds out for choosing the learning rate
+        (:func:`hf_variants.training.run_glue.hold_out`, same fraction and seed), one example per line (a
+        pair's two texts joined by a space); labels, dev and test never. Written to ``folder/task-inputs.txt``;
+        the pretraining engine holds out its own validation lines from it. ``corpus``-style settings."""
+        from ..settings.finetuning import DataTrainingArguments
+        from ..training import run_glue
+
+        lines = []
+        for task in tasks:
+            raw = run_glue.load_raw_datasets(DataTrainingArguments(**self.tasks[task]))
+            glue_task = run_glue.get_task(task) if "task_name" in self.tasks[task] else None
+            raw = run_glue.hold_out(run_glue.encode_labels(raw, run_glue.label_space(raw, glue_task)),
+                                    heldout_fraction, 0)  # fmt: skip
+            keys = [key for key in run_glue.text_keys(raw, glue_task) if key is not None]
+            lines += [" ".join(" ".join(str(row[key]).split()) for key in keys) for row in raw["train"]]
+        path = folder / "task-inputs.txt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, "".join(line + "\n" for line in lines if line.strip()))
+        return {"train_file": str(path)}
 
     def dev_split(self, task: str) -> tuple[list[str], list[str] | None, np.ndarray]:
         """The dev set of ``task``: first texts, second texts (pairs) or None, labels."""

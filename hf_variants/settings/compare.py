@@ -107,6 +107,12 @@ class CompareArguments(Settings):
     head_size: int = setting(32, parse=at_least(1), help="Width of one attention head.")
     node_tolerance: float = setting(1e-3, parse=above(0), help="rtol = atol of the N-ODE solver.")
     max_seq_length: int | None = setting(None, parse=at_least(3), help="Tokens per example.")
+    pretrain_on: str = setting(
+        "corpus", choices=("corpus", "task"),
+        help="What each model's MLM pretraining reads: the data's corpus (WikiText-2, the synthetic language), or "
+        "'task': the fine-tuning tasks' own training inputs without the held-out slice (self-pretraining; no dev, "
+        "no labels).",
+    )  # fmt: skip
     pretrain_steps: int | None = setting(None, parse=at_least(1), help="MLM steps per model.")
     pretrain_seconds: float | None = setting(None, parse=above(0), help="Also stop pretraining after this much time.")
     pretrain_batch_size: int = setting(16, parse=at_least(1), help="MLM examples per step.")

@@ -223,8 +223,9 @@ class LabelSpace:
 # --------------------------------------------------------------------------------------------
 # Data
 # --------------------------------------------------------------------------------------------
-def load_raw_datasets(data_args: DataTrainingArguments, model_args: ModelArguments) -> DatasetDict:
-    """The splits, with the task's text columns and a ``label`` column (class index or float score)."""
+def load_raw_datasets(data_args: DataTrainingArguments, model_args: ModelArguments | None = None) -> DatasetDict:
+    """The splits, with the task's text columns and a ``label`` column (class index or float score); ``model_args``
+    gives the Hub cache and token for a Hub dataset."""
     if data_args.train_file is not None or data_args.validation_file is not None:
         return load_files(data_args)
     if data_args.task_name is not None and data_args.dataset_name is None:
@@ -236,7 +237,7 @@ def load_raw_datasets(data_args: DataTrainingArguments, model_args: ModelArgumen
         return raw
     return load_dataset(
         data_args.dataset_name, data_args.dataset_config_name or data_args.task_name,
-        cache_dir=model_args.cache_dir, token=model_args.token,
+        cache_dir=model_args and model_args.cache_dir, token=model_args and model_args.token,
     )  # fmt: skip
 
 
