@@ -347,3 +347,20 @@ def logging_handler(records: list[str]):
             records.append(record.getMessage())
 
     return Collect()
+
+
+def test_a_tasks_own_training_file_is_a_corpus(tmp_path: Path) -> None:
+    """Self-pretraining reads a task file as it is: GLUE's TSV (quotes are text) with its text column, or a pair
+    task's two columns joined; the label column is never text."""
+    from hf_variants.training.data import load_text_corpus
+
+    tsv = tmp_path / "train.tsv"
+    tsv.write_text('sentence\tlabel\nit \'s a "gem" .\t1\nflat and dull\t0\n\t1\n')
+    corpus = load_text_corpus(tsv, tsv, text_column="sentence")
+    assert corpus["validation"]["text"] == ['it \'s a "gem" .', "flat and dull"]  # the empty row dropped
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text("sentence1,sentence2,label\nA man sleeps.,Nobody sleeps.,2\nA dog runs.,,0\n")
+    corpus = load_text_corpus(pairs, pairs, text_column="sentence1, sentence2")
+    assert corpus["validation"]["text"] == ["A man sleeps. Nobody sleeps.", "A dog runs."]
+    with pytest.raises(ValueError, match=r"has no column 'sentence3'"):
+        load_text_corpus(pairs, pairs, text_column="sentence1,sentence3")

@@ -12,14 +12,18 @@ DATA = "data (one of --train_file, --dataset_name)"
 
 @dataclass(kw_only=True)
 class CorpusArguments(Settings):
-    """A local text file (.txt, .csv or .json(l)) or a Hub dataset, and the column of its texts."""
+    """A local text file (.txt, .csv, .tsv or .json(l)) or a Hub dataset, and the column(s) of its texts."""
 
-    train_file: str | None = setting(None, help="Local .txt (one text per line), .csv or .json(l) file.", group=DATA)
+    train_file: str | None = setting(None, help="Local .txt (one text per line), .csv, .tsv (GLUE's) or .json(l) file.", group=DATA)
     dataset_name: str | None = setting(None, help="A Hub dataset, e.g. wikitext.", group=DATA)
     dataset_config_name: str | None = setting(
         None, help="The dataset's configuration, e.g. wikitext-2-raw-v1.", group=DATA
     )
-    text_column: str = setting("text", help="Column of the texts in CSV/JSON/Hub data.", group=DATA)
+    text_column: str = setting(
+        "text", group=DATA,
+        help="Column of the texts in CSV/TSV/JSON/Hub data; several, comma-separated, are joined (a pair task's "
+        "sentence1,sentence2).",
+    )  # fmt: skip
 
     def problems(self) -> list[str]:
         """One source of text is given."""

@@ -19,7 +19,10 @@ from transformers import DataCollatorForLanguageModeling, PreTrainedTokenizerBas
 
 from ..glue.data import read_text_file
 
-LOADER_BY_SUFFIX = {".txt": "text", ".text": "text", ".raw": "text", ".csv": "csv", ".json": "json", ".jsonl": "json"}
+LOADER_BY_SUFFIX = {".txt": "text", ".text": "text", ".raw": "text", ".csv": "csv", ".tsv": "csv", ".json": "json",
+                    ".jsonl": "json"}
+#: How ``datasets`` reads a GLUE-style TSV: tab-separated, quotes are text (GLUE's files are not quoted).
+TSV_OPTIONS = {"delimiter": "\t", "quoting": 3}  # csv.QUOTE_NONE
 
 
 def load_text_corpus(
@@ -33,7 +36,9 @@ def load_text_corpus(
 ) -> DatasetDict:
     """``{"train", "validation"}`` with one ``text`` column and no empty lines.
 
-    Local ``.txt``/``.csv``/``.json(l)`` files or a Hub dataset name. Without a validation file or
+    Local ``.txt``/``.csv``/``.tsv``/``.json(l)`` files or a Hub dataset name; ``text_column`` names one column
+    of a table, or several separated by commas (``sentence1,sentence2``: a pair task's texts, joined by a space),
+    so that a task's own training file is a corpus (self-pretraining). Without a validation file or
     split, ``validation_split_percentage`` of the training rows are held out (seeded). Raises
     ``FileNotFoundError`` for a missing file and ``ValueError`` for an unknown format, a missing
     text column or a corpus without text.
@@ -55,21 +60,24 @@ def load_text_corpus(
         for path in files.values():  # a clear error for binary or non-UTF-8 files, naming file and line
             if not read_text_file(path).strip():
                 raise ValueError(f"The corpus {path} contains no text (every line is empty).")
-        raw = load_dataset(LOADER_BY_SUFFIX[suffixes.pop()], data_files={k: str(v) for k, v in files.items()})
+        suffix = suffixes.pop()
+        options = TSV_OPTIONS if suffix == ".tsv" else {}
+        raw = load_dataset(LOADER_BY_SUFFIX[suffix], data_files={k: str(v) for k, v in files.items()}, **options)
     else:
         raise ValueError("Give a corpus: train_file (and optionally validation_file) or dataset_name.")
 
+    columns = [name.strip() for name in text_column.split(",")]
     for split, dataset in raw.items():
-        if text_column not in dataset.column_names:
+        missing = [name for name in columns if name not in dataset.column_names]
+        if missing:
             raise ValueError(
-                f"The {split} corpus has no column {text_column!r} (columns: {dataset.column_names}); "
+                f"The {split} corpus has no column {missing[0]!r} (columns: {dataset.column_names}); "
                 "set the text column."
             )
     corpus = DatasetDict(
         {
-            split: dataset.select_columns([text_column])
-            .rename_columns({text_column: "text"} if text_column != "text" else {})
-            .filter(lambda row: isinstance(row["text"], str) and bool(row["text"].strip()))
+            split: dataset.map(lambda row: {"text": joined_text(row, columns)}, remove_columns=dataset.column_names)
+            .filter(lambda row: bool(row["text"].strip()))
             for split, dataset in raw.items()
         }
     )
@@ -89,6 +97,11 @@ def load_text_corpus(
     if len(corpus["validation"]) == 0:
         raise ValueError("The validation corpus contains no text.")
     return corpus
+
+
+def joined_text(row: dict, columns: list[str]) -> str:
+    """The row's texts in ``columns`` joined by a space (a missing or non-text cell counts as empty)."""
+    return " ".join(row[name] for name in columns if isinstance(row[name], str) and row[name].strip())
 
 
 def tokenize_corpus(
