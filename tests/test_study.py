@@ -84,3 +84,55 @@ def test_the_worked_example_of_a_new_study_runs(tmp_path: Path) -> None:
     assert seed["pretraining"]["corpus"] == "train" and seed["status"] in ("finished", "diverged")
     assert not list((tmp_path / "results").rglob("*.safetensors"))  # models live under models/, not the results
     assert list((tmp_path / "models" / "self_pretrained").rglob("model.safetensors"))
+
+
+def write_cell(folder: Path, spec: str, role: str, accuracies: dict[int, float | None]) -> None:
+    """A finished cell's seed records as the grid writes them (None: a run that predicted one class)."""
+    cell = folder / spec / role
+    cell.mkdir(parents=True, exist_ok=True)
+    for seed, accuracy in accuracies.items():
+        record = {"status": "finished", "accuracy": 0.5 if accuracy is None else accuracy,
+                  "predicts_one_class": accuracy is None, "learning_rate": 1e-3, "seed": seed}  # fmt: skip
+        (cell / f"seed{seed}.json").write_text(json.dumps(record))
+    (cell / "choice.json").write_text(json.dumps({"chosen_learning_rate": 1e-3}))
+
+
+def test_the_two_answers_pair_each_model_by_seed_across_conditions(tmp_path: Path) -> None:
+    """Self-pretrained − scratch per model, and variant − control in each condition, from the result files:
+    paired by seed, against hand-computed means, intervals and detectable differences; a one-class run left out."""
+    from scipy import stats
+
+    from hf_variants.lab.never_from_scratch import payoff_table, verdict_table
+
+    scratch = {"variant": {1: 0.70, 2: 0.72, 3: 0.74}, "control": {1: 0.71, 2: 0.71, 3: 0.75}}
+    pretrained = {"variant": {1: 0.80, 2: 0.84, 3: 0.86}, "control": {1: 0.78, 2: None, 3: 0.83}}
+    for condition, cells in (("scratch", scratch), ("self_pretrained", pretrained)):
+        folder = tmp_path / condition / "ag_news"
+        folder.mkdir(parents=True)
+        (folder / "run_fingerprint.json").write_text(json.dumps({"pairs": ["mgk_bert"], "learning_rates": [1e-3]}))
+        (folder / "data.json").write_text(json.dumps({"test_majority_share": 0.25}))
+        for role, accuracies in cells.items():
+            write_cell(folder, "mgk_bert", role, accuracies)
+
+    def interval(differences: list[float]) -> tuple[float, float, float]:
+        n, mean = len(differences), sum(differences) / len(differences)
+        sd = (sum((d - mean) ** 2 for d in differences) / (n - 1)) ** 0.5
+        half = stats.t.ppf(0.975, n - 1) * sd / n**0.5
+        return mean, half, (stats.t.ppf(0.975, n - 1) + stats.t.ppf(0.8, n - 1)) * sd / n**0.5
+
+    payoff = payoff_table(tmp_path, ["ag_news"])
+    mean, half, detectable = interval([0.80 - 0.70, 0.84 - 0.72, 0.86 - 0.74])  # the variant, self-pretrained − scratch
+    assert (f"| ag_news | mgk_bert | 72.0 ± {100 * interval([0.70, 0.72, 0.74])[1]:.1f} | "
+            in payoff)  # fmt: skip
+    bold = f"**{100 * mean:+.1f} [{100 * (mean - half):+.1f}, {100 * (mean + half):+.1f}]**"
+    assert f"{bold} | {100 * detectable:.1f} |" in payoff
+    control_row = next(line for line in payoff.splitlines() if "control of mgk_bert" in line)
+    mean, half, _ = interval([0.78 - 0.71, 0.83 - 0.75])  # seed 2 predicted one class: out of the pair
+    assert "(1/3 seeds did not learn)" in control_row
+    assert f"{100 * mean:+.1f} [{100 * (mean - half):+.1f}" in control_row
+    verdicts = verdict_table(tmp_path, ["ag_news"])
+    row = next(line for line in verdicts.splitlines() if line.startswith("| ag_news"))
+    before = interval([0.70 - 0.71, 0.72 - 0.71, 0.74 - 0.75])
+    after = interval([0.80 - 0.78, 0.86 - 0.83])
+    assert f"{100 * before[0]:+.1f} [{100 * (before[0] - before[1]):+.1f}, {100 * (before[0] + before[1]):+.1f}]" in row
+    assert f"{100 * after[0]:+.1f} [{100 * (after[0] - after[1]):+.1f}, {100 * (after[0] + after[1]):+.1f}]" in row

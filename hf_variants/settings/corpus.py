@@ -14,7 +14,9 @@ DATA = "data (one of --train_file, --dataset_name)"
 class CorpusArguments(Settings):
     """A local text file (.txt, .csv, .tsv or .json(l)) or a Hub dataset, and the column(s) of its texts."""
 
-    train_file: str | None = setting(None, help="Local .txt (one text per line), .csv, .tsv (GLUE's) or .json(l) file.", group=DATA)
+    train_file: str | None = setting(
+        None, help="Local .txt (one text per line), .csv, .tsv (GLUE's) or .json(l) file.", group=DATA
+    )
     dataset_name: str | None = setting(None, help="A Hub dataset, e.g. wikitext.", group=DATA)
     dataset_config_name: str | None = setting(
         None, help="The dataset's configuration, e.g. wikitext-2-raw-v1.", group=DATA

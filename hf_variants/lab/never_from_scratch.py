@@ -1,0 +1,98 @@
+"""The report of a study with conditions (``never_from_scratch``, :mod:`.study`): two answers, computed only from
+the grids' result files under ``study_dir/<condition>/<task>``, each condition against ``scratch``.
+
+* :func:`payoff_table` — *does pretraining pay off?* Per task and model (each variant and each matched control),
+  the condition's accuracy minus the same model's from scratch, paired by seed (Amos, Berant & Gupta, ICLR 2024,
+  predict large gains for every architecture).
+* :func:`verdict_table` — *does it change the verdicts?* Per task and pair, variant − control from scratch beside
+  variant − control in the condition, each paired by seed, with the papers' claims.
+
+Every difference carries its 95% interval (bold where it excludes 0) and the minimum detectable difference its
+seeds allow (:meth:`~.statistics.Interval.detectable_difference`); a run that predicted one class or failed is
+named and left out of the pairs (:func:`~.tables.summarize_role`), never averaged in.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from .grid import ROLES
+from .statistics import Interval, paired_difference_if_any
+from .tables import PAIR_LABELS, PAPER_NUMBERS, summarize_role, task_grids
+
+#: The condition every other one is compared with.
+SCRATCH = "scratch"
+
+
+def conditions(study_dir: Path) -> list[str]:
+    """The study's conditions on disk other than ``scratch``, in name order (none before the study ran)."""
+    if not study_dir.is_dir():
+        return []
+    return sorted(p.name for p in study_dir.iterdir() if p.is_dir() and p.name != SCRATCH)
+
+
+def difference_with_power(variant: dict[int, float], control: dict[int, float]) -> tuple[str, str]:
+    """``(paired difference ×100 with its interval, minimum detectable difference ×100)``; ``—`` without pairs."""
+    interval: Interval | None = paired_difference_if_any(variant, control)
+    if interval is None:
+        return "—", "—"
+    detectable = interval.detectable_difference()
+    return interval.difference_text(100), "—" if detectable is None else f"{100 * detectable:.1f}"
+
+
+def learned_by_role(grid: dict, spec: str, role: str) -> dict:
+    chance = grid["data"].get("test_majority_share", math.nan)
+    return summarize_role(grid["cells"][spec][role], chance)
+
+
+def payoff_table(study_dir: Path, tasks: list[str]) -> str:
+    """Condition minus scratch per task and model, paired by seed."""
+    lines = []
+    scratch = dict(task_grids(study_dir / SCRATCH, tasks))
+    for condition in conditions(study_dir):
+        lines += [
+            f"| task | model | scratch acc. % | {condition} acc. % | {condition} − scratch (paired, 95% CI) | "
+            "detectable (80% power) |",
+            "|---|---|---:|---:|---:|---:|",
+        ]
+        for task, grid in task_grids(study_dir / condition, tasks):
+            if task not in scratch:
+                continue
+            for spec in grid["cells"]:
+                for role in ROLES:
+                    if not grid["cells"][spec][role]["seeds"] or spec not in scratch[task]["cells"]:
+                        continue
+                    after, before = learned_by_role(grid, spec, role), learned_by_role(scratch[task], spec, role)
+                    difference, detectable = difference_with_power(after["learned"], before["learned"])
+                    model = spec if role == "variant" else f"control of {spec}"
+                    lines.append(f"| {task} | {model} | {before['text']} | {after['text']} | {difference} | "
+                                 f"{detectable} |")  # fmt: skip
+        lines.append("")
+    return "\n".join(lines)
+
+
+def verdict_table(study_dir: Path, tasks: list[str]) -> str:
+    """Variant − control from scratch beside variant − control in each condition, per task and pair."""
+    lines = []
+    scratch = dict(task_grids(study_dir / SCRATCH, tasks))
+    for condition in conditions(study_dir):
+        lines += [
+            f"| task | comparison | variant − control, scratch | detectable | variant − control, {condition} | "
+            "detectable | paper (their setting) |",
+            "|---|---|---:|---:|---:|---:|---|",
+        ]
+        for task, grid in task_grids(study_dir / condition, tasks):
+            for spec in grid["cells"]:
+                cells = [grid["cells"][spec]] + ([scratch[task]["cells"][spec]] if task in scratch else [])
+                if any(not cell[role]["seeds"] for cell in cells for role in ROLES) or len(cells) < 2:
+                    continue
+                after = [learned_by_role(grid, spec, role)["learned"] for role in ROLES]
+                before = [learned_by_role(scratch[task], spec, role)["learned"] for role in ROLES]
+                scratch_text, scratch_power = difference_with_power(*before)
+                after_text, after_power = difference_with_power(*after)
+                paper = PAPER_NUMBERS.get((spec.partition(":")[0], task), "—")
+                lines.append(f"| {task} | {PAIR_LABELS.get(spec, spec)} | {scratch_text} | {scratch_power} | "
+                             f"{after_text} | {after_power} | {paper} |")  # fmt: skip
+        lines.append("")
+    return "\n".join(lines)
