@@ -15,6 +15,7 @@ named and left out of the pairs (:func:`~.tables.summarize_role`), never average
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from .grid import ROLES
@@ -46,53 +47,62 @@ def learned_by_role(grid: dict, spec: str, role: str) -> dict:
     return summarize_role(grid["cells"][spec][role], chance)
 
 
-def payoff_table(study_dir: Path, tasks: list[str]) -> str:
-    """Condition minus scratch per task and model, paired by seed."""
-    lines = []
+def paired_cells(study_dir: Path, tasks: list[str]) -> Iterator[tuple[str, str, str, dict, dict]]:
+    """``(condition, task, pair, grid in the condition, grid from scratch)`` for every pair whose cells both
+    conditions have finished (both roles, some seeds); a new table starts at each condition's first."""
     scratch = dict(task_grids(study_dir / SCRATCH, tasks))
     for condition in conditions(study_dir):
-        lines += [
-            f"| task | model | scratch acc. % | {condition} acc. % | {condition} − scratch (paired, 95% CI) | "
-            "detectable (80% power) |",
-            "|---|---|---:|---:|---:|---:|",
-        ]
         for task, grid in task_grids(study_dir / condition, tasks):
-            if task not in scratch:
-                continue
             for spec in grid["cells"]:
-                for role in ROLES:
-                    if not grid["cells"][spec][role]["seeds"] or spec not in scratch[task]["cells"]:
-                        continue
-                    after, before = learned_by_role(grid, spec, role), learned_by_role(scratch[task], spec, role)
-                    difference, detectable = difference_with_power(after["learned"], before["learned"])
-                    model = spec if role == "variant" else f"control of {spec}"
-                    lines.append(f"| {task} | {model} | {before['text']} | {after['text']} | {difference} | "
-                                 f"{detectable} |")  # fmt: skip
-        lines.append("")
-    return "\n".join(lines)
+                if task not in scratch or spec not in scratch[task]["cells"]:
+                    continue
+                cells = (grid["cells"][spec], scratch[task]["cells"][spec])
+                if all(cell[role]["seeds"] for cell in cells for role in ROLES):
+                    yield condition, task, spec, grid, scratch[task]
+
+
+def table(study_dir: Path, tasks: list[str], header: Callable[[str], list[str]],
+          rows: Callable[[str, str, dict, dict], list[str]]) -> str:  # fmt: skip
+    """One markdown table per condition: ``header(condition)``, then ``rows(task, pair, grid, scratch grid)``."""
+    lines, current = [], None
+    for condition, task, spec, grid, scratch in paired_cells(study_dir, tasks):
+        if condition != current:
+            lines += ([""] if current else []) + header(condition)
+            current = condition
+        lines += rows(task, spec, grid, scratch)
+    return "\n".join(lines) + "\n"
+
+
+def payoff_table(study_dir: Path, tasks: list[str]) -> str:
+    """Condition minus scratch per task and model (each variant and each control), paired by seed."""
+
+    def header(condition: str) -> list[str]:
+        return [f"| task | model | scratch acc. % | {condition} acc. % | {condition} − scratch (paired, 95% CI) | "
+                "detectable (80% power) |", "|---|---|---:|---:|---:|---:|"]  # fmt: skip
+
+    def rows(task: str, spec: str, grid: dict, scratch: dict) -> list[str]:
+        lines = []
+        for role in ROLES:
+            after, before = learned_by_role(grid, spec, role), learned_by_role(scratch, spec, role)
+            difference, detectable = difference_with_power(after["learned"], before["learned"])
+            model = spec if role == "variant" else f"control of {spec}"
+            lines.append(f"| {task} | {model} | {before['text']} | {after['text']} | {difference} | {detectable} |")
+        return lines
+
+    return table(study_dir, tasks, header, rows)
 
 
 def verdict_table(study_dir: Path, tasks: list[str]) -> str:
     """Variant − control from scratch beside variant − control in each condition, per task and pair."""
-    lines = []
-    scratch = dict(task_grids(study_dir / SCRATCH, tasks))
-    for condition in conditions(study_dir):
-        lines += [
-            f"| task | comparison | variant − control, scratch | detectable | variant − control, {condition} | "
-            "detectable | paper (their setting) |",
-            "|---|---|---:|---:|---:|---:|---|",
-        ]
-        for task, grid in task_grids(study_dir / condition, tasks):
-            for spec in grid["cells"]:
-                cells = [grid["cells"][spec]] + ([scratch[task]["cells"][spec]] if task in scratch else [])
-                if any(not cell[role]["seeds"] for cell in cells for role in ROLES) or len(cells) < 2:
-                    continue
-                after = [learned_by_role(grid, spec, role)["learned"] for role in ROLES]
-                before = [learned_by_role(scratch[task], spec, role)["learned"] for role in ROLES]
-                scratch_text, scratch_power = difference_with_power(*before)
-                after_text, after_power = difference_with_power(*after)
-                paper = PAPER_NUMBERS.get((spec.partition(":")[0], task), "—")
-                lines.append(f"| {task} | {PAIR_LABELS.get(spec, spec)} | {scratch_text} | {scratch_power} | "
-                             f"{after_text} | {after_power} | {paper} |")  # fmt: skip
-        lines.append("")
-    return "\n".join(lines)
+
+    def header(condition: str) -> list[str]:
+        return [f"| task | comparison | variant − control, scratch | detectable | variant − control, {condition} | "
+                "detectable | paper (their setting) |", "|---|---|---:|---:|---:|---:|---|"]  # fmt: skip
+
+    def rows(task: str, spec: str, grid: dict, scratch: dict) -> list[str]:
+        before = difference_with_power(*(learned_by_role(scratch, spec, role)["learned"] for role in ROLES))
+        after = difference_with_power(*(learned_by_role(grid, spec, role)["learned"] for role in ROLES))
+        paper = PAPER_NUMBERS.get((spec.partition(":")[0], task), "—")
+        return [f"| {task} | {PAIR_LABELS.get(spec, spec)} | {' | '.join(before)} | {' | '.join(after)} | {paper} |"]
+
+    return table(study_dir, tasks, header, rows)
