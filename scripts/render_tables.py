@@ -21,6 +21,7 @@ from pathlib import Path
 
 from hf_variants.export_code import module_file, registered_imports
 from hf_variants.lab.glue_after_pretraining import budget_study_table, pair_study_table
+from hf_variants.lab.never_from_scratch import payoff_table, verdict_table
 from hf_variants.lab.tables import (
     PAIRS,
     comparison_table,
@@ -38,6 +39,8 @@ from hf_variants.lab.which_variant import which_variant_table
 ROOT = Path(__file__).resolve().parent.parent
 GRID = ROOT / "docs" / "experiments" / "classification"
 TASKS = ["ag_news", "listops", "imdb"]
+#: The tasks of the self-pretraining study.
+NFS_TASKS = [*TASKS, "sst2"]
 #: The committed grid was made with the grid's own training loop, at the commit that last had it (its runs
 #: now train on the Trainer: the grid's fingerprint names the engine, so that folder is not resumed).
 GRID_COMMIT = "ed7beb1"
@@ -74,6 +77,23 @@ AFTER_PRETRAINING_COMMAND = (
     "python scripts/glue_after_pretraining.py --data_dir $DATA --steps 3000 "
     "--output_dir docs/experiments/glue_after_pretraining --work_dir runs/glue-after-pretraining --git_commit"
 )
+#: The self-pretraining study's pilot (``hf_variants/lab/studies/never_from_scratch.toml``, narrowed by its file).
+PILOT = ROOT / "docs" / "experiments" / "never_from_scratch_pilot"
+PILOT_COMMAND = (
+    "python scripts/classification_grid.py --study docs/experiments/never_from_scratch_pilot/pilot.toml "
+    "--tasks ag_news --data_dir $DATA --output_dir docs/experiments/never_from_scratch_pilot "
+    "--work_dir runs/never-from-scratch-pilot --git_commit"
+)
+
+
+def never_from_scratch_block(folder: Path, command: str) -> str:
+    """The study's two answers, or "Not run yet." before its first paired cell."""
+    payoff, verdicts = payoff_table(folder, NFS_TASKS), verdict_table(folder, NFS_TASKS)
+    if not payoff.strip():
+        return f"Not run yet.\n\n{rendered_from(folder, command)}"
+    return (f"*Does self-pretraining pay off?* (each model: self-pretrained − scratch)\n\n{payoff}\n"
+            f"*Does it change the verdicts?* (variant − control in each condition)\n\n{verdicts}\n"
+            f"{rendered_from(folder, command)}")  # fmt: skip
 
 
 def rendered_from(folder: Path, command: str | None = None) -> str:
@@ -105,6 +125,7 @@ def generated_blocks() -> dict[str, str]:
             f"{rendered_from(AFTER_PRETRAINING, AFTER_PRETRAINING_COMMAND)}"
         ),
         "depth-adaptivity": f"{depth_adaptivity_table(NODE_NFE)}\n{rendered_from(NODE_NFE)}",
+        "never-from-scratch-pilot": never_from_scratch_block(PILOT, PILOT_COMMAND),
     }
 
 

@@ -49,6 +49,8 @@ def test_conditions_and_extends_give_one_grid_per_condition_and_task() -> None:
          "max_length = 9\n[pretraining]\nstep = 3\n", r"bad\.toml: \[pretraining\] has no field 'step'"),
         ("pairs = ['mgk_bert']\n[tasks.ag_news]\nsteps = 3\n", r"bad\.toml: \[tasks\.ag_news\] misses a field"),
         ("pairs = ['mgk_bert'\n", r"bad\.toml: not valid TOML"),
+        ("pairs = ['mgk_bert']\n[tasks.ag_news]\nsteps = 3\n[conditions.fast]\nstepz = 3\n",
+         r"bad\.toml: \[conditions\.fast\] has no field 'stepz'"),
         ("extends = 'bad'\n", r"bad\.toml: extends itself"),
     ],
 )

@@ -125,7 +125,7 @@ def load_study(name_or_path: str | Path) -> Study:
     conditions = study.pop("conditions", None) or {"": {}}
     grids = []
     for condition, changes in conditions.items():
-        checked(path, f"[conditions.{condition}]", changes, {"pretraining", *study} - {"tasks", "description"})
+        checked(path, f"[conditions.{condition}]", changes, {f.name for f in fields(GridSettings)} - {"task"})
         for task in tasks:
             grids.append((condition, grid_settings(path, task, merged(study, changes))))
     return Study(path.stem, study.get("description", ""), path, tuple(grids))
