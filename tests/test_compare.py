@@ -179,7 +179,7 @@ def seed_runs(values: list[float], statuses: list[str] | None = None) -> dict:
         ([0.80, 0.82, 0.55], [0.90, 0.91, 0.90], ["learned", "learned", "stayed on the plateau"],
          "**-9.5 [-15.9, -3.1]**", "Left out: variant seed 44: stayed on the plateau."),
         ([0.5, 0.5, 0.7], [0.9, 0.9, 0.9], ["did not learn", "did not learn", "learned"], "—",
-         "no verdict: fewer than 2 of 3 seeds where both learned"),
+         "inconclusive at this budget: fewer than 2 of 3 seeds where both learned"),
     ],
 )
 def test_answer_gives_paired_verdicts_over_seeds_and_names_runs_left_out(
@@ -676,3 +676,20 @@ def test_self_pretraining_reads_only_the_tasks_training_inputs(tmp_path: Path) -
     assert not {"devonly", "testonly"} & set(vocabulary) and {"train", "sentence"} <= set(vocabulary)
     results = json.loads((output / "results.json").read_text())
     assert "training inputs" in results["data"]["description"]
+
+
+def test_the_committed_default_reports_at_two_seeds_conclude_the_same() -> None:
+    """The main job's committed reports (``--seed 42`` and ``--seed 7``: data, initialisations and masks drawn
+    anew) are calibrated and reach the same conclusion for every pair — detected above or below, no difference,
+    or inconclusive at this budget — re-derived from their records."""
+    from hf_variants.lab.report import answer_lines, calibration_checks
+
+    def conclusions(folder: str) -> dict[str, str]:
+        results = json.loads((REPO_ROOT / "docs" / "compare" / folder / "results.json").read_text())
+        assert all(passed for _, _, passed, _ in calibration_checks(results))
+        lines = [line for line in answer_lines(results) if line.startswith("- ")]
+        return {line.split(" — ")[0]: line.split(" — ")[1].split(":")[0] for line in lines}
+
+    first, second = conclusions("default"), conclusions("seed7")
+    assert first == second
+    assert set(first.values()) == {"no difference detected", "inconclusive at this budget"}

@@ -124,3 +124,19 @@ def test_without_a_run_that_learned_the_best_finished_then_the_smallest_rate() -
 )  # fmt: skip
 def test_run_glue_collapse_measures_say_one_class(metrics: dict, expected: bool) -> None:
     assert verdicts.collapsed(metrics) is expected
+
+
+def test_a_verdict_that_could_not_see_what_the_budget_resolves_is_inconclusive() -> None:
+    """A difference whose interval holds 0 is "no difference detected" only when its seeds could have detected
+    the effect the positive control showed the budget resolves; otherwise it is inconclusive, as a verdict
+    with fewer than two seeds is — so that two runs at other seeds do not read one as "no difference" and the
+    other as "no verdict"."""
+    run = Outcome(None, chance=0.5, examples=400, losses=FALLING)
+    control = {str(seed): replace(run, value=1.0) for seed in (1, 2, 3)}
+    variant = {"1": replace(run, value=0.9), "2": replace(run, value=0.8)}  # detectable ±70.4 (table above)
+    assert verdicts.pair_verdict(variant, control, resolution=0.80).text.startswith("no difference detected: -15.0")
+    assert verdicts.pair_verdict(variant, control, resolution=0.50).text == (
+        "inconclusive at this budget: -15.0 [-78.5, +48.5] points over 2 seeds (the interval holds 0, but it could "
+        "only detect ±70.4, more than the 50.0-point effect the positive control showed this budget resolves)")
+    one_seed = verdicts.pair_verdict({"1": replace(run, value=0.9)}, control, resolution=0.50)
+    assert one_seed.text == "inconclusive at this budget: fewer than 2 of 3 seeds where both learned"

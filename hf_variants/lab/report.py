@@ -74,11 +74,12 @@ def answer_lines(results: dict[str, Any]) -> list[str]:
         "learning rate (variant / control) |",
         "|---|---|---|---:|---:|---:|---:|---:|---|",
     ]
-    conclusions = []
+    conclusions, resolved = [], resolutions(results)
     for variant, control in pairs:
         for task in tasks:
             v, c = models[variant]["fine_tuning"][task], models[control]["fine_tuning"][task]
-            verdict = verdicts.pair_verdict(run_outcomes(v["runs"]), run_outcomes(c["runs"]))
+            verdict = verdicts.pair_verdict(run_outcomes(v["runs"]), run_outcomes(c["runs"]),
+                                            resolution=resolved.get(task))  # fmt: skip
             difference = "—" if verdict.difference is None else verdict.difference.difference_text(100)
             changes = ", ".join(f"`{k}={value}`" for k, value in models[control]["control_changes"].items())
             loss = loss_difference(v["runs"], c["runs"])
@@ -96,7 +97,7 @@ def answer_lines(results: dict[str, Any]) -> list[str]:
                 failures = [why for why in reasons if why.startswith(verdicts.FAILED)]
                 if failures and len(failures) == len(tuned.get("heldout_scores_by_learning_rate", ())):
                     note += f" Every held-out run of {who} failed, so its final runs used the smallest rate."
-            if verdict.difference is None:
+            if verdict.text.startswith("inconclusive"):
                 note += (
                     f" At this budget the pair says nothing about {variant}'s idea; raise `--finetune_steps` or "
                     "`--pretrain_steps`, or use `--preset full`."
@@ -110,7 +111,9 @@ def answer_lines(results: dict[str, Any]) -> list[str]:
               "beside accuracy, and so is the MLM validation loss after pretraining at each seed (each seed is a "
               "whole replicate: its own pretraining, then its fine-tuning). \"Could detect ±d\": the smallest true "
               "difference these seeds find 80% of the time "
-              "at their spread (the paired t-test's minimum detectable difference). A run that failed, predicted "
+              "at their spread (the paired t-test's minimum detectable difference); a verdict whose interval holds 0 "
+              "but that could not detect the effect the positive control showed this budget resolves is "
+              "\"inconclusive at this budget\": it says nothing either way. A run that failed, predicted "
               "one class (≥ 99% of dev predictions), stayed on its "
               f"starting loss (last quarter of its logged losses ≥ {verdicts.PLATEAU_SHARE:.0%} of the first) or "
               "scored below chance (the dev majority share plus 1.96 binomial standard errors) is named and left "
@@ -120,20 +123,42 @@ def answer_lines(results: dict[str, Any]) -> list[str]:
     return lines
 
 
+def positive_control_verdicts(results: dict[str, Any]) -> dict[str, verdicts.PairVerdict]:
+    """Task → the positive control against the baseline (every finished run counts: a model that cannot learn
+    the task is what it shows), on the tasks it ran on."""
+    calibration, models = results.get("calibration") or {}, results["models"]
+    if not calibration:
+        return {}
+    baseline = models[calibration["baseline"]]["fine_tuning"]
+    return {
+        task: verdicts.pair_verdict(run_outcomes(models[calibration["positive"]]["fine_tuning"][task]["runs"]),
+                                    run_outcomes(baseline[task]["runs"]), verdicts.finished_values)
+        for task in calibration.get("positive_tasks", [])
+    }  # fmt: skip
+
+
+def detected(verdict: verdicts.PairVerdict) -> bool:
+    """Whether a positive control's verdict lies below 0, as it must."""
+    return verdict.difference is not None and verdict.difference.excludes_zero and verdict.difference.mean < 0
+
+
+def resolutions(results: dict[str, Any]) -> dict[str, float]:
+    """Task → the effect this comparison showed it resolves there: the detected positive control's |difference|
+    (:attr:`~hf_variants.lab.verdicts.PairVerdict.resolution`)."""
+    return {task: abs(verdict.difference.mean) for task, verdict in positive_control_verdicts(results).items()
+            if detected(verdict)}  # fmt: skip
+
+
 def calibration_checks(results: dict[str, Any]) -> list[tuple[str, str, bool, str]]:
     """The calibration controls' verdicts (:func:`~hf_variants.lab.spec.with_calibration_controls`):
-    ``(control, task, passed, verdict text)``; the positive control counts every finished run (a model that
-    cannot learn the task is what it shows), the negative control the runs that learned, as every verdict does."""
+    ``(control, task, passed, verdict text)``; the positive control counts every finished run, the negative
+    control the runs that learned, as every verdict does."""
     calibration, models = results.get("calibration") or {}, results["models"]
     if not calibration:
         return []
     baseline = models[calibration["baseline"]]["fine_tuning"]
-    checks = []
-    for task in calibration.get("positive_tasks", []):
-        positive = run_outcomes(models[calibration["positive"]]["fine_tuning"][task]["runs"])
-        verdict = verdicts.pair_verdict(positive, run_outcomes(baseline[task]["runs"]), verdicts.finished_values)
-        found = verdict.difference is not None and verdict.difference.excludes_zero and verdict.difference.mean < 0
-        checks.append(("positive", task, found, verdict.text))
+    checks = [("positive", task, detected(verdict), verdict.text)
+              for task, verdict in positive_control_verdicts(results).items()]  # fmt: skip
     for task in results["tasks"]:
         replica = run_outcomes(models[calibration["negative"]]["fine_tuning"][task]["runs"])
         verdict = verdicts.pair_verdict(replica, run_outcomes(baseline[task]["runs"]))

@@ -143,13 +143,19 @@ class PairVerdict:
     seeds: int  # seeds run
     left_out: dict[str, list[str]]  # "variant"/"control" → "seed 43: stayed on the plateau", …
     same_score: float | None = None  # the score of every counted seed of both models, when they are all one
+    #: The effect the comparison showed it resolves on this task (the positive control's |difference|, a
+    #: fraction); None where no positive control ran. A verdict that could not detect that much is inconclusive.
+    resolution: float | None = None
 
     @property
     def text(self) -> str:
-        """One sentence: above / below / no difference detected / no verdict, with the interval and the
-        smallest difference the seeds could have detected (:meth:`Interval.detectable_difference`)."""
+        """One sentence: above / below / no difference detected / inconclusive, with the interval and the
+        smallest difference the seeds could have detected (:meth:`Interval.detectable_difference`). A verdict
+        whose interval holds 0 but which could not have detected the effect the positive control showed this
+        budget resolves (``resolution``) is *inconclusive*, as is one with fewer than two seeds: "no difference"
+        would claim more than the seeds can say, and two runs at other seeds would read differently."""
         if self.difference is None:
-            return f"no verdict: fewer than 2 of {self.seeds} seeds where both learned"
+            return f"inconclusive at this budget: fewer than 2 of {self.seeds} seeds where both learned"
         if self.same_score is not None:  # a task at its ceiling or floor for both: nothing to build an interval on
             return f"cannot separate these models: every seed of both scored {100 * self.same_score:.1f}"
         if not self.difference.spread:
@@ -158,6 +164,10 @@ class PairVerdict:
         shown = self.difference.difference_text(100)
         detectable = f"could detect ±{100 * self.difference.detectable_difference():.1f}"
         if not self.difference.excludes_zero:
+            if self.resolution is not None and self.difference.detectable_difference() > self.resolution:
+                return (f"inconclusive at this budget: {shown} points over {self.difference.n} seeds (the interval "
+                        f"holds 0, but it {detectable.replace('could', 'could only')}, more than the "
+                        f"{100 * self.resolution:.1f}-point effect the positive control showed this budget resolves)")
             return (f"no difference detected: {shown} points over {self.difference.n} seeds (the interval holds 0; "
                     f"{detectable})")
         side = "above" if self.difference.mean > 0 else "below"
@@ -167,10 +177,11 @@ class PairVerdict:
 def pair_verdict(
     variant: Mapping[Any, RunOutcome], control: Mapping[Any, RunOutcome],
     counted: Callable[[Mapping[Any, RunOutcome]], dict[int, float]] = learned_values,
+    resolution: float | None = None,
 ) -> PairVerdict:
     """The paired verdict of two models' runs (seed → outcome): the interval of the seed-wise
     difference over the seeds where both count (``counted``: by default those that learned); at least
-    two such seeds, else no verdict."""
+    two such seeds, else inconclusive; ``resolution``: :attr:`PairVerdict.resolution`."""
     v, c = counted(variant), counted(control)
     left_out = {
         who: [f"seed {seed}: {reason(run)}" for seed, run in runs.items() if int(seed) not in values]
@@ -180,4 +191,4 @@ def pair_verdict(
     difference = paired_difference(v, c) if len(both) >= 2 else None
     scores = {v[seed] for seed in both} | {c[seed] for seed in both}
     same_score = next(iter(scores)) if len(scores) == 1 else None
-    return PairVerdict(difference, len(variant.keys() | control.keys()), left_out, same_score)
+    return PairVerdict(difference, len(variant.keys() | control.keys()), left_out, same_score, resolution)

@@ -22,10 +22,10 @@ BENCHMARK_SHAPES = ((256, 128), (256, 512))
 def main_job_verdicts(results_file: Path) -> dict[str, list[str]]:
     """Variant → its verdict on each task of a ``hf-variants compare`` report's ``results.json``, and each
     of its own runs that does not count (the control's are named in the report)."""
-    from .compare import run_outcomes
+    from .report import resolutions, run_outcomes
 
     results = json.loads(results_file.read_text(encoding="utf-8"))
-    models = results["models"]
+    models, resolved = results["models"], resolutions(results)
     found: dict[str, list[str]] = {}
     for control, entry in models.items():
         variant = entry.get("control_of")
@@ -33,7 +33,8 @@ def main_job_verdicts(results_file: Path) -> dict[str, list[str]]:
             continue
         for task in results["tasks"]:
             tuned, tuned_control = models[variant]["fine_tuning"][task], models[control]["fine_tuning"][task]
-            verdict = verdicts.pair_verdict(run_outcomes(tuned["runs"]), run_outcomes(tuned_control["runs"]))
+            verdict = verdicts.pair_verdict(run_outcomes(tuned["runs"]), run_outcomes(tuned_control["runs"]),
+                                            resolution=resolved.get(task))  # fmt: skip
             lines = [f"{task}: {verdict.text}"]
             lines += [f"held-out run at {rate}: {why}" for rate, why in tuned.get("heldout_left_out", {}).items()]
             found.setdefault(variant, []).extend(lines)
