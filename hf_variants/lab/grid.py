@@ -28,9 +28,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.schemes.ode.modeling_ode import ODESolverError
 from ..tokenization import train_wordpiece_tokenizer
 from ..training.checkpoints import CheckpointError, OutputDirLock, load_json, prepare_output_dir
 from ..training.files import write_text_atomic
+from ..training.nonfinite import NonFiniteStepError
 from .execution import console_to_file
 from .grid_training import ENGINE, EncodedSplit, RunSettings, train_and_evaluate
 from .records import write_record
@@ -190,13 +192,19 @@ class Grid:
             self.encoded["train"], self.encoded["test"])  # fmt: skip
         config = self.config(spec, role)
         started = time.time()
-        pretrained, pretraining = None, {}
+        pretrained, pretraining, result = None, {}, None
         if s.pretraining is not None:
             corpus = "fit" if phase == "sweep" else "train"
-            pretrained, pretraining = self.pretrain(spec, role, corpus, seed, config)
-        result = train_and_evaluate(config, self.tokenizer, train, evaluation, RunSettings(
-            learning_rate=learning_rate, warmup_ratio=s.warmup_ratio, steps=s.steps, batch_size=s.batch_size, seed=seed,
-        ), initial_weights=pretrained)  # fmt: skip
+            try:
+                pretrained, pretraining = self.pretrain(spec, role, corpus, seed, config)
+            except (NonFiniteStepError, ODESolverError) as error:  # the run's outcome, as in fine-tuning
+                status = "diverged" if isinstance(error, NonFiniteStepError) else "solver_failed"
+                result = {"status": status, "error": f"self-pretraining: {getattr(error, 'summary', error)}"}
+        if result is None:
+            result = train_and_evaluate(config, self.tokenizer, train, evaluation, RunSettings(
+                learning_rate=learning_rate, warmup_ratio=s.warmup_ratio, steps=s.steps, batch_size=s.batch_size,
+                seed=seed,
+            ), initial_weights=pretrained)  # fmt: skip
         record = {
             "task": s.task, "pair": spec, "role": role, "phase": phase, "learning_rate": learning_rate,
             "warmup_ratio": s.warmup_ratio, "seed": seed, "steps": s.steps, "batch_size": s.batch_size,
