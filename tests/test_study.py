@@ -138,3 +138,13 @@ def test_the_two_answers_pair_each_model_by_seed_across_conditions(tmp_path: Pat
     after = interval([0.80 - 0.78, 0.86 - 0.83])
     assert f"{100 * before[0]:+.1f} [{100 * (before[0] - before[1]):+.1f}, {100 * (before[0] + before[1]):+.1f}]" in row
     assert f"{100 * after[0]:+.1f} [{100 * (after[0] - after[1]):+.1f}, {100 * (after[0] + after[1]):+.1f}]" in row
+    # A condition with only the variant's cell finished: its payoff row, and no verdict yet.
+    folder = tmp_path / "self_pretrained_3x" / "ag_news"
+    folder.mkdir(parents=True)
+    (folder / "run_fingerprint.json").write_text(json.dumps({"pairs": ["mgk_bert"], "learning_rates": [1e-3]}))
+    (folder / "data.json").write_text(json.dumps({"test_majority_share": 0.25}))
+    write_cell(folder, "mgk_bert", "variant", {1: 0.75, 2: 0.77, 3: 0.78})
+    partial = payoff_table(tmp_path, ["ag_news"]).split("self_pretrained_3x acc.")[1]
+    assert "| ag_news | mgk_bert |" in partial and "control of mgk_bert" not in partial
+    assert "| ag_news | MGK attention vs softmax (same heads, head_dim) | | | not run yet |" in verdict_table(
+        tmp_path, ["ag_news"]).split("self_pretrained_3x")[1]

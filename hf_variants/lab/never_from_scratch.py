@@ -48,8 +48,8 @@ def learned_by_role(grid: dict, spec: str, role: str) -> dict:
 
 
 def paired_cells(study_dir: Path, tasks: list[str]) -> Iterator[tuple[str, str, str, dict, dict]]:
-    """``(condition, task, pair, grid in the condition, grid from scratch)`` for every pair whose cells both
-    conditions have finished (both roles, some seeds); a new table starts at each condition's first."""
+    """``(condition, task, pair, grid in the condition, grid from scratch)`` for every pair of which both
+    conditions have finished a role's cell (some seeds)."""
     scratch = dict(task_grids(study_dir / SCRATCH, tasks))
     for condition in conditions(study_dir):
         for task, grid in task_grids(study_dir / condition, tasks):
@@ -57,7 +57,7 @@ def paired_cells(study_dir: Path, tasks: list[str]) -> Iterator[tuple[str, str, 
                 if task not in scratch or spec not in scratch[task]["cells"]:
                     continue
                 cells = (grid["cells"][spec], scratch[task]["cells"][spec])
-                if all(cell[role]["seeds"] for cell in cells for role in ROLES):
+                if any(all(cell[role]["seeds"] for cell in cells) for role in ROLES):
                     yield condition, task, spec, grid, scratch[task]
 
 
@@ -83,6 +83,8 @@ def payoff_table(study_dir: Path, tasks: list[str]) -> str:
     def rows(task: str, spec: str, grid: dict, scratch: dict) -> list[str]:
         lines = []
         for role in ROLES:
+            if not (grid["cells"][spec][role]["seeds"] and scratch["cells"][spec][role]["seeds"]):
+                continue
             after, before = learned_by_role(grid, spec, role), learned_by_role(scratch, spec, role)
             difference, detectable = difference_with_power(after["learned"], before["learned"])
             model = spec if role == "variant" else f"control of {spec}"
@@ -100,6 +102,8 @@ def verdict_table(study_dir: Path, tasks: list[str]) -> str:
                 "detectable | paper (their setting) |", "|---|---|---:|---:|---:|---:|---|"]  # fmt: skip
 
     def rows(task: str, spec: str, grid: dict, scratch: dict) -> list[str]:
+        if not all(cells["cells"][spec][role]["seeds"] for cells in (grid, scratch) for role in ROLES):
+            return [f"| {task} | {PAIR_LABELS.get(spec, spec)} | | | not run yet | | |"]
         before = difference_with_power(*(learned_by_role(scratch, spec, role)["learned"] for role in ROLES))
         after = difference_with_power(*(learned_by_role(grid, spec, role)["learned"] for role in ROLES))
         paper = PAPER_NUMBERS.get((spec.partition(":")[0], task), "—")
