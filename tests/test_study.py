@@ -52,6 +52,13 @@ def test_conditions_and_extends_give_one_grid_per_condition_and_task() -> None:
         ("pairs = ['mgk_bert']\n[tasks.ag_news]\nsteps = 3\n[conditions.fast]\nstepz = 3\n",
          r"bad\.toml: \[conditions\.fast\] has no field 'stepz'"),
         ("extends = 'bad'\n", r"bad\.toml: extends itself"),
+        ("pairs = ['mgk_bert']\nlearning_rates = [1e-3]\nseeds = [1]\nbatch_size = 8\n[tasks.ag_news]\n"
+         "steps = '300'\nmax_length = 9\n", r"bad\.toml: \[tasks\.ag_news\] \(or the study\): steps = '300' is not "
+         "int"),
+        ("pairs = ['mgk_bert']\nlearning_rates = 1e-3\nseeds = [1]\nbatch_size = 8\n[tasks.ag_news]\nsteps = 3\n"
+         "max_length = 9\n", r"learning_rates = 0\.001 is not tuple\[float, \.\.\.\]"),
+        ("pairs = ['mgk_bert']\nlearning_rates = [1e-3]\nseeds = [1]\nbatch_size = 8\n[tasks.ag_news]\nsteps = 3\n"
+         "max_length = 9\n[pretraining]\nsteps = true\n", r"\[pretraining\]: steps = True is not int"),
     ],
 )
 def test_a_wrong_study_file_is_named_before_anything_runs(tmp_path: Path, text: str, message: str) -> None:

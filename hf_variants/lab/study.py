@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import types
+import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -92,17 +94,50 @@ def checked(path: Path, where: str, values: dict[str, Any], allowed: set[str]) -
     return values
 
 
+def fits(value: Any, annotation: Any) -> bool:
+    """Whether a TOML value fits a dataclass field's annotation (``int``, ``float``, ``str``, ``dict``,
+    ``tuple[X, ...]`` as an array, ``X | None``, ``Any``); an integer fits a float, a boolean fits neither."""
+    if annotation is Any:
+        return True
+    origin, arguments = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return any(fits(value, argument) for argument in arguments)
+    if origin is tuple:
+        return isinstance(value, list) and all(fits(item, arguments[0]) for item in value)
+    if origin is dict or annotation is dict:
+        return isinstance(value, dict)
+    if annotation is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if annotation is type(None):
+        return value is None
+    return isinstance(value, annotation)
+
+
+def typed(path: Path, where: str, values: dict[str, Any], settings: type) -> dict[str, Any]:
+    """``values`` after checking each against its field of the dataclass ``settings``; a wrong type is named."""
+    hints = typing.get_type_hints(settings)
+    for name, value in values.items():
+        if name in hints and not fits(value, hints[name]):
+            hint = hints[name]
+            expected = hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
+            raise ValueError(f"{path}: {where}: {name} = {value!r} is not {expected}.")
+    return values
+
+
 def grid_settings(path: Path, task: str, study: dict[str, Any]) -> GridSettings:
     """One task's settings: the shared fields, then the task's own; a wrong value is named with its field."""
     settings_fields = {f.name for f in fields(GridSettings)} - {"task", "pretraining"}
     shared = {key: value for key, value in study.items() if key not in STUDY_FIELDS}
     checked(path, "a study", shared, settings_fields - {"sizes"})
     own = checked(path, f"[tasks.{task}]", study["tasks"][task], settings_fields - {"pairs", "sizes"})
-    values = {**shared, **own, "sizes": study.get("sizes", {})}
+    values = typed(path, f"[tasks.{task}] (or the study)", {**shared, **own, "sizes": study.get("sizes", {})},
+                   GridSettings)  # fmt: skip
     pretraining = study.get("pretraining")
     if pretraining is not None:
         checked(path, "[pretraining]", pretraining, {f.name for f in fields(SelfPretraining)})
-        values["pretraining"] = SelfPretraining(**pretraining)
+        values["pretraining"] = SelfPretraining(**typed(path, "[pretraining]", pretraining, SelfPretraining))
     for name in ("pairs", "learning_rates", "seeds"):
         if name in values:
             values[name] = tuple(values[name])
