@@ -135,7 +135,7 @@ def attractor_sentence(rng: random.Random, attractors: int) -> tuple[str, bool]:
 
 
 #: The default difficulty: at most this many attractor phrases on each side of the subject (chosen by
-#: ``scripts/calibrate_attractors.py``, records in docs/compare/calibration).
+#: ``scripts/calibrate_embedded.py``, records in docs/compare/calibration).
 DEFAULT_ATTRACTORS = 3
 
 
@@ -148,3 +148,54 @@ def synthetic_attractor_number(
     past-tense) verb. Neither a bag of words, the first noun nor the noun nearest the verb decides it."""
     rng = random.Random(seed)
     return [(sentence, int(plural)) for sentence, plural in (attractor_sentence(rng, attractors) for _ in range(count))]
+
+
+# Associative recall (Zoology's multi-query associative recall, Arora et al. 2023, asked one query per example; MAD's
+# in-context recall, Poli et al. 2024): key–value pairs, then a key to look up. Keys and values are words of their
+# own (``k0``…, ``v0``…), so that each is one token; the binding lives only in the order of the sequence.
+RECALL_KEYS, RECALL_VALUES = 64, 16
+#: The default difficulty: key–value pairs per example (chosen by ``scripts/calibrate_embedded.py``, records in
+#: docs/compare/calibration).
+DEFAULT_RECALL_PAIRS = 2
+
+
+def recall_words() -> list[str]:
+    """Every key and value word of the recall task (``k0``…``k63``, ``v0``…``v15``)."""
+    return [f"k{key}" for key in range(RECALL_KEYS)] + [f"v{value}" for value in range(RECALL_VALUES)]
+
+
+def recall_sequence(rng: random.Random, pairs: int) -> tuple[list[str], str, int]:
+    """``pairs`` distinct keys, each followed by a value (values may repeat), then ``?`` and one of the keys:
+    the words before the query, the query key and its value's number."""
+    if not 1 <= pairs <= RECALL_KEYS:
+        raise ValueError(f"pairs: needs 1 to {RECALL_KEYS} key–value pairs, got {pairs}")
+    keys = rng.sample(range(RECALL_KEYS), pairs)
+    values = [rng.randrange(RECALL_VALUES) for _ in keys]
+    words = [word for key, value in zip(keys, values, strict=True) for word in (f"k{key}", f"v{value}")]
+    asked = rng.randrange(pairs)
+    return words, f"k{keys[asked]}", values[asked]
+
+
+def synthetic_recall(count: int, seed: int = 0, pairs: int = DEFAULT_RECALL_PAIRS) -> list[tuple[str, int]]:
+    """Which value did the query key come with? ``("k12 v3 k40 v7 ? k40", 7)``: one of 16 classes (chance 1/16;
+    a model that ignores which key was asked, or which value followed which key, can at best guess among the
+    values present, about ``1/pairs``). ``pairs`` is the difficulty. A bag of words cannot solve it, and a
+    single attention layer cannot either (a value must first take in the key before it, then the query find
+    it): the task measures in-context recall, on which softmax attention and its linear forms differ."""
+    rng = random.Random(seed)
+    examples = []
+    for _ in range(count):
+        words, query, value = recall_sequence(rng, pairs)
+        examples.append((" ".join([*words, "?", query]), value))
+    return examples
+
+
+def recall_lines(count: int, seed: int, pairs: int = DEFAULT_RECALL_PAIRS) -> list[str]:
+    """Recall sequences with their answers (``k12 v3 k40 v7 ? k40 v7``), the MLM corpus's share of the task's
+    language when the recall task is run."""
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(count):
+        words, query, value = recall_sequence(rng, pairs)
+        lines.append(" ".join([*words, "?", query, f"v{value}"]))
+    return lines

@@ -260,7 +260,7 @@ def test_the_lab_has_one_resume_record() -> None:
     """Every study keeps its finished runs through the lab's one resume record (:mod:`hf_variants.lab.records`,
     written atomically, taken only for the same settings): no lab module or study script commits a JSON file,
     renames or copies one by hand."""
-    candidates = [*(REPO_ROOT / "hf_variants" / "lab").rglob("*.py"), REPO_ROOT / "scripts" / "calibrate_attractors.py",
+    candidates = [*(REPO_ROOT / "hf_variants" / "lab").rglob("*.py"), REPO_ROOT / "scripts" / "calibrate_embedded.py",
                   REPO_ROOT / "scripts" / "classification_grid.py", REPO_ROOT / "scripts" / "glue_after_pretraining.py",
                   REPO_ROOT / "scripts" / "pretraining_budget.py"]  # fmt: skip
     writes = {path.relative_to(REPO_ROOT).as_posix(): lines for path in candidates if (lines := file_writes(path))}

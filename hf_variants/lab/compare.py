@@ -40,11 +40,10 @@ import numpy as np
 
 from ..settings import compare as compare_settings
 from ..settings.compare import CompareArguments
-from ..synthetic import DEFAULT_ATTRACTORS
 from ..training import checkpoints, run_identity
 from ..training.files import write_text_atomic
 from . import verdicts
-from .data_sources import DataSource, resolve_data
+from .data_sources import DataSource, EmbeddedLevels, resolve_data
 from .execution import executor
 from .measurement import analyse, classifier_from, final_run, headline, headline_metric
 from .report import report_markdown, run_outcomes
@@ -245,8 +244,9 @@ def compare_models(args: CompareArguments, argv: Sequence[str] | None) -> dict[s
             record.unlink()
     files_before = {name: state for name, state in checkpoints.file_states(args.output_dir).items()
                     if not name.startswith(OWNED_FOLDERS)}  # fmt: skip
-    attractors = DEFAULT_ATTRACTORS if args.attractors is None else args.attractors
-    source = resolve_data(args.data_dir, args.tasks, args.output_dir, args.seed, args.from_hub, attractors)
+    knobs = {"attractors": args.attractors, "recall_pairs": args.recall_pairs}
+    levels = EmbeddedLevels(**{name: level for name, level in knobs.items() if level is not None})
+    source = resolve_data(args.data_dir, args.tasks, args.output_dir, args.seed, args.from_hub, levels)
     tasks = list(source.tasks)
     if args.pretrain_on == "task":  # self-pretraining: the tasks' training inputs are the corpus (and tokenizer's)
         source.corpus = source.task_inputs_corpus(tasks, args.heldout_fraction, args.output_dir / "data")

@@ -1,6 +1,7 @@
 """Where the main job's data comes from (:func:`resolve_data`): a local folder, ``$HF_VARIANTS_DATA``, the Hub
 when asked for (``--from_hub``), or the embedded default — the package's synthetic language for MLM and its
-attractor-number task, generated from a seed — as the engines' settings (:class:`DataSource`)."""
+attractor-number task (or its other tasks: recall, subject number, agreement), generated from a seed — as the
+engines' settings (:class:`DataSource`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..settings import compare as compare_settings
-from ..synthetic import DEFAULT_ATTRACTORS
+from ..synthetic import DEFAULT_ATTRACTORS, DEFAULT_RECALL_PAIRS, RECALL_KEYS, RECALL_VALUES
 from ..training.files import write_text_atomic
 
 DATA_ENV = compare_settings.DATA_ENV
@@ -21,6 +22,17 @@ DATA_ENV = compare_settings.DATA_ENV
 
 #: The embedded default's fine-tuning task when no data is given (see :func:`embedded_tasks`).
 SYNTHETIC_TASK = "attractor_number"
+#: The embedded default's tokenizer size (its language's words and pieces), and what recall adds: room for each
+#: key and value word and the WordPiece pieces it is merged from, so that every one is a single token (tested).
+SYNTHETIC_VOCAB_SIZE, RECALL_VOCAB = 200, 2 * (RECALL_KEYS + RECALL_VALUES)
+
+
+@dataclass(frozen=True)
+class EmbeddedLevels:
+    """The difficulty knobs of the embedded tasks (``--attractors``, ``--recall_pairs``)."""
+
+    attractors: int = DEFAULT_ATTRACTORS
+    recall_pairs: int = DEFAULT_RECALL_PAIRS
 
 
 @dataclass
@@ -35,6 +47,7 @@ class DataSource:
     tasks: dict[str, dict[str, str]] = field(default_factory=dict)
     glue_dir: Path | None = None  # local GLUE folder (data_dir / env)
     synthetic_dir: Path | None = None  # folder of the embedded default
+    vocab_size: int | None = None  # the size of the tokenizer trained on it, unless asked for another
 
     def input_files(self, task: str | None = None) -> list[Path]:
         """The local files the corpus (``task=None``) or a task is read from (none for Hub data)."""
@@ -127,55 +140,64 @@ def hub_reachable(timeout: float = 10.0) -> bool:
     return True
 
 
-def embedded_tasks() -> dict[str, Callable[..., list[tuple[str, int]]]]:
-    """The tasks of the embedded default, name → generator of ``(sentence, label)`` rows (``count``,
-    ``seed=``, ``attractors=``)."""
+def embedded_tasks() -> dict[str, Callable[[int, int, EmbeddedLevels], list[tuple[str, int]]]]:
+    """The tasks of the embedded default, name → generator of ``(sentence, label)`` rows (``count``, ``seed``,
+    :class:`EmbeddedLevels`)."""
     from .. import synthetic
 
-    def fixed(generator: Callable[..., list[tuple[str, int]]]) -> Callable[..., list[tuple[str, int]]]:
-        return lambda count, seed, attractors: generator(count, seed=seed)  # no difficulty knob
-
     return {
-        "attractor_number": synthetic.synthetic_attractor_number,
-        "subject_number": fixed(synthetic.synthetic_subject_number),
-        "agreement": fixed(synthetic.synthetic_acceptability),
+        "attractor_number": lambda count, seed, levels: synthetic.synthetic_attractor_number(
+            count, seed, levels.attractors
+        ),
+        "recall": lambda count, seed, levels: synthetic.synthetic_recall(count, seed, levels.recall_pairs),
+        "subject_number": lambda count, seed, levels: synthetic.synthetic_subject_number(count, seed),
+        "agreement": lambda count, seed, levels: synthetic.synthetic_acceptability(count, seed),
     }
 
 
-def synthetic_corpus(count: int, seed: int, attractors: int) -> list[str]:
+def synthetic_corpus(count: int, seed: int, levels: EmbeddedLevels, recall: bool = False) -> list[str]:
     """The MLM corpus of the embedded default: the synthetic language's simple sentences alternating with
-    sentences with attractor phrases (:func:`~hf_variants.synthetic.attractor_sentence`)."""
+    sentences with attractor phrases (:func:`~hf_variants.synthetic.attractor_sentence`); with ``recall``,
+    every third line is instead a recall sequence with its answer (:func:`~hf_variants.synthetic.recall_lines`),
+    so that the tokenizer and the MLM see the recall task's words."""
     import random
 
-    from ..synthetic import attractor_sentence, synthetic_sentence
+    from ..synthetic import attractor_sentence, recall_lines, synthetic_sentence
 
     rng = random.Random(seed)
-    return [attractor_sentence(rng, attractors)[0] if index % 2 else synthetic_sentence(rng) for index in range(count)]
+    lines = [attractor_sentence(rng, levels.attractors)[0] if index % 2 else synthetic_sentence(rng)
+             for index in range(count)]  # fmt: skip
+    if recall:
+        lines[2::3] = recall_lines(len(lines[2::3]), seed + 7919, levels.recall_pairs)
+    return lines
 
 
 def synthetic_source(
-    folder: Path, seed: int, tasks: Sequence[str] = (SYNTHETIC_TASK,), attractors: int = DEFAULT_ATTRACTORS
+    folder: Path, seed: int, tasks: Sequence[str] = (SYNTHETIC_TASK,), levels: EmbeddedLevels = EmbeddedLevels()
 ) -> DataSource:
     """Write the embedded default data into ``folder``: the synthetic corpus (:func:`synthetic_corpus`,
     MLM) and each of ``tasks`` (CSV with ``sentence``/``label``: 2,000 training and 400 dev rows, from
     disjoint seeds; a dev sentence that also occurs in training is replaced, so that no dev example was
     trained on)."""
     generators = embedded_tasks()
+    recall = "recall" in tasks
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "train.txt").write_text("\n".join(synthetic_corpus(6000, seed, attractors)) + "\n")
-    (folder / "valid.txt").write_text("\n".join(synthetic_corpus(600, seed + 1, attractors)) + "\n")
+    (folder / "train.txt").write_text("\n".join(synthetic_corpus(6000, seed, levels, recall)) + "\n")
+    (folder / "valid.txt").write_text("\n".join(synthetic_corpus(600, seed + 1, levels, recall)) + "\n")
     task_data = {}
     for task in tasks:
-        train = generators[task](2000, seed=seed + 2, attractors=attractors)
+        train = generators[task](2000, seed + 2, levels)
         seen = {sentence for sentence, _ in train}
-        dev = [row for row in generators[task](4000, seed=seed + 3, attractors=attractors) if row[0] not in seen][:400]
+        dev = [row for row in generators[task](4000, seed + 3, levels) if row[0] not in seen][:400]
         for split, rows in (("train", train), ("dev", dev)):
             with (folder / f"{task}_{split}.csv").open("w", newline="", encoding="utf-8") as handle:
                 csv.writer(handle, lineterminator="\n").writerows([("sentence", "label"), *rows])
         task_data[task] = {"train_file": str(folder / f"{task}_train.csv"),
                            "validation_file": str(folder / f"{task}_dev.csv")}  # fmt: skip
-    described = {"attractor_number": f"attractor number (is the subject plural, past up to {attractors} phrases "
-                                      "with nouns of either number?)",
+    described = {"attractor_number": f"attractor number (is the subject plural, past up to {levels.attractors} "
+                                      "phrases with nouns of either number?)",
+                 "recall": f"recall (which value came with the asked key, among {levels.recall_pairs} key–value "
+                           "pairs?)",
                  "subject_number": "subject number (is the subject plural? the verb's form is no clue)",
                  "agreement": "subject–verb agreement (is the verb form right for the subject's number?)"}  # fmt: skip
     return DataSource(
@@ -185,19 +207,20 @@ def synthetic_source(
         {"train_file": str(folder / "train.txt"), "validation_file": str(folder / "valid.txt")},
         task_data,
         synthetic_dir=folder,
+        vocab_size=SYNTHETIC_VOCAB_SIZE + (RECALL_VOCAB if recall else 0),
     )
 
 
 def resolve_data(
     data_dir: Path | None, tasks: Sequence[str] | None, output_dir: Path, seed: int, from_hub: bool = False,
-    attractors: int = DEFAULT_ATTRACTORS,
+    levels: EmbeddedLevels = EmbeddedLevels(),
 ) -> DataSource:
     """The data a user asked for — ``data_dir``, else ``$HF_VARIANTS_DATA``, else the Hub with
     ``from_hub`` — or the embedded default; tasks of the embedded default (:func:`embedded_tasks`) are
     always taken from it. Whether the Hub answers never changes the choice: asked for and unreachable
     is an error, not asked for is never tried, so one command line is one experiment on every machine."""
     if tasks and set(tasks) <= embedded_tasks().keys():
-        return synthetic_source(output_dir / "data", seed, list(dict.fromkeys(tasks)), attractors)
+        return synthetic_source(output_dir / "data", seed, list(dict.fromkeys(tasks)), levels)
     glue_tasks = list(tasks) if tasks else ["sst2"]
     if data_dir is not None:
         return local_source("data_dir", Path(data_dir), glue_tasks)
@@ -220,4 +243,4 @@ def resolve_data(
             f"--tasks {' '.join(tasks)}: GLUE tasks need data: --data_dir, ${DATA_ENV} or --from_hub. "
             f"The embedded tasks are {', '.join(sorted(embedded_tasks()))}."
         )
-    return synthetic_source(output_dir / "data", seed, attractors=attractors)
+    return synthetic_source(output_dir / "data", seed, levels=levels)

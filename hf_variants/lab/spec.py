@@ -173,7 +173,7 @@ def _known_fields(model_type: str, overrides: dict[str, Any]) -> set[str]:
 #: The baseline of the calibration controls (:func:`with_calibration_controls`).
 BASELINE = "bert_control"
 #: Embedded tasks that a model without token mixing cannot solve: the positive control is judged on them.
-NEEDS_TOKEN_MIXING = frozenset({"attractor_number", "agreement"})
+NEEDS_TOKEN_MIXING = frozenset({"attractor_number", "agreement", "recall"})
 
 
 def with_calibration_controls(

@@ -50,7 +50,7 @@ def train_or_take_tokenizer(args: CompareArguments, source: DataSource) -> str:
 
     if args.tokenizer:
         return args.tokenizer
-    vocab_size = args.vocab_size or (200 if source.kind == "synthetic" else 8000)
+    vocab_size = args.vocab_size or source.vocab_size or 8000
     corpus = {name: value for name, value in source.corpus.items() if name != "validation_file"}  # training text
     settings = TokenizerArguments(**corpus, vocab_size=vocab_size, output_dir=args.output_dir / "tokenizer")
     return str(train_tokenizer.train_tokenizer(settings))

@@ -23,7 +23,7 @@ reload everything through the Auto classes, measure, and write a report folder (
 results.json, PNG figures).
 
 Data: the package's embedded synthetic language and its tasks (attractor_number by default;
-subject_number, agreement), unless asked for otherwise: --data_dir (wikitext-2/ and glue/ in the GLUE
+recall, subject_number, agreement), unless asked for otherwise: --data_dir (wikitext-2/ and glue/ in the GLUE
 TSV layout), else the HF_VARIANTS_DATA environment variable (a folder of the same layout), else
 --from_hub. The Hub is never tried unless asked for.
 
@@ -32,10 +32,15 @@ token mixing (the positive control, which must come out below) and under other s
 control, which must hold 0); the report's first line says whether the budget can be trusted.
 
 --preset picks the budget: 'minutes' (the default: minutes on a 2-core CPU, every variant against its
-control over 3 fine-tuning seeds) or 'full' (the larger, slower comparison for real data:
-2 layers, 200 MLM steps, 600 fine-tuning steps, three learning rates). Any flag below overrides its
-preset's value.
+control over 3 fine-tuning seeds), 'full' (the larger, slower comparison for real data:
+2 layers, 200 MLM steps, 600 fine-tuning steps, three learning rates) or 'recall' (the embedded
+recall task, which needs two layers and more examples than the default's budget: see docs/main-job.md).
+Any flag below overrides its preset's value.
 """
+
+#: Fine-tuning steps of the recall preset (chosen by ``scripts/calibrate_embedded.py``, records in
+#: docs/compare/calibration).
+RECALL_STEPS = 1500
 
 #: The budgets of ``--preset``: flag name → value. Flags set on the command line override them.
 PRESETS: dict[str, dict[str, object]] = {
@@ -47,11 +52,16 @@ PRESETS: dict[str, dict[str, object]] = {
         "num_layers": 2, "max_seq_length": 64, "pretrain_steps": 200, "finetune_steps": 600,
         "finetune_learning_rates": [3e-4, 1e-3, 3e-3], "num_seeds": 3,
     },
+    "recall": {
+        "num_layers": 2, "max_seq_length": 32, "pretrain_steps": 100, "finetune_steps": RECALL_STEPS,
+        "finetune_learning_rates": [1e-3, 3e-3], "num_seeds": 3, "tasks": ["recall"],
+    },
 }  # fmt: skip
 DEFAULT_PRESET = "minutes"
 
 
-PRESET_FIELDS = tuple(PRESETS[DEFAULT_PRESET])
+#: The fields a preset may set (each left ``None`` by the user takes its preset's value).
+PRESET_FIELDS = tuple(dict.fromkeys(name for preset in PRESETS.values() for name in preset))
 
 
 @dataclass(kw_only=True)
@@ -61,8 +71,9 @@ class CompareArguments(Settings):
 
     preset: str = setting(
         DEFAULT_PRESET, choices=sorted(PRESETS),
-        help="The budget: 'minutes' (default; " + ", ".join(f"{k}={v}" for k, v in PRESETS["minutes"].items())
-        + ") or 'full' (" + ", ".join(f"{k}={v}" for k, v in PRESETS["full"].items()) + ").",
+        help="The budget: "
+        + "; ".join(f"'{name}': " + ", ".join(f"{k}={v}" for k, v in kv.items()) for name, kv in PRESETS.items())
+        + ".",
     )  # fmt: skip
     models: list[str] = setting(
         default_factory=lambda: list(DEFAULT_MODELS),
@@ -87,7 +98,7 @@ class CompareArguments(Settings):
     data_dir: Path | None = setting(None, help="Folder with wikitext-2/ and glue/ (GLUE TSV layout).")
     tasks: list[str] | None = setting(
         None, help="GLUE tasks (default sst2 with --data_dir, $HF_VARIANTS_DATA or --from_hub) or embedded tasks: "
-        "attractor_number (default), subject_number, agreement.",
+        "attractor_number (default), recall, subject_number, agreement.",
     )  # fmt: skip
     from_hub: bool = setting(
         False, help="Take WikiText-2 and the GLUE tasks from the Hub (never tried otherwise; an error when it does "
@@ -98,9 +109,14 @@ class CompareArguments(Settings):
         help="Difficulty of the embedded attractor_number task: the most phrases, each with a noun of either "
         "number, between the subject and its verb (default: the level calibrated in docs/main-job.md).",
     )  # fmt: skip
+    recall_pairs: int | None = setting(
+        None, parse=at_least(1),
+        help="Difficulty of the embedded recall task: key–value pairs before the query (default: the level "
+        "calibrated in docs/main-job.md).",
+    )  # fmt: skip
     tokenizer: str | None = setting(None, help="Use this tokenizer (path or Hub name) instead of training one.")
     vocab_size: int | None = setting(
-        None, parse=at_least(16), help="Of the trained tokenizer (default 8000; 200 synthetic)."
+        None, parse=at_least(16), help="Of the trained tokenizer (default 8000; 200 synthetic, 360 with recall)."
     )
     hidden_size: int = setting(128, parse=at_least(1), help="Hidden size of every model.")
     num_layers: int | None = setting(None, parse=at_least(1), help="Layers (blocks) of every model.")
