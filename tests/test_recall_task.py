@@ -102,12 +102,16 @@ def test_the_recall_preset_runs_the_recall_task_at_two_layers() -> None:
     assert parse_args([]).tasks is None  # the default's task is chosen by the data, not the preset
 
 
-def test_recall_runs_with_the_bag_of_words_as_its_positive_control() -> None:
-    from hf_variants.lab.spec import ModelSpec, with_calibration_controls
+@pytest.mark.parametrize("pairs", ["0", str(RECALL_KEYS + 1)])
+def test_a_recall_level_the_keys_cannot_fill_is_a_one_line_error(pairs: str, tmp_path: Path) -> None:
+    import subprocess
+    import sys
 
-    specs, calibration = with_calibration_controls([ModelSpec("bert_control")], ["recall"])
-    assert calibration["positive_tasks"] == ["recall"] and ModelSpec("bert_control").without_token_mixing() in specs
-    assert "positive" not in with_calibration_controls([ModelSpec("bert_control")], ["subject_number"])[1]
+    command = [sys.executable, "-m", "hf_variants.cli", "compare", "--preset", "recall", "--recall_pairs", pairs,
+               "--output_dir", str(tmp_path / "out")]  # fmt: skip
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert finished.returncode != 0 and finished.stderr.strip().count("\n") <= 1, finished.stderr
+    assert "argument --recall_pairs: " in finished.stderr and not (tmp_path / "out" / "models").exists()
 
 
 CALIBRATED = [("attractors-{}", "DEFAULT_ATTRACTORS", 0.55, 0.95),

@@ -238,14 +238,14 @@ def compare_models(args: CompareArguments, argv: Sequence[str] | None) -> dict[s
     from . import figures
 
     started = time.perf_counter()
+    knobs = {"attractors": args.attractors, "recall_pairs": args.recall_pairs}
+    levels = EmbeddedLevels(**{name: level for name, level in knobs.items() if level is not None})  # checked first
     checkpoints.prepare_output_dir(args.output_dir, comparison_fingerprint(args), args.overwrite_output_dir)
     if args.overwrite_output_dir:  # every stage runs again
         for record in (args.output_dir / "models").glob(f"*/*{STAGE_RECORD_SUFFIX}"):
             record.unlink()
     files_before = {name: state for name, state in checkpoints.file_states(args.output_dir).items()
                     if not name.startswith(OWNED_FOLDERS)}  # fmt: skip
-    knobs = {"attractors": args.attractors, "recall_pairs": args.recall_pairs}
-    levels = EmbeddedLevels(**{name: level for name, level in knobs.items() if level is not None})
     source = resolve_data(args.data_dir, args.tasks, args.output_dir, args.seed, args.from_hub, levels)
     tasks = list(source.tasks)
     if args.pretrain_on == "task":  # self-pretraining: the tasks' training inputs are the corpus (and tokenizer's)

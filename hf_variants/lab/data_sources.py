@@ -34,6 +34,11 @@ class EmbeddedLevels:
     attractors: int = DEFAULT_ATTRACTORS
     recall_pairs: int = DEFAULT_RECALL_PAIRS
 
+    def __post_init__(self) -> None:
+        if not 1 <= self.recall_pairs <= RECALL_KEYS:
+            raise ValueError(f"argument --recall_pairs: {self.recall_pairs} is outside 1..{RECALL_KEYS} (the task has "
+                             f"{RECALL_KEYS} keys, each used once per sequence)")  # fmt: skip
+
 
 @dataclass
 class DataSource:
