@@ -1,0 +1,42 @@
+"""``scripts/mlm_curve.py``: the unigram reference against a hand computation, and runs of another corpus refused."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from .helpers import load_script
+
+
+def whitespace_tokenizer(text: str, truncation: bool, max_length: int, add_special_tokens: bool) -> dict:
+    assert truncation and not add_special_tokens
+    return {"input_ids": text.split()[:max_length]}
+
+
+def test_the_unigram_entropy_is_the_token_frequencies_entropy() -> None:
+    curve = load_script("mlm_curve")
+    # length 5 leaves 3 tokens beside [CLS] and [SEP]: "a a b" and "a c c" (d cut) → a: 3, b: 1, c: 2 of 6
+    entropy = curve.unigram_entropy(whitespace_tokenizer, ["a a b", "a c c d"], max_length=5)
+    assert entropy == pytest.approx(-(0.5 * math.log(0.5) + 1 / 6 * math.log(1 / 6) + 1 / 3 * math.log(1 / 3)))
+    assert curve.unigram_entropy(whitespace_tokenizer, ["x x", "x"], max_length=8) == 0.0
+
+
+def test_a_run_of_another_corpus_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    curve = load_script("mlm_curve")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the cat\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run_fingerprint.json").write_text(json.dumps({"data_files": [{"size": 1, "sha256": "0" * 64}]}))
+    monkeypatch.setattr(curve, "AutoTokenizer", type("T", (), {"from_pretrained": staticmethod(lambda path: None)}))
+    argv = ["--runs", str(run), "--train_file", str(corpus), "--tokenizer", str(tmp_path), "--output", "out.json"]
+    monkeypatch.setattr(sys, "argv", ["mlm_curve.py", *argv])
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit):
+        curve.main()
+    assert f"--runs: {run} was not pretrained on --train_file {corpus}" in capsys.readouterr().err
+    assert not (tmp_path / "out.json").exists()
