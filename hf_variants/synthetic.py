@@ -193,9 +193,4 @@ def synthetic_recall(count: int, seed: int = 0, pairs: int = DEFAULT_RECALL_PAIR
 def recall_lines(count: int, seed: int, pairs: int = DEFAULT_RECALL_PAIRS) -> list[str]:
     """Recall sequences with their answers (``k12 v3 k40 v7 ? k40 v7``), the MLM corpus's share of the task's
     language when the recall task is run."""
-    rng = random.Random(seed)
-    lines = []
-    for _ in range(count):
-        words, query, value = recall_sequence(rng, pairs)
-        lines.append(" ".join([*words, "?", query, f"v{value}"]))
-    return lines
+    return [f"{sequence} v{value}" for sequence, value in synthetic_recall(count, seed, pairs)]

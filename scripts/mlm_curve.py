@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import hashlib
 import math
 from collections import Counter
 from pathlib import Path
@@ -22,7 +21,7 @@ from pathlib import Path
 from transformers import AutoTokenizer
 
 from hf_variants.lab import records
-from hf_variants.training.run_identity import tokenizer_sha256
+from hf_variants.training.run_identity import describe_files, tokenizer_sha256
 
 
 def unigram_entropy(tokenizer, lines: list[str], max_length: int) -> float:
@@ -52,14 +51,14 @@ def main() -> None:
     parser.add_argument("--tokenizer", type=Path, required=True, help="The runs' tokenizer (checked by content).")
     parser.add_argument("--output", type=Path, required=True)
     args = parser.parse_args()
-    corpus_hash = hashlib.sha256(args.train_file.read_bytes()).hexdigest()
+    corpus, _ = describe_files([args.train_file])  # as the pretraining engine fingerprints its data
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
     runs = {}
     for run in args.runs:
         settings = records.read_record(run / "run_fingerprint.json")
         if settings is None:
             parser.error(f"--runs: {run} has no run_fingerprint.json (not a finished hf-variants pretrain run)")
-        if [entry["sha256"] for entry in settings["data_files"]] != [corpus_hash]:
+        if settings["data_files"] != corpus:
             parser.error(f"--runs: {run} was not pretrained on --train_file {args.train_file}")
         if settings["tokenizer_sha256"] != tokenizer_sha256(tokenizer):
             parser.error(f"--runs: {run} was not pretrained with --tokenizer {args.tokenizer}")
