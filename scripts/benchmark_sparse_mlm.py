@@ -5,6 +5,13 @@ at the 15% masked positions (``sparse_prediction=True``, MosaicBERT-style). Writ
 ``sparse_mlm_benchmark.json``::
 
     python scripts/benchmark_sparse_mlm.py --output_dir docs/benchmarks
+
+At the classification grid's size (the self-pretraining study's MLM: hidden 64, 2 layers of 2 heads, its 8,000-token
+vocabulary, 32 examples of 128 tokens)::
+
+    python scripts/benchmark_sparse_mlm.py --output_dir docs/benchmarks/sparse_mlm_grid_size --hidden_size 64 \
+        --num_layers 2 --intermediate_size 128 --num_attention_heads 2 --vocab_size 8000 --batch_size 32 \
+        --model_types bert_control macaron_bert mgk_bert transject
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from transformers import AutoConfig, AutoModelForMaskedLM
 import hf_variants  # noqa: F401  (registers the variants)
 
 SIZES = {
+    "bert_control": {"num_attention_heads": 4},
     "macaron_bert": {"num_attention_heads": 4},
     "mgk_bert": {"num_attention_heads": 2, "head_dim": 64},
     "transject": {"num_experts": 4},
@@ -52,6 +60,8 @@ def main() -> None:
     parser.add_argument("--hidden_size", type=int, default=256)
     parser.add_argument("--num_layers", type=int, default=4)
     parser.add_argument("--vocab_size", type=int, default=30522)
+    parser.add_argument("--intermediate_size", type=int, help="default: 4 × hidden_size")
+    parser.add_argument("--num_attention_heads", type=int, help="default: each model's own (SIZES)")
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--seq_len", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=7)
@@ -63,10 +73,12 @@ def main() -> None:
         steps, losses = {}, {}
         for sparse in (False, True):
             torch.manual_seed(0)
+            sizes = SIZES[model_type] | ({} if args.num_attention_heads is None else
+                                         {"num_attention_heads": args.num_attention_heads})  # fmt: skip
             config = AutoConfig.for_model(
                 model_type, vocab_size=args.vocab_size, hidden_size=args.hidden_size,
-                num_hidden_layers=args.num_layers, intermediate_size=4 * args.hidden_size,
-                sparse_prediction=sparse, **SIZES[model_type],
+                num_hidden_layers=args.num_layers, intermediate_size=args.intermediate_size or 4 * args.hidden_size,
+                sparse_prediction=sparse, **sizes,
             )  # fmt: skip
             name = "sparse" if sparse else "dense"
             steps[name] = step_function(

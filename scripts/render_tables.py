@@ -7,7 +7,8 @@ committed result files (``hf_variants.lab.tables``); nothing in them is typed by
 
 The page's blocks lie between ``<!-- BEGIN generated: NAME -->`` and ``<!-- END generated: NAME -->``
 (NAME: ``classification``, ``transject-bounds``, ``parity``, ``transject-readings``, ``pretraining-budget``,
-``pretraining-budget-long``, ``glue-after-pretraining``); docs/which-variant.md's ``which-variant`` block
+``pretraining-budget-long``, ``glue-after-pretraining``, ``depth-adaptivity``, ``never-from-scratch-pilot``,
+``never-from-scratch``); docs/which-variant.md's ``which-variant`` block
 comes from the main job's default report, the classification grid and the model benchmark. It also
 writes the package's two generated modules ``hf_variants/core/registered_{specs,implementations}.py``
 (from the registries, ``hf_variants.export_code``).
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from hf_variants.export_code import module_file, registered_imports
 from hf_variants.lab.glue_after_pretraining import budget_study_table, pair_study_table
-from hf_variants.lab.never_from_scratch import payoff_table, verdict_table
+from hf_variants.lab.never_from_scratch import SCRATCH, payoff_table, scratch_table, verdict_table
 from hf_variants.lab.tables import (
     PAIRS,
     comparison_table,
@@ -86,14 +87,28 @@ PILOT_COMMAND = (
 )
 
 
-def never_from_scratch_block(folder: Path, command: str) -> str:
-    """The study's two answers, or "Not run yet." before its first paired cell."""
+#: The self-pretraining study itself (``hf_variants/lab/studies/never_from_scratch.toml``), grown cell by cell.
+STUDY = ROOT / "docs" / "experiments" / "never_from_scratch"
+STUDY_COMMAND = (
+    "python scripts/classification_grid.py --study never_from_scratch --data_dir $DATA "
+    "--output_dir docs/experiments/never_from_scratch --work_dir runs/never-from-scratch --git_commit"
+)
+
+
+def never_from_scratch_block(folder: Path, command: str, scratch_alone: bool = False) -> str:
+    """The study's two answers, or "Not run yet." before its first paired cell; with ``scratch_alone``, the
+    scratch condition's own variant − control table first (its settings under it)."""
     payoff, verdicts = payoff_table(folder, NFS_TASKS), verdict_table(folder, NFS_TASKS)
-    if not payoff.strip():
-        return f"Not run yet.\n\n{rendered_from(folder, command)}"
-    return (f"*Does self-pretraining pay off?* (each model: self-pretrained − scratch)\n\n{payoff}\n"
-            f"*Does it change the verdicts?* (variant − control in each condition)\n\n{verdicts}\n"
-            f"{rendered_from(folder, command)}")  # fmt: skip
+    parts = []
+    if scratch_alone and (folder / SCRATCH).is_dir():
+        parts.append(f"*From scratch* (variant − control)\n\n{scratch_table(folder, NFS_TASKS)}\n"
+                     f"{settings_text(folder / SCRATCH, NFS_TASKS)}\n")  # fmt: skip
+    if payoff.strip():
+        parts.append(f"*Does self-pretraining pay off?* (each model: self-pretrained − scratch)\n\n{payoff}\n"
+                     f"*Does it change the verdicts?* (variant − control in each condition)\n\n{verdicts}\n")
+    elif not parts:
+        parts.append("Not run yet.\n\n")
+    return "".join(parts) + rendered_from(folder, command)
 
 
 def rendered_from(folder: Path, command: str | None = None) -> str:
@@ -126,6 +141,7 @@ def generated_blocks() -> dict[str, str]:
         ),
         "depth-adaptivity": f"{depth_adaptivity_table(NODE_NFE)}\n{rendered_from(NODE_NFE)}",
         "never-from-scratch-pilot": never_from_scratch_block(PILOT, PILOT_COMMAND),
+        "never-from-scratch": never_from_scratch_block(STUDY, STUDY_COMMAND, scratch_alone=True),
     }
 
 

@@ -204,12 +204,14 @@ def test_self_pretraining_sees_only_each_runs_training_inputs(tmp_path: Path, mo
 
     learnable_ag_news(tmp_path / "data", rows=160)
     settings = tiny_settings(pairs=("macaron_bert",), learning_rates=(1e-3,), seeds=(1,),
-                             pretraining=SelfPretraining(steps=4))  # fmt: skip
+                             pretraining=SelfPretraining(steps=4, sparse_prediction=True))  # fmt: skip
     seen: list[tuple[str, list[str]]] = []
+    sparse: list[bool] = []
     engine = run_mlm.run
 
     def recording_engine(arguments):
         seen.append((Path(arguments.output_dir).name, Path(arguments.train_file).read_text().splitlines()))
+        sparse.append(json.loads((Path(arguments.config_name) / "config.json").read_text())["sparse_prediction"])
         return engine(arguments)
 
     monkeypatch.setattr(run_mlm, "run", recording_engine)
@@ -223,6 +225,7 @@ def test_self_pretraining_sees_only_each_runs_training_inputs(tmp_path: Path, mo
                   for name, texts in {"fit": fit, "held_out": held_out, "train": data.train_texts,
                                       "test": data.test_texts}.items()}  # fmt: skip
     assert [name for name, _ in seen] == ["pretrained-fit-seed0", "pretrained-train-seed1"] * 2  # variant, control
+    assert sparse == [True] * 4  # the MLM decoder at the masked positions only, as the settings ask
     for name, lines in seen:
         assert lines == normalised["fit" if "-fit-" in name else "train"]
         assert not set(lines) & (set(normalised["test"]) - set(normalised["train"]))

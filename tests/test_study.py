@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,19 @@ def test_the_from_scratch_study_is_the_committed_grids_settings(task: str) -> No
     assert {k: v for k, v in settings.fingerprint().items() if k != "engine"} == committed
 
 
+def test_the_pilot_study_resumes_its_committed_folders() -> None:
+    """Every committed condition of the never-from-scratch pilot is its study file's settings, so the same command
+    resumes it: a switch added since (``sparse_prediction``, off there) leaves an old fingerprint unchanged."""
+    pilot = REPO_ROOT / "docs" / "experiments" / "never_from_scratch_pilot"
+    grids = [(c, s) for c, s in load_study(str(pilot / "pilot.toml")).grids if s.task == "ag_news"]  # --tasks ag_news
+    assert len(sorted(pilot.glob("*/*/run_fingerprint.json"))) == len(grids) >= 5
+    for condition, settings in grids:
+        fingerprint = json.loads((pilot / condition / settings.task / "run_fingerprint.json").read_text())
+        assert settings.fingerprint() == fingerprint, condition
+    sparse = replace(grids[-1][1], pretraining=replace(grids[-1][1].pretraining, sparse_prediction=True))
+    assert sparse.fingerprint()["pretraining"]["sparse_prediction"] is True  # a sparse grid is another grid
+
+
 def test_conditions_and_extends_give_one_grid_per_condition_and_task() -> None:
     study = load_study("never_from_scratch")
     assert [(condition, s.task) for condition, s in study.grids][:2] == [("scratch", "ag_news"), ("scratch", "listops")]
@@ -33,7 +47,7 @@ def test_conditions_and_extends_give_one_grid_per_condition_and_task() -> None:
     scratch = {s.task: s for c, s in study.grids if c == "scratch"}
     pretrained = {s.task: s for c, s in study.grids if c == "self_pretrained"}
     for task, settings in scratch.items():  # one thing changes between the conditions
-        assert settings.pretraining is None and pretrained[task].pretraining.steps == settings.steps
+        assert settings.pretraining is None and pretrained[task].pretraining.steps == 10 * settings.steps
         assert {k: v for k, v in pretrained[task].fingerprint().items() if k != "pretraining"} == settings.fingerprint()
         assert settings.seeds == (1, 2, 3, 4, 5)
 
@@ -111,7 +125,7 @@ def test_the_two_answers_pair_each_model_by_seed_across_conditions(tmp_path: Pat
     paired by seed, against hand-computed means, intervals and detectable differences; a one-class run left out."""
     from scipy import stats
 
-    from hf_variants.lab.never_from_scratch import payoff_table, verdict_table
+    from hf_variants.lab.never_from_scratch import payoff_table, scratch_table, verdict_table
 
     scratch = {"variant": {1: 0.70, 2: 0.72, 3: 0.74}, "control": {1: 0.71, 2: 0.71, 3: 0.75}}
     pretrained = {"variant": {1: 0.80, 2: 0.84, 3: 0.86}, "control": {1: 0.78, 2: None, 3: 0.83}}
@@ -145,6 +159,10 @@ def test_the_two_answers_pair_each_model_by_seed_across_conditions(tmp_path: Pat
     after = interval([0.80 - 0.78, 0.86 - 0.83])
     assert f"{100 * before[0]:+.1f} [{100 * (before[0] - before[1]):+.1f}, {100 * (before[0] + before[1]):+.1f}]" in row
     assert f"{100 * after[0]:+.1f} [{100 * (after[0] - after[1]):+.1f}, {100 * (after[0] + after[1]):+.1f}]" in row
+    (scratch_row,) = [line for line in scratch_table(tmp_path, ["ag_news"]).splitlines() if line.startswith("| ag_")]
+    assert scratch_row.startswith("| ag_news | MGK attention vs softmax (same heads, head_dim) | 72.0 ± ")
+    assert (f"| {100 * before[0]:+.1f} [{100 * (before[0] - before[1]):+.1f}, {100 * (before[0] + before[1]):+.1f}] | "
+            f"{100 * before[2]:.1f} | 0.001* / 0.001* |") in scratch_row  # fmt: skip
     # A condition with only the variant's cell finished: its payoff row, and no verdict yet.
     folder = tmp_path / "self_pretrained_3x" / "ag_news"
     folder.mkdir(parents=True)

@@ -20,6 +20,7 @@ not the sweep's choice is refused. Each run is trained by the fine-tuning engine
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import time
@@ -63,6 +64,9 @@ class SelfPretraining:
     mlm_probability: float = 0.15
     #: Share of the pretraining texts held out for its validation loss (training inputs all the same).
     validation_percentage: float = 5.0
+    #: The MLM decoder only at the masked positions (the config's ``sparse_prediction``): the same loss at a
+    #: fraction of the decoder's cost, which dominates a small model's MLM step (``scripts/benchmark_sparse_mlm.py``).
+    sparse_prediction: bool = False
 
     def compute_multiple(self, fine_tuning_steps: int) -> float:
         """Pretraining compute as a multiple of one fine-tuning run's (same batch, same length)."""
@@ -99,6 +103,8 @@ class GridSettings:
         fingerprint = json.loads(json.dumps(asdict(self)))
         if self.pretraining is None:
             del fingerprint["pretraining"]
+        elif not self.pretraining.sparse_prediction:  # as before the switch existed, so those folders resume
+            del fingerprint["pretraining"]["sparse_prediction"]
         return fingerprint
 
 
@@ -235,6 +241,8 @@ class Grid:
             self.tokenizer.save_pretrained(tokenizer_dir)
         folder = self.work / spec_folder(spec) / role / f"pretrained-{corpus}-seed{seed}"
         config_dir = folder.with_name(folder.name + "-config")
+        config = copy.deepcopy(config)
+        config.sparse_prediction = p.sparse_prediction
         config.save_pretrained(config_dir)
         arguments = PretrainingArguments(
             config_name=str(config_dir), tokenizer_name=str(tokenizer_dir), train_file=str(corpus_file),

@@ -6,6 +6,8 @@ the grids' result files under ``study_dir/<condition>/<task>``, each condition a
   predict large gains for every architecture).
 * :func:`verdict_table` — *does it change the verdicts?* Per task and pair, variant − control from scratch beside
   variant − control in the condition, each paired by seed, with the papers' claims.
+* :func:`scratch_table` — variant − control from scratch alone, per task and pair: what the study's scratch
+  condition says before (and besides) any pairing with a pretrained one.
 
 Every difference carries its 95% interval (bold where it excludes 0) and the minimum detectable difference its
 seeds allow (:meth:`~.statistics.Interval.detectable_difference`); a run that predicted one class or failed is
@@ -20,7 +22,7 @@ from pathlib import Path
 
 from .grid import ROLES
 from .statistics import Interval, paired_difference_if_any
-from .tables import PAIR_LABELS, PAPER_NUMBERS, summarize_role, task_grids
+from .tables import PAIR_LABELS, PAPER_NUMBERS, rate_text, summarize_role, task_grids
 
 #: The condition every other one is compared with.
 SCRATCH = "scratch"
@@ -110,3 +112,25 @@ def verdict_table(study_dir: Path, tasks: list[str]) -> str:
         return [f"| {task} | {PAIR_LABELS.get(spec, spec)} | {' | '.join(before)} | {' | '.join(after)} | {paper} |"]
 
     return table(study_dir, tasks, header, rows)
+
+
+def scratch_table(study_dir: Path, tasks: list[str]) -> str:
+    """Variant − control from scratch per task and pair (paired by seed, with its detectable difference and the
+    chosen rates); a pair whose two cells have not both finished a seed is "not run yet"."""
+    lines = ["| task | comparison | variant acc. % | control acc. % | variant − control (paired, 95% CI) | "
+             "detectable (80% power) | chosen lr (variant / control) | paper (their setting) |",
+             "|---|---|---:|---:|---:|---:|---|---|"]  # fmt: skip
+    for task, grid in task_grids(study_dir / SCRATCH, tasks):
+        for spec, cells in grid["cells"].items():
+            label = PAIR_LABELS.get(spec, spec)
+            if not all(cells[role]["seeds"] for role in ROLES):
+                lines.append(f"| {task} | {label} | not run yet | not run yet | — | — | | |")
+                continue
+            variant, control = (learned_by_role(grid, spec, role) for role in ROLES)
+            difference, detectable = difference_with_power(variant["learned"], control["learned"])
+            rates = " / ".join(rate_text(cells[role]["chosen_learning_rate"], grid["settings"]["learning_rates"])
+                               for role in ROLES)  # fmt: skip
+            paper = PAPER_NUMBERS.get((spec.partition(":")[0], task), "—")
+            lines.append(f"| {task} | {label} | {variant['text']} | {control['text']} | {difference} | {detectable} | "
+                         f"{rates} | {paper} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
