@@ -195,7 +195,7 @@ def test_grid_runs_sweeps_on_the_held_out_slice_then_seeds_and_resumes(tmp_path:
         Grid(settings, tmp_path / "data", tmp_path / "out").run()
 
 
-def test_self_pretraining_sees_only_each_runs_training_inputs(tmp_path: Path, monkeypatch) -> None:
+def test_self_pretraining_sees_only_each_runs_training_inputs(tmp_path: Path, monkeypatch, capfd) -> None:
     """Each run's model is pretrained on its own training inputs before fine-tuning: a held-out run on the training
     split without the held-out slice, a final run on the whole training split; the test split never. The
     fine-tuned run starts from the pretrained encoder; the record states the pretraining and its compute."""
@@ -218,7 +218,9 @@ def test_self_pretraining_sees_only_each_runs_training_inputs(tmp_path: Path, mo
     with pytest.raises(ValueError, match="needs a work_dir"):
         Grid(settings, tmp_path / "data", tmp_path / "out")
     grid = Grid(settings, tmp_path / "data", tmp_path / "out", work_dir=tmp_path / "work")
+    capfd.readouterr()
     grid.run()
+    assert "examples/s]" not in capfd.readouterr().err  # the engine's dataset bars stay off the grid's console
     data = load_task("ag_news", tmp_path / "data")
     (fit, _), (held_out, _) = data.held_out(settings.heldout_fraction)
     normalised = {name: [" ".join(text.split()) for text in texts]

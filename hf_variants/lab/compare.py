@@ -28,7 +28,6 @@ line.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 import time
@@ -44,7 +43,7 @@ from ..training import checkpoints, run_identity
 from ..training.files import write_text_atomic
 from . import verdicts
 from .data_sources import DataSource, EmbeddedLevels, resolve_data
-from .execution import executor
+from .execution import executor, quiet_libraries
 from .measurement import analyse, classifier_from, final_run, headline, headline_metric
 from .report import report_markdown, run_outcomes
 from .spec import EXTERNAL_REFERENCE, ModelSpec, with_calibration_controls, with_matched_controls
@@ -182,24 +181,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     with quiet_libraries():
         return run(args, argv)
-
-
-@contextlib.contextmanager
-def quiet_libraries():
-    """No dataset-casting or weight-loading bars while the comparison runs: the console shows one bar per
-    stage (pretraining, fine-tuning) and one for the whole run."""
-    import datasets
-    from transformers.utils import logging as transformers_logging
-
-    datasets_were_enabled = datasets.is_progress_bar_enabled()
-    datasets.disable_progress_bars()
-    transformers_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        transformers_logging.enable_progress_bar()
-        if datasets_were_enabled:
-            datasets.enable_progress_bars()
 
 
 #: Sub-folders of the report folder that only the comparison writes.

@@ -69,6 +69,24 @@ def start_worker(threads: int, study_pid: int) -> None:
 
 
 @contextlib.contextmanager
+def quiet_libraries():
+    """No dataset-casting or weight-loading bars while the comparison runs: the console shows one bar per
+    stage (pretraining, fine-tuning) and one for the whole run; the grid's log, none."""
+    import datasets
+    from transformers.utils import logging as transformers_logging
+
+    datasets_were_enabled = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        transformers_logging.enable_progress_bar()
+        if datasets_were_enabled:
+            datasets.enable_progress_bars()
+
+
+@contextlib.contextmanager
 def console_to_file(path: Path, quiet: bool):
     """With ``quiet``, what a stage prints to stdout (metric tables, result dicts) goes to ``path``
     instead of the console, where only the progress bars (stderr) remain."""

@@ -34,7 +34,7 @@ from ..tokenization import train_wordpiece_tokenizer
 from ..training.checkpoints import CheckpointError, OutputDirLock, load_json, prepare_output_dir
 from ..training.files import write_text_atomic
 from ..training.nonfinite import NonFiniteStepError
-from .execution import console_to_file
+from .execution import console_to_file, quiet_libraries
 from .grid_training import ENGINE, EncodedSplit, RunSettings, train_and_evaluate
 from .records import write_record
 from .spec import ModelSpec, spec_folder
@@ -252,7 +252,7 @@ class Grid:
             logging_steps=max(1, p.steps // 20), max_eval_samples=512, output_dir=folder, disable_tqdm=True,
             report_to=["none"],
         )  # fmt: skip
-        with console_to_file(folder.with_name(folder.name + ".log"), quiet=True):  # the engine's tables: to a log
+        with console_to_file(folder.with_name(folder.name + ".log"), quiet=True), quiet_libraries():  # to a log
             results = run_mlm.run(arguments)
         summary = {key: results.get(key) for key in ("steps", "eval_loss", "final_train_loss", "train_seconds",
                                                      "train_tokens")}  # fmt: skip
