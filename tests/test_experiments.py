@@ -255,6 +255,8 @@ def test_self_pretraining_sees_only_each_runs_training_inputs(tmp_path: Path, mo
     seen.clear()
     Grid(settings, tmp_path / "data", tmp_path / "out", work_dir=tmp_path / "work").run()
     assert [name for name, _ in seen] == ["pretrained-train-seed1"]  # the engine returns the finished run
+    log = pretrained.with_name(pretrained.name + ".log").read_text()
+    assert "parameters;" in log and "finished at step 4" in log  # the training's log kept, the re-entry added
     assert captured["embeddings"].equal(encoder)
     # A from-scratch grid's fingerprint is the one grids had before self-pretraining existed.
     assert "pretraining" not in tiny_settings().fingerprint() and "pretraining" in settings.fingerprint()

@@ -89,10 +89,11 @@ def quiet_libraries():
 @contextlib.contextmanager
 def console_to_file(path: Path, quiet: bool):
     """With ``quiet``, what a stage prints to stdout (metric tables, result dicts) goes to ``path``
-    instead of the console, where only the progress bars (stderr) remain."""
+    instead of the console, where only the progress bars (stderr) remain. The file is appended to: a resumed or
+    re-entered run adds to its log, never replaces what its earlier part wrote."""
     if not quiet:
         yield
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as handle, contextlib.redirect_stdout(handle):
+    with path.open("a", encoding="utf-8") as handle, contextlib.redirect_stdout(handle):
         yield
