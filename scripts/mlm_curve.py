@@ -1,6 +1,8 @@
 #!/usr/bin/env python
 """An MLM learning curve beside what word frequencies alone reach: reads the ``metrics.csv`` of one or more
-``hf-variants pretrain --eval_steps N --report_to csv`` runs and the unigram entropy of their corpus under their
+``hf-variants pretrain --eval_steps N --report_to csv`` runs (or the training history of runs that reported to no
+tracker, as the grid's self-pretraining: ``--runs $WORK/self_pretrained/sst2/*/*/pretrained-train-seed1``) and the
+unigram entropy of their corpus under their
 tokenizer (the validation loss of a model that predicts every masked token by its frequency), and writes one
 small JSON record::
 
@@ -35,13 +37,24 @@ def unigram_entropy(tokenizer, lines: list[str], max_length: int) -> float:
     return -sum(count / total * math.log(count / total) for count in counts.values())
 
 
-def curve(run: Path) -> dict:
-    with (run / "metrics.csv").open(newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    return {
-        "eval_loss_by_step": {int(row["step"]): float(row["eval_loss"]) for row in rows if row.get("eval_loss")},
-        "train_loss_by_step": {int(row["step"]): float(row["loss"]) for row in rows if row.get("loss")},
-    }
+def curve(run: Path, points: int = 20) -> dict:
+    """The run's losses by step: from its ``metrics.csv`` (``--report_to csv``, evaluated every ``--eval_steps``),
+    else (a run that reported to no tracker, as the grid's self-pretraining) its ``train_history.json`` as
+    ``points`` window means of the training loss and its final validation loss from ``results.json``."""
+    if (run / "metrics.csv").is_file():
+        with (run / "metrics.csv").open(newline="") as handle:
+            rows = list(csv.DictReader(handle))
+        return {
+            "eval_loss_by_step": {int(row["step"]): float(row["eval_loss"]) for row in rows if row.get("eval_loss")},
+            "train_loss_by_step": {int(row["step"]): float(row["loss"]) for row in rows if row.get("loss")},
+        }
+    history, results = records.read_record(run / "train_history.json"), records.read_record(run / "results.json")
+    if history is None or results is None:
+        raise FileNotFoundError(f"--runs: {run} has neither metrics.csv nor train_history.json and results.json")
+    width = max(1, len(history) // points)
+    windows = [history[start:start + width] for start in range(0, len(history) - width + 1, width)]
+    train = {int(window[-1]["step"]): sum(row["loss"] for row in window) / len(window) for window in windows}
+    return {"eval_loss_by_step": {int(results["steps"]): float(results["eval_loss"])}, "train_loss_by_step": train}
 
 
 def main() -> None:
@@ -54,7 +67,9 @@ def main() -> None:
     corpus, _ = describe_files([args.train_file])  # as the pretraining engine fingerprints its data
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
     runs = {}
+    unique_names = len({run.name for run in args.runs}) == len(args.runs)
     for run in args.runs:
+        name = run.name if unique_names else "/".join(run.parts[-3:])  # the grid's: <pair>/<role>/<run>
         settings = records.read_record(run / "run_fingerprint.json")
         if settings is None:
             parser.error(f"--runs: {run} has no run_fingerprint.json (not a finished hf-variants pretrain run)")
@@ -62,8 +77,11 @@ def main() -> None:
             parser.error(f"--runs: {run} was not pretrained on --train_file {args.train_file}")
         if settings["tokenizer_sha256"] != tokenizer_sha256(tokenizer):
             parser.error(f"--runs: {run} was not pretrained with --tokenizer {args.tokenizer}")
-        runs[run.name] = {key: settings[key] for key in ("learning_rate", "seed", "schedule_steps", "max_seq_length")}
-        runs[run.name] |= curve(run)
+        runs[name] = {key: settings[key] for key in ("learning_rate", "seed", "schedule_steps", "max_seq_length")}
+        try:
+            runs[name] |= curve(run)
+        except FileNotFoundError as error:
+            parser.error(str(error))
     lengths = {run["max_seq_length"] for run in runs.values()}
     if len(lengths) != 1:
         parser.error(f"--runs: pretrained at different lengths {sorted(lengths)}")

@@ -40,3 +40,17 @@ def test_a_run_of_another_corpus_is_refused(tmp_path: Path, monkeypatch: pytest.
         curve.main()
     assert f"--runs: {run} was not pretrained on --train_file {corpus}" in capsys.readouterr().err
     assert not (tmp_path / "out.json").exists()
+
+
+def test_a_run_without_a_tracker_gives_its_curve_from_the_training_history(tmp_path: Path) -> None:
+    """The grid's self-pretraining reports to no tracker: its curve is the window means of its per-step training
+    loss and its final validation loss; a folder with neither record is named."""
+    curve = load_script("mlm_curve")
+    losses = [9.0, 8.0, 7.0, 6.0, 5.0, 4.0, 3.0]  # 7 steps in windows of 3 (points=2): the seventh step left out
+    (tmp_path / "train_history.json").write_text(json.dumps([{"step": i + 1, "loss": x} for i, x in enumerate(losses)]))
+    (tmp_path / "results.json").write_text(json.dumps({"steps": 7, "eval_loss": 3.5}))
+    assert curve.curve(tmp_path, points=2) == {"eval_loss_by_step": {7: 3.5},
+                                               "train_loss_by_step": {3: 8.0, 6: 5.0}}  # fmt: skip
+    (tmp_path / "results.json").unlink()
+    with pytest.raises(FileNotFoundError, match=f"--runs: {tmp_path} has neither metrics.csv"):
+        curve.curve(tmp_path)
