@@ -160,8 +160,9 @@ MODEL_BENCHMARK = ROOT / "docs" / "benchmarks" / "model_benchmark.json"
 
 
 def which_variant_blocks() -> dict[str, str]:
-    sources = ", ".join(f"`{path.relative_to(ROOT).as_posix()}`" for path in (MAIN_JOB_RESULTS, GRID, MODEL_BENCHMARK))
-    table = which_variant_table(MAIN_JOB_RESULTS, GRID, TASKS, MODEL_BENCHMARK)
+    sources = ", ".join(f"`{path.relative_to(ROOT).as_posix()}`"
+                        for path in (MAIN_JOB_RESULTS, GRID, STUDY, MODEL_BENCHMARK))  # fmt: skip
+    table = which_variant_table(MAIN_JOB_RESULTS, GRID, TASKS, MODEL_BENCHMARK, STUDY, NFS_TASKS)
     return {"which-variant": f"{table}\nRendered by `python scripts/render_tables.py` from {sources}.\n"}
 
 

@@ -173,3 +173,24 @@ def test_the_two_answers_pair_each_model_by_seed_across_conditions(tmp_path: Pat
     assert "| ag_news | mgk_bert |" in partial and "control of mgk_bert" not in partial
     assert "| ag_news | MGK attention vs softmax (same heads, head_dim) | | | not run yet |" in verdict_table(
         tmp_path, ["ag_news"]).split("self_pretrained_3x")[1]
+
+
+def test_which_variant_reads_each_condition_of_the_study(tmp_path: Path) -> None:
+    """The "Which variant?" table's study column: the variant's verdict per task in each condition, scratch first,
+    from the cells on disk (a pair without both cells is not shown)."""
+    from hf_variants.lab.which_variant import study_verdicts
+
+    for condition, variant in (("self_pretrained", {1: 0.80, 2: 0.82, 3: 0.84}), ("scratch", {1: 0.70, 2: 0.72})):
+        folder = tmp_path / condition / "sst2"
+        folder.mkdir(parents=True)
+        (folder / "run_fingerprint.json").write_text(json.dumps({"pairs": ["mgk_bert", "transject"]}))
+        write_cell(folder, "mgk_bert", "variant", variant)
+        write_cell(folder, "mgk_bert", "control", {1: 0.70, 2: 0.71, 3: 0.70})
+        write_cell(folder, "transject", "variant", {1: 0.70})
+    found = study_verdicts(tmp_path, ["sst2"])
+    assert list(found) == ["mgk_bert"]
+    scratch, pretrained = found["mgk_bert"]
+    assert scratch.startswith("sst2 (scratch): ") and "over 2 seeds" in scratch
+    assert pretrained.startswith("sst2 (self_pretrained): ") and "+11.7 [" in pretrained  # (10 + 11 + 14) / 3
+    assert "over 3 seeds" in pretrained
+    assert study_verdicts(tmp_path / "absent", ["sst2"]) == {}

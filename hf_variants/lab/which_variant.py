@@ -1,7 +1,7 @@
 """The "Which variant?" table (docs/which-variant.md): for each variant, what this package measured
-against its matched control — the main job's verdict, the classification grid's, the cost in training
-throughput and memory, and the runs that failed or did not learn — read from the committed records,
-never typed by hand (``scripts/render_tables.py`` writes it)."""
+against its matched control — the main job's verdict, the classification grid's, the self-pretraining study's in
+each of its conditions, the cost in training throughput and memory, and the runs that failed or did not learn —
+read from the committed records, never typed by hand (``scripts/render_tables.py`` writes it)."""
 
 from __future__ import annotations
 
@@ -41,8 +41,8 @@ def main_job_verdicts(results_file: Path) -> dict[str, list[str]]:
     return found
 
 
-def grid_verdicts(grid_dir: Path, tasks: list[str]) -> dict[str, list[str]]:
-    """Variant (at its default settings) → its verdict on each task of the classification grid."""
+def grid_verdicts(grid_dir: Path, tasks: list[str], label: str = "") -> dict[str, list[str]]:
+    """Variant (at its default settings) → its verdict on each task of a grid (``task{label}: verdict``)."""
     found: dict[str, list[str]] = {}
     for task in tasks:
         if not (grid_dir / task / "run_fingerprint.json").is_file():
@@ -52,7 +52,18 @@ def grid_verdicts(grid_dir: Path, tasks: list[str]) -> dict[str, list[str]]:
                 continue
             outcomes = [{seed: grid_run_outcome(record) for seed, record in roles[role]["seeds"].items()}
                         for role in ("variant", "control")]  # fmt: skip
-            found.setdefault(spec, []).append(f"{task}: {verdicts.pair_verdict(*outcomes).text}")
+            found.setdefault(spec, []).append(f"{task}{label}: {verdicts.pair_verdict(*outcomes).text}")
+    return found
+
+
+def study_verdicts(study_dir: Path, tasks: list[str]) -> dict[str, list[str]]:
+    """Variant → its verdict on each task in each condition of a study with conditions (``scratch`` first)."""
+    folders = sorted((p for p in study_dir.iterdir() if p.is_dir()), key=lambda p: (p.name != "scratch", p.name)) \
+        if study_dir.is_dir() else []  # fmt: skip
+    found: dict[str, list[str]] = {}
+    for folder in folders:
+        for variant, lines in grid_verdicts(folder, tasks, label=f" ({folder.name})").items():
+            found.setdefault(variant, []).extend(lines)
     return found
 
 
@@ -74,18 +85,21 @@ def benchmark_costs(benchmark_file: Path) -> dict[str, list[str]]:
     return found
 
 
-def which_variant_table(results_file: Path, grid_dir: Path, grid_tasks: list[str], benchmark_file: Path) -> str:
-    """One row per variant: the main job's verdicts, the grid's, and the cost against the control."""
+def which_variant_table(results_file: Path, grid_dir: Path, grid_tasks: list[str], benchmark_file: Path,
+                        study_dir: Path | None = None, study_tasks: list[str] | None = None) -> str:  # fmt: skip
+    """One row per variant: the main job's verdicts, the grid's, the study's (per condition), and the cost
+    against the control."""
     main_job = main_job_verdicts(results_file)
     grid = grid_verdicts(grid_dir, grid_tasks)
+    study = study_verdicts(study_dir, study_tasks or []) if study_dir is not None else {}
     costs = benchmark_costs(benchmark_file)
     lines = [
         "| variant | main job (`hf-variants compare`, embedded task) | classification grid (from scratch) | "
-        "cost against its control (training, hidden 256) |",
-        "|---|---|---|---|",
+        "self-pretraining study (per condition) | cost against its control (training, hidden 256) |",
+        "|---|---|---|---|---|",
     ]
     for variant in VARIANTS:
-        cells: list[Any] = [main_job.get(variant), grid.get(variant), costs.get(variant)]
+        cells: list[Any] = [main_job.get(variant), grid.get(variant), study.get(variant), costs.get(variant)]
         shown = ["<br>".join(cell) if cell else "not measured" for cell in cells]
         lines.append(f"| [{variant}](variants/{variant}.md) | " + " | ".join(shown) + " |")
     return "\n".join(lines) + "\n"
