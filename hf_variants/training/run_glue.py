@@ -531,7 +531,18 @@ def parse_args(argv: Sequence[str] | None):
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """``hf-variants finetune``: the command line parsed into typed settings, then :func:`run`."""
     settings = parse_args(argv)
-    return run(*settings, command=" ".join(["run_glue.py", *(argv if argv is not None else sys.argv[1:])]))
+    try:
+        return run(*settings, command=" ".join(["run_glue.py", *(argv if argv is not None else sys.argv[1:])]))
+    finally:
+        end_process_group()
+
+
+def end_process_group() -> None:
+    """Destroy the launcher's process group before the process exits, as torch asks (the pretraining engine's
+    ``accelerator.end_training()`` does the same): left to interpreter shutdown, gloo's worker threads can be
+    destroyed while running, which aborts a finished process ("terminate called without an active exception")."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 def run(
