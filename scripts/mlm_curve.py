@@ -2,9 +2,8 @@
 """An MLM learning curve beside what word frequencies alone reach: reads the ``metrics.csv`` of one or more
 ``hf-variants pretrain --eval_steps N --report_to csv`` runs (or the training history of runs that reported to no
 tracker, as the grid's self-pretraining: ``--runs $WORK/self_pretrained/sst2/*/*/pretrained-train-seed1``) and the
-unigram entropy of their corpus under their
-tokenizer (the validation loss of a model that predicts every masked token by its frequency), and writes one
-small JSON record::
+unigram entropy of their corpus under their tokenizer (the validation loss of a model that predicts every masked
+token by its frequency), and writes one small JSON record::
 
     python scripts/mlm_curve.py --runs runs/curve-lr1e-3 runs/curve-lr3e-3 --train_file corpus.txt \\
         --tokenizer tokenizer/ --output docs/experiments/never_from_scratch_pilot/mlm_curve.json

@@ -12,6 +12,7 @@ from typing import Any
 from . import verdicts
 from .grid import load_grid
 from .grid import run_outcome as grid_run_outcome
+from .never_from_scratch import SCRATCH, conditions
 
 #: The variants, each at its paper's default, in the order of the pages.
 VARIANTS = ("macaron_bert", "mgk_bert", "transject", "node_transformer")
@@ -58,11 +59,9 @@ def grid_verdicts(grid_dir: Path, tasks: list[str], label: str = "") -> dict[str
 
 def study_verdicts(study_dir: Path, tasks: list[str]) -> dict[str, list[str]]:
     """Variant → its verdict on each task in each condition of a study with conditions (``scratch`` first)."""
-    folders = sorted((p for p in study_dir.iterdir() if p.is_dir()), key=lambda p: (p.name != "scratch", p.name)) \
-        if study_dir.is_dir() else []  # fmt: skip
     found: dict[str, list[str]] = {}
-    for folder in folders:
-        for variant, lines in grid_verdicts(folder, tasks, label=f" ({folder.name})").items():
+    for condition in [SCRATCH, *conditions(study_dir)]:
+        for variant, lines in grid_verdicts(study_dir / condition, tasks, label=f" ({condition})").items():
             found.setdefault(variant, []).extend(lines)
     return found
 
