@@ -484,3 +484,40 @@ def test_bert_control_heads_equal_transformers_bert_heads() -> None:
         torch.testing.assert_close(ours_mlm(**inputs).logits, bert_mlm(**inputs).logits, atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(ours_cls(**inputs).logits, bert_cls(**inputs).logits, atol=1e-5, rtol=1e-5)
     assert ours_mlm.get_output_embeddings().weight is ours_mlm.get_input_embeddings().weight
+
+
+def test_configs_of_one_model_identity_build_one_model() -> None:
+    """``model_identity`` leaves out only a config's class name and the fields of ideas it does not select: the
+    controls of Macaron-BERT and MGK-BERT are BERT on the core (bert_control), the same weights at one seed and the
+    same outputs (under the base model's name), and every other config of the variants is a model of its own; a
+    field the model reads (here a dropout) tells two configs apart."""
+    sizes = dict(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+                 num_labels=3)  # fmt: skip
+    groups: dict[str, list[tuple[str, transformers.PretrainedConfig]]] = {}
+    for model_type in VARIANTS:
+        for position in ("pre", "post"):
+            config = AutoConfig.for_model(model_type, **sizes, layer_norm_position=position)
+            for role, member in (("variant", config), ("control", composition.matched_control(config))):
+                identity = json.dumps(composition.model_identity(member), sort_keys=True)
+                groups.setdefault(identity, []).append((f"{model_type} {position} {role}", member))
+    shared = sorted(sorted(name for name, _ in group) for group in groups.values() if len(group) > 1)
+    assert shared == [
+        [f"bert_control {p} control", f"bert_control {p} variant", f"macaron_bert {p} control", f"mgk_bert {p} control"]
+        for p in ("post", "pre")
+    ]
+    bert = AutoConfig.for_model("bert_control", **sizes)
+    inputs = make_inputs(bert)
+    for group in groups.values():
+        states, logits = [], []
+        for _, config in group:
+            torch.manual_seed(0)
+            model = transformers.AutoModelForSequenceClassification.from_config(config).eval()
+            prefix = model.base_model_prefix + "."  # the variant's name: bert_control.encoder..., mgk_bert.encoder...
+            states.append({name.removeprefix(prefix): value for name, value in model.state_dict().items()})
+            logits.append(model(**inputs).logits)
+        for state, output in zip(states[1:], logits[1:], strict=True):
+            assert state.keys() == states[0].keys() and all(state[k].equal(states[0][k]) for k in state)
+            assert output.equal(logits[0])
+    assert composition.model_identity(bert) != composition.model_identity(
+        AutoConfig.for_model("bert_control", **sizes, hidden_dropout_prob=0.2)
+    )

@@ -195,6 +195,36 @@ def test_grid_runs_sweeps_on_the_held_out_slice_then_seeds_and_resumes(tmp_path:
         Grid(settings, tmp_path / "data", tmp_path / "out").run()
 
 
+def test_a_cell_whose_model_an_earlier_cell_trains_copies_its_runs(tmp_path: Path, monkeypatch) -> None:
+    """MGK-BERT's control is post-LN Macaron-BERT's (BERT on the core): the grid trains it once and copies the
+    records, marked, into the later cell; the copies are what training that cell gives (a grid of MGK alone)."""
+    import hf_variants.lab.grid as grid_module
+
+    learnable_ag_news(tmp_path / "data")
+    trained = []
+    train_and_evaluate = grid_module.train_and_evaluate
+
+    def counting(config, *args, **kwargs):
+        trained.append(config.model_type)
+        return train_and_evaluate(config, *args, **kwargs)
+
+    monkeypatch.setattr(grid_module, "train_and_evaluate", counting)
+    settings = tiny_settings(pairs=("macaron_bert:layer_norm_position=post", "mgk_bert"))
+    Grid(settings, tmp_path / "data", tmp_path / "both").run()
+    runs = len(settings.learning_rates) + len(settings.seeds)
+    assert trained == ["macaron_bert"] * 2 * runs + ["mgk_bert"] * runs  # MGK's control not trained again
+    Grid(tiny_settings(pairs=("mgk_bert",)), tmp_path / "data", tmp_path / "alone").run()
+    copied, alone = (tmp_path / name / "ag_news" / "mgk_bert" / "control" for name in ("both", "alone"))
+    assert sorted(p.name for p in copied.iterdir()) == sorted(p.name for p in alone.iterdir())
+    for path in alone.glob("s*.json"):
+        copy, reference = json.loads((copied / path.name).read_text()), json.loads(path.read_text())
+        assert copy.pop("same_model_as") == "macaron_bert:layer_norm_position=post control"
+        assert copy["model_type"] == "mgk_bert" and copy["config"] == reference["config"]
+        for key in ("accuracy", "prediction_counts", "learning_rate", "seed", "pair", "role", "evaluated_on"):
+            assert copy[key] == reference[key], key
+    assert (copied / "choice.json").read_text() == (alone / "choice.json").read_text()
+
+
 def test_self_pretraining_sees_only_each_runs_training_inputs(tmp_path: Path, monkeypatch, capfd) -> None:
     """Each run's model is pretrained on its own training inputs before fine-tuning: a held-out run on the training
     split without the held-out slice, a final run on the whole training split; the test split never. The

@@ -315,3 +315,20 @@ def matched_control(config: EncoderConfig) -> EncoderConfig:
     fields.pop("transformers_version", None)
     fields.update(matched_control_overrides(config))
     return type(config).from_dict(fields)
+
+
+#: Config fields that name a model's class, the release that saved it or where it was read from, not the model
+#: it builds.
+NAMING_FIELDS = frozenset({"model_type", "architectures", "auto_map", "transformers_version", "_name_or_path"})
+
+
+def model_identity(config: EncoderConfig) -> dict[str, Any]:
+    """The config as the model it builds, by exclusion: every field but those that name its class
+    (:data:`NAMING_FIELDS`) and those of registered ideas it does not select. Configs with equal identities
+    build the same model — the same parameters at the same seed, the same forward — since every variant's
+    model is the core's encoder with the selected pair (a variant folder only declares): the matched control
+    of MGK-BERT (softmax attention in BERT's post-LN layer, MGK's fields unused) is post-LN Macaron-BERT's
+    (BERT's layer, its Strang fields unused). A field no idea owns counts, so a new one can only tell
+    models apart, never merge two. Example: a grid runs such a twin once (:class:`hf_variants.lab.grid.Grid`)."""
+    unused = idea_field_names() - set(option_defaults(config.attention_type, config.layer_scheme))
+    return {name: value for name, value in config.to_dict().items() if name not in NAMING_FIELDS | unused}

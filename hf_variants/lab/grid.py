@@ -14,7 +14,9 @@ among runs that learned, ties to the smaller rate, the smallest when every run f
 never seen before the choice. A run's file is written only when it ends (the lab's one resume record,
 :mod:`.records`), so a killed grid
 restarts its unfinished run from scratch and skips every finished one; a finished seed whose rate is
-not the sweep's choice is refused. Each run is trained by the fine-tuning engine
+not the sweep's choice is refused. A cell whose model an earlier cell trains (the same config but for its
+class's name and unused fields: MGK-BERT's control is post-LN Macaron-BERT's) copies that cell's records, each
+marked ``same_model_as``, instead of training the same runs twice. Each run is trained by the fine-tuning engine
 (:mod:`.grid_training`), which the fingerprint names: a folder made by another engine is another grid.
 """
 
@@ -29,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.composition import NAMING_FIELDS, idea_field_names, model_identity
 from ..core.schemes.ode.modeling_ode import ODESolverError
 from ..tokenization import train_wordpiece_tokenizer
 from ..training.checkpoints import CheckpointError, OutputDirLock, load_json, prepare_output_dir
@@ -183,8 +186,33 @@ class Grid:
             pad_token_id=self.tokenizer.pad_token_id,
         )
 
+    def twins(self) -> dict[tuple[str, str], tuple[str, str]]:
+        """``{(pair, role): (earlier pair, role)}`` for each cell whose model an earlier cell of the grid already
+        trains (:func:`~hf_variants.core.composition.model_identity`; e.g. MGK-BERT's control is post-LN
+        Macaron-BERT's). Same model, data, rate and seed make the same run, so the grid copies its twin's records
+        instead of training it again."""
+        first: dict[str, tuple[str, str]] = {}
+        twins = {}
+        for spec in self.settings.pairs:
+            for role in ROLES:
+                identity = json.dumps(model_identity(self.config(spec, role)), sort_keys=True)
+                if identity in first:
+                    twins[spec, role] = first[identity]
+                first.setdefault(identity, (spec, role))
+        return twins
+
     # ---------------------------------------------------------------- runs
-    def run_one(self, path: Path, spec: str, role: str, phase: str, learning_rate: float, seed: int) -> dict:
+    def run_one(self, path: Path, spec: str, role: str, phase: str, learning_rate: float, seed: int,
+                twin: tuple[str, str] | None = None) -> dict:  # fmt: skip
+        """The run's record: the file on disk, else its twin's (the same model's run, on disk) as this cell's,
+        else a run trained now."""
+        twin_file = None if twin is None else self.folder / spec_folder(twin[0]) / twin[1] / path.name
+        if not path.is_file() and twin_file is not None and twin_file.is_file():
+            record, not_shared = load_json(twin_file), NAMING_FIELDS | idea_field_names()  # the twin's may differ
+            own = {name: value for name, value in self.config(spec, role).to_diff_dict().items() if name in not_shared}
+            config = {name: value for name, value in record["config"].items() if name not in not_shared} | own
+            write_record(path, record | {"pair": spec, "role": role, "model_type": own["model_type"], "config": config,
+                                         "same_model_as": " ".join(twin)})  # fmt: skip
         if path.is_file():
             record = load_json(path)
             if record.get("learning_rate") != learning_rate:  # a re-run sweep chose another rate
@@ -269,17 +297,18 @@ class Grid:
             prepare_output_dir(self.folder, s.fingerprint(), overwrite=False)
             self.prepare_data()
             write_record(self.folder / "data.json", self.data_summary)
+            twins = self.twins()
             for spec in s.pairs:
                 for role in ROLES:
-                    cell = self.folder / spec_folder(spec) / role
+                    cell, twin = self.folder / spec_folder(spec) / role, twins.get((spec, role))
                     sweep = {
-                        lr: self.run_one(cell / f"sweep-lr{lr:g}.json", spec, role, "sweep", lr, s.sweep_seed)
+                        lr: self.run_one(cell / f"sweep-lr{lr:g}.json", spec, role, "sweep", lr, s.sweep_seed, twin)
                         for lr in s.learning_rates
                     }
                     chosen = choose_learning_rate({lr: held_out_run(record) for lr, record in sweep.items()})
                     write_record(cell / "choice.json", {"chosen_learning_rate": chosen})
                     for seed in s.seeds:
-                        self.run_one(cell / f"seed{seed}.json", spec, role, "final", chosen, seed)
+                        self.run_one(cell / f"seed{seed}.json", spec, role, "final", chosen, seed, twin)
                     if on_cell_done is not None:
                         on_cell_done(cell)
         finally:
