@@ -22,7 +22,7 @@ from pathlib import Path
 
 from hf_variants.export_code import module_file, registered_imports
 from hf_variants.lab.glue_after_pretraining import budget_study_table, pair_study_table
-from hf_variants.lab.never_from_scratch import SCRATCH, payoff_table, scratch_table, verdict_table
+from hf_variants.lab.never_from_scratch import SCRATCH, compute_table, payoff_table, scratch_table, verdict_table
 from hf_variants.lab.tables import (
     PAIRS,
     comparison_table,
@@ -142,6 +142,7 @@ def generated_blocks() -> dict[str, str]:
         "depth-adaptivity": f"{depth_adaptivity_table(NODE_NFE)}\n{rendered_from(NODE_NFE)}",
         "never-from-scratch-pilot": never_from_scratch_block(PILOT, PILOT_COMMAND),
         "never-from-scratch": never_from_scratch_block(STUDY, STUDY_COMMAND, scratch_alone=True),
+        "never-from-scratch-compute": f"{compute_table(STUDY, NFS_TASKS)}\n{rendered_from(STUDY)}",
     }
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from hf_variants.lab.grid import Grid, GridSettings, SelfPretraining, held_out_run, load_grid
+from hf_variants.lab.never_from_scratch import SCRATCH, compute_table
 from hf_variants.lab.spec import ModelSpec, spec_folder
 from hf_variants.lab.statistics import mean_interval, paired_difference, predicts_one_class
 from hf_variants.lab.tables import comparison_table, injective_layer_table, rate_text, reading_table, summarize_role
@@ -210,11 +211,11 @@ def test_a_cell_whose_model_an_earlier_cell_trains_copies_its_runs(tmp_path: Pat
 
     monkeypatch.setattr(grid_module, "train_and_evaluate", counting)
     settings = tiny_settings(pairs=("macaron_bert:layer_norm_position=post", "mgk_bert"))
-    Grid(settings, tmp_path / "data", tmp_path / "both").run()
+    Grid(settings, tmp_path / "data", tmp_path / "both" / SCRATCH).run()
     runs = len(settings.learning_rates) + len(settings.seeds)
     assert trained == ["macaron_bert"] * 2 * runs + ["mgk_bert"] * runs  # MGK's control not trained again
     Grid(tiny_settings(pairs=("mgk_bert",)), tmp_path / "data", tmp_path / "alone").run()
-    copied, alone = (tmp_path / name / "ag_news" / "mgk_bert" / "control" for name in ("both", "alone"))
+    copied, alone = (tmp_path / name / "ag_news" / "mgk_bert" / "control" for name in ("both/scratch", "alone"))
     assert sorted(p.name for p in copied.iterdir()) == sorted(p.name for p in alone.iterdir())
     for path in alone.glob("s*.json"):
         copy, reference = json.loads((copied / path.name).read_text()), json.loads(path.read_text())
@@ -223,6 +224,19 @@ def test_a_cell_whose_model_an_earlier_cell_trains_copies_its_runs(tmp_path: Pat
         for key in ("accuracy", "prediction_counts", "learning_rate", "seed", "pair", "role", "evaluated_on"):
             assert copy[key] == reference[key], key
     assert (copied / "choice.json").read_text() == (alone / "choice.json").read_text()
+    # The study's compute table counts the runs trained, the copies as their twin's.
+    def minutes(pair: str, role: str) -> str:
+        runs = (tmp_path / "both/scratch/ag_news" / pair / role).glob("s*.json")
+        return f"{sum(json.loads(path.read_text())['train_seconds'] for path in runs) / 60:.0f}"
+
+    rows = compute_table(tmp_path / "both", ["ag_news"]).splitlines()[2:]
+    twin = "copied from macaron_bert:layer_norm_position=post control"
+    assert rows == [
+        f"| scratch | ag_news | macaron_bert:layer_norm_position=post | 4 / 4 | — | "
+        f"{minutes('macaron_bert__layer_norm_position-post', 'variant')} / "
+        f"{minutes('macaron_bert__layer_norm_position-post', 'control')} |",
+        f"| scratch | ag_news | mgk_bert | 4 / {twin} | — | {minutes('mgk_bert', 'variant')} / {twin} |",
+    ]
 
 
 def test_self_pretraining_sees_only_each_runs_training_inputs(tmp_path: Path, monkeypatch, capfd) -> None:

@@ -8,6 +8,8 @@ the grids' result files under ``study_dir/<condition>/<task>``, each condition a
   variant − control in the condition, each paired by seed, with the papers' claims.
 * :func:`scratch_table` — variant − control from scratch alone, per task and pair: what the study's scratch
   condition says before (and besides) any pairing with a pretrained one.
+* :func:`compute_table` — what each cell cost (runs trained, minutes of pretraining and fine-tuning), a cell
+  copied from its twin (the same model, :meth:`~.grid.Grid.twins`) named as such.
 
 Every difference carries its 95% interval (bold where it excludes 0) and the minimum detectable difference its
 seeds allow (:meth:`~.statistics.Interval.detectable_difference`); a run that predicted one class or failed is
@@ -133,4 +135,40 @@ def scratch_table(study_dir: Path, tasks: list[str]) -> str:
             paper = PAPER_NUMBERS.get((spec.partition(":")[0], task), "—")
             lines.append(f"| {task} | {label} | {variant['text']} | {control['text']} | {difference} | {detectable} | "
                          f"{rates} | {paper} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def cell_compute(cell: dict) -> dict[str, float | int | str]:
+    """What one role's cell cost, summed over its finished runs (sweep and seeds): runs trained and minutes of
+    pretraining and of fine-tuning (the engines' own timers; a pretraining resumed in another session counts its
+    whole run). A cell copied from its twin (``same_model_as``, :meth:`~.grid.Grid.twins`) names the twin."""
+    records = [*cell["sweep"].values(), *cell["seeds"].values()]
+    trained = [record for record in records if "same_model_as" not in record]
+    return {
+        "runs": len(trained),
+        "pretraining": sum((record.get("pretraining") or {}).get("train_seconds") or 0.0 for record in trained) / 60,
+        "fine_tuning": sum(record.get("train_seconds") or 0.0 for record in trained) / 60,
+        "copied_from": ", ".join(sorted({record["same_model_as"] for record in records if "same_model_as" in record})),
+    }
+
+
+def cost_text(costs: list[dict], key: str) -> str:
+    """``variant / control`` of one :func:`cell_compute` quantity; a copied cell names its twin."""
+    return " / ".join(f"copied from {cost['copied_from']}" if cost["copied_from"] and not cost["runs"]
+                      else f"{cost[key]:.0f}" for cost in costs)  # fmt: skip
+
+
+def compute_table(study_dir: Path, tasks: list[str]) -> str:
+    """The compute of every cell on disk, per condition, task and pair (variant / control): runs trained and
+    minutes of pretraining (none from scratch) and fine-tuning — what the study's other cells will cost."""
+    lines = ["| condition | task | pair | runs trained | pretraining, min | fine-tuning, min |",
+             "|---|---|---|---:|---:|---:|"]  # fmt: skip
+    for condition in [SCRATCH, *conditions(study_dir)]:
+        for task, grid in task_grids(study_dir / condition, tasks):
+            for spec, cells in grid["cells"].items():
+                costs = [cell_compute(cells[role]) for role in ROLES]
+                if any(cost["runs"] or cost["copied_from"] for cost in costs):
+                    pretraining = "—" if condition == SCRATCH else cost_text(costs, "pretraining")
+                    lines.append(f"| {condition} | {task} | {spec} | {cost_text(costs, 'runs')} | {pretraining} | "
+                                 f"{cost_text(costs, 'fine_tuning')} |")  # fmt: skip
     return "\n".join(lines) + "\n"
