@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -46,9 +47,23 @@ def study_setup(args: argparse.Namespace, title: str) -> tuple[FineTuning, Calla
 def git_commit_files(repository: Path, paths: list[Path], message: str) -> None:
     """``git commit -- <paths>`` (when they changed), leaving anything else in the working tree alone."""
     names = [str(path) for path in paths]
-    subprocess.run(["git", "add", "--", *names], cwd=repository, check=True)
-    if subprocess.run(["git", "diff", "--cached", "--quiet", "--", *names], cwd=repository).returncode:
-        subprocess.run(["git", "commit", "-q", "-m", message, "--", *names], cwd=repository, check=True)
+    git(repository, "add", "--", *names)
+    if git(repository, "diff", "--cached", "--quiet", "--", *names, check=False).returncode:
+        git(repository, "commit", "-q", "-m", message, "--", *names)
+
+
+def git(repository: Path, *arguments: str, check: bool = True, wait: float = 120.0) -> subprocess.CompletedProcess:
+    """One git command, waiting up to ``wait`` seconds while another git process holds the index (two grids
+    committing into one checkout, or a person's commit): a grid must not stop for a busy lock."""
+    deadline = time.monotonic() + wait
+    while True:
+        result = subprocess.run(["git", *arguments], cwd=repository, capture_output=True, text=True)
+        if "index.lock" not in result.stderr or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    if check and result.returncode:
+        raise subprocess.CalledProcessError(result.returncode, result.args, result.stdout, result.stderr)
+    return result
 
 
 def git_commit_cell(repository: Path) -> Callable[[Path], None]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from pathlib import Path
 
 import pytest
@@ -208,6 +209,13 @@ def test_result_files_are_committed_one_by_one_leaving_other_changes_alone(tmp_p
     assert git("diff", "--cached", "--name-only").split() == ["other.txt"]
     git_commit_files(tmp_path, [result], "unchanged")  # nothing changed: no empty commit
     assert git("rev-list", "--count", "HEAD").strip() == "1"
+    # Another git process holding the index (a second grid committing) is waited for, not a failure.
+    lock = tmp_path / ".git" / "index.lock"
+    lock.touch()
+    threading.Timer(1.0, lock.unlink).start()
+    result.write_text('{"seed": 1}')
+    git_commit_files(tmp_path, [result], "after the lock")
+    assert git("log", "--format=%s").split("\n")[0] == "after the lock"
 
 
 @pytest.mark.parametrize("spec", PAIRS)
