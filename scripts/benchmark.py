@@ -371,7 +371,9 @@ def main() -> None:
         return
     limits = {k: int(v) for k, v in (item.split("=") for item in args.max_length_by_model.split(",") if item)}
     torch.manual_seed(0)
-    peaks = {precision: Device(args.device, precision).matmul_peak() for precision in args.precisions}
+    # --tiny measures a 512² matmul: 4096² in bf16 takes minutes on a CPU without native bf16 (e.g. AMD EPYC).
+    peak_size = 512 if args.tiny else None
+    peaks = {precision: Device(args.device, precision).matmul_peak(peak_size) for precision in args.precisions}
     for precision, peak in peaks.items():
         print(f"{precision} matmul peak on {args.device}: {peak / 1e9:.1f} GFLOP/s", flush=True)
 
