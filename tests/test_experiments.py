@@ -308,27 +308,38 @@ def test_self_pretraining_sees_only_each_runs_training_inputs(tmp_path: Path, mo
 
 def test_a_self_pretraining_that_stops_is_the_runs_outcome(tmp_path: Path, monkeypatch) -> None:
     """A non-finite step in a run's self-pretraining is recorded as that run's outcome (named, with the step),
-    like one in fine-tuning; the grid goes on with its other runs."""
+    like one in fine-tuning; the grid goes on with its other runs. The held-out runs share one pretraining (one
+    per rate): a stopped one is not run again for the next rate, nor when the grid is run again."""
     from hf_variants.training import run_mlm
     from hf_variants.training.nonfinite import NonFiniteStepError
 
     learnable_ag_news(tmp_path / "data", rows=120)
-    settings = tiny_settings(pairs=("macaron_bert",), learning_rates=(1e-3,), seeds=(1,),
+    settings = tiny_settings(pairs=("macaron_bert",), learning_rates=(1e-3, 3e-3), seeds=(1,),
                              pretraining=SelfPretraining(steps=2))  # fmt: skip
     engine = run_mlm.run
+    control_pretrainings: list[str] = []
 
     def failing_for_the_control(arguments):
         if "control" in Path(arguments.output_dir).parts:
+            control_pretrainings.append(Path(arguments.output_dir).name)
             raise NonFiniteStepError(2, ["bert.embeddings.word_embeddings.weight"])
         return engine(arguments)
 
     monkeypatch.setattr(run_mlm, "run", failing_for_the_control)
     Grid(settings, tmp_path / "data", tmp_path / "out", work_dir=tmp_path / "work").run()
+    assert control_pretrainings == ["pretrained-fit-seed0", "pretrained-train-seed1"]  # once each, not per rate
     cell = tmp_path / "out" / "ag_news" / "macaron_bert"
-    failed = json.loads((cell / "control" / "seed1.json").read_text())
-    assert failed["status"] == "diverged" and failed["error"].startswith("self-pretraining: Step 2: non-finite")
-    assert held_out_run(failed) == HeldOutRun(None)
+    for name in ("sweep-lr0.001", "sweep-lr0.003", "seed1"):
+        failed = json.loads((cell / "control" / f"{name}.json").read_text())
+        assert failed["status"] == "diverged" and failed["error"].startswith("self-pretraining: Step 2: non-finite")
+        assert held_out_run(failed) == HeldOutRun(None)
     assert json.loads((cell / "variant" / "seed1.json").read_text())["status"] == "finished"
+    # Run again without the records: the stopped pretrainings' outcomes are read, not trained again.
+    for name in ("sweep-lr0.003", "seed1"):
+        (cell / "control" / f"{name}.json").unlink()
+    Grid(settings, tmp_path / "data", tmp_path / "out", work_dir=tmp_path / "work").run()
+    assert control_pretrainings == ["pretrained-fit-seed0", "pretrained-train-seed1"]
+    assert json.loads((cell / "control" / "seed1.json").read_text())["error"] == failed["error"]
 
 
 def test_chosen_rate_is_marked_at_either_edge_of_the_sweep() -> None:

@@ -229,11 +229,7 @@ class Grid:
         pretrained, pretraining, result = None, {}, None
         if s.pretraining is not None:
             corpus = "fit" if phase == "sweep" else "train"
-            try:
-                pretrained, pretraining = self.pretrain(spec, role, corpus, seed, config)
-            except (NonFiniteStepError, ODESolverError) as error:  # the run's outcome, as in fine-tuning
-                status = "diverged" if isinstance(error, NonFiniteStepError) else "solver_failed"
-                result = {"status": status, "error": f"self-pretraining: {getattr(error, 'summary', error)}"}
+            pretrained, pretraining, result = self.pretrain(spec, role, corpus, seed, config)
         if result is None:
             result = train_and_evaluate(config, self.tokenizer, train, evaluation, RunSettings(
                 learning_rate=learning_rate, warmup_ratio=s.warmup_ratio, steps=s.steps, batch_size=s.batch_size,
@@ -252,10 +248,15 @@ class Grid:
         logger.warning("%s %s %s %s lr=%g seed=%d: %s", s.task, spec, role, phase, learning_rate, seed, shown)
         return record
 
-    def pretrain(self, spec: str, role: str, corpus: str, seed: int, config: Any) -> tuple[Path, dict[str, Any]]:
+    def pretrain(
+        self, spec: str, role: str, corpus: str, seed: int, config: Any
+    ) -> tuple[Path | None, dict[str, Any], dict[str, Any] | None]:
         """The run's model self-pretrained on ``corpus`` (``"fit"``: the training split without its held-out
-        slice; ``"train"``: all of it) at ``seed`` (:class:`SelfPretraining`), and what the record keeps of it.
-        The engine resumes its own run folder, and returns a finished one's results without training."""
+        slice; ``"train"``: all of it) at ``seed`` (:class:`SelfPretraining`), what the record keeps of it, and
+        ``None`` — or, when the pretraining stopped on a non-finite step or a solver failure, ``(None, {}, the
+        run's outcome)``. The engine resumes its own run folder, and returns a finished one's results without
+        training; a stopped one's outcome is kept beside its folder (``…-stopped.json``), so the held-out runs
+        that share it (one per rate) do not pay for it again."""
         from ..settings.pretraining import PretrainingArguments
         from ..training import run_mlm
 
@@ -268,6 +269,9 @@ class Grid:
         if not (tokenizer_dir / "tokenizer.json").is_file():
             self.tokenizer.save_pretrained(tokenizer_dir)
         folder = self.work / spec_folder(spec) / role / f"pretrained-{corpus}-seed{seed}"
+        stopped = folder.with_name(folder.name + "-stopped.json")
+        if stopped.is_file():
+            return None, {}, load_json(stopped)
         config_dir = folder.with_name(folder.name + "-config")
         config = copy.deepcopy(config)
         config.sparse_prediction = p.sparse_prediction
@@ -280,13 +284,19 @@ class Grid:
             logging_steps=max(1, p.steps // 20), max_eval_samples=512, output_dir=folder, disable_tqdm=True,
             report_to=["none"],
         )  # fmt: skip
-        with console_to_file(folder.with_name(folder.name + ".log"), quiet=True), quiet_libraries():  # to a log
-            results = run_mlm.run(arguments)
+        try:
+            with console_to_file(folder.with_name(folder.name + ".log"), quiet=True), quiet_libraries():  # to a log
+                results = run_mlm.run(arguments)
+        except (NonFiniteStepError, ODESolverError) as error:  # the run's outcome, as in fine-tuning
+            status = "diverged" if isinstance(error, NonFiniteStepError) else "solver_failed"
+            outcome = {"status": status, "error": f"self-pretraining: {getattr(error, 'summary', error)}"}
+            write_record(stopped, outcome)
+            return None, {}, outcome
         summary = {key: results.get(key) for key in ("steps", "eval_loss", "final_train_loss", "train_seconds",
                                                      "train_tokens")}  # fmt: skip
         summary |= {"corpus": corpus, "examples": len(self.texts[corpus]),
                     "compute_multiple": p.compute_multiple(s.steps)}  # fmt: skip
-        return folder, {"pretraining": summary}
+        return folder, {"pretraining": summary}, None
 
     def run(self, on_cell_done: Callable[[Path], None] | None = None) -> None:
         """Every (pair, role) cell: the sweep, the choice, the seeds. ``on_cell_done(folder)`` is called
