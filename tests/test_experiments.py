@@ -9,12 +9,13 @@ import math
 import random
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from hf_variants.lab.grid import Grid, GridSettings, SelfPretraining, held_out_run, load_grid
-from hf_variants.lab.never_from_scratch import SCRATCH, compute_table
+from hf_variants.lab.never_from_scratch import SCRATCH, cell_compute, compute_table
 from hf_variants.lab.spec import ModelSpec, spec_folder
 from hf_variants.lab.statistics import mean_interval, paired_difference, predicts_one_class
 from hf_variants.lab.tables import comparison_table, injective_layer_table, rate_text, reading_table, summarize_role
@@ -322,6 +323,7 @@ def test_a_self_pretraining_that_stops_is_the_runs_outcome(tmp_path: Path, monke
     def failing_for_the_control(arguments):
         if "control" in Path(arguments.output_dir).parts:
             control_pretrainings.append(Path(arguments.output_dir).name)
+            time.sleep(0.3)  # a pretraining that ran a while before it stopped
             raise NonFiniteStepError(2, ["bert.embeddings.word_embeddings.weight"])
         return engine(arguments)
 
@@ -334,6 +336,16 @@ def test_a_self_pretraining_that_stops_is_the_runs_outcome(tmp_path: Path, monke
         assert failed["status"] == "diverged" and failed["error"].startswith("self-pretraining: Step 2: non-finite")
         assert held_out_run(failed) == HeldOutRun(None)
     assert json.loads((cell / "variant" / "seed1.json").read_text())["status"] == "finished"
+    # The compute table counts the held-out runs' one pretraining once, and a stopped one's time until it stopped.
+    cells = load_grid(tmp_path / "out" / "ag_news")["cells"]["macaron_bert"]
+    shared = {record["pretraining"]["train_seconds"] for record in cells["variant"]["sweep"].values()}
+    assert len(shared) == 1  # both held-out runs start from one pretraining
+    expected = (shared.pop() + cells["variant"]["seeds"][1]["pretraining"]["train_seconds"]) / 60
+    assert cell_compute(cells["variant"])["pretraining"] == pytest.approx(expected)
+    sweep_wall = [record["wall_seconds"] for record in cells["control"]["sweep"].values()]
+    expected = (max(sweep_wall) + cells["control"]["seeds"][1]["wall_seconds"]) / 60
+    assert cell_compute(cells["control"])["pretraining"] == pytest.approx(expected)
+    assert min(sweep_wall) < 0.3 <= expected * 60  # the second held-out run paid nothing; the time counted once
     # Run again without the records: the stopped pretrainings' outcomes are read, not trained again.
     for name in ("sweep-lr0.003", "seed1"):
         (cell / "control" / f"{name}.json").unlink()

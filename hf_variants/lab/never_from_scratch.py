@@ -138,15 +138,30 @@ def scratch_table(study_dir: Path, tasks: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def pretraining_seconds(record: dict) -> float:
+    """The time of a run's self-pretraining: the engine's timer (a pretraining resumed in another session counts
+    its whole run), or, for one that stopped on a non-finite step or a solver failure (no engine result), the
+    run's wall time until it stopped."""
+    if record.get("pretraining"):
+        return record["pretraining"].get("train_seconds") or 0.0
+    stopped = str(record.get("error", "")).startswith("self-pretraining:")
+    return (record.get("wall_seconds") or 0.0) if stopped else 0.0
+
+
 def cell_compute(cell: dict) -> dict[str, float | int | str]:
-    """What one role's cell cost, summed over its finished runs (sweep and seeds): runs trained and minutes of
-    pretraining and of fine-tuning (the engines' own timers; a pretraining resumed in another session counts its
-    whole run). A cell copied from its twin (``same_model_as``, :meth:`~.grid.Grid.twins`) names the twin."""
+    """What one role's cell cost, summed over its runs (sweep and seeds): runs trained and minutes of pretraining
+    (:func:`pretraining_seconds`) and of fine-tuning. The held-out runs share one pretraining (the sweep seed's, on
+    the fit split), counted once. A cell copied from its twin (``same_model_as``, :meth:`~.grid.Grid.twins`)
+    names the twin."""
     records = [*cell["sweep"].values(), *cell["seeds"].values()]
     trained = [record for record in records if "same_model_as" not in record]
+    pretrainings: dict[tuple[bool, int], float] = {}  # (held-out run, seed): one pretraining folder of the grid
+    for record in trained:
+        key = (record.get("phase") == "sweep", record.get("seed", 0))
+        pretrainings[key] = max(pretrainings.get(key, 0.0), pretraining_seconds(record))
     return {
         "runs": len(trained),
-        "pretraining": sum((record.get("pretraining") or {}).get("train_seconds") or 0.0 for record in trained) / 60,
+        "pretraining": sum(pretrainings.values()) / 60,
         "fine_tuning": sum(record.get("train_seconds") or 0.0 for record in trained) / 60,
         "copied_from": ", ".join(sorted({record["same_model_as"] for record in records if "same_model_as" in record})),
     }
