@@ -352,6 +352,22 @@ def test_a_self_pretraining_that_stops_is_the_runs_outcome(tmp_path: Path, monke
     Grid(settings, tmp_path / "data", tmp_path / "out", work_dir=tmp_path / "work").run()
     assert control_pretrainings == ["pretrained-fit-seed0", "pretrained-train-seed1"]
     assert json.loads((cell / "control" / "seed1.json").read_text())["error"] == failed["error"]
+    # Another pretraining (here a longer one) in the same work folder is another run: the engine is asked again,
+    # the stopped outcome is not read as this run's.
+    asked: list[str] = []
+
+    def stopping_at_step_3(arguments):
+        asked.append("/".join(Path(arguments.output_dir).parts[-2:]))
+        raise NonFiniteStepError(3, ["bert.embeddings.word_embeddings.weight"])
+
+    monkeypatch.setattr(run_mlm, "run", stopping_at_step_3)
+    longer = tiny_settings(pairs=("macaron_bert",), learning_rates=(1e-3,), seeds=(1,),
+                           pretraining=SelfPretraining(steps=3))  # fmt: skip
+    Grid(longer, tmp_path / "data", tmp_path / "longer", work_dir=tmp_path / "work").run()
+    assert asked == [f"{role}/pretrained-{corpus}" for role in ("variant", "control")
+                     for corpus in ("fit-seed0", "train-seed1")]  # fmt: skip
+    record = json.loads((tmp_path / "longer" / "ag_news" / "macaron_bert" / "control" / "seed1.json").read_text())
+    assert record["error"].startswith("self-pretraining: Step 3: non-finite")
 
 
 def test_chosen_rate_is_marked_at_either_edge_of_the_sweep() -> None:

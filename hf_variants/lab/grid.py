@@ -256,7 +256,7 @@ class Grid:
         ``None`` — or, when the pretraining stopped on a non-finite step or a solver failure, ``(None, {}, the
         run's outcome)``. The engine resumes its own run folder, and returns a finished one's results without
         training; a stopped one's outcome is kept beside its folder (``…-stopped.json``), so the held-out runs
-        that share it (one per rate) do not pay for it again."""
+        that share it (one per rate) and a re-run grid do not pay for it again."""
         from ..settings.pretraining import PretrainingArguments
         from ..training import run_mlm
 
@@ -269,9 +269,6 @@ class Grid:
         if not (tokenizer_dir / "tokenizer.json").is_file():
             self.tokenizer.save_pretrained(tokenizer_dir)
         folder = self.work / spec_folder(spec) / role / f"pretrained-{corpus}-seed{seed}"
-        stopped = folder.with_name(folder.name + "-stopped.json")
-        if stopped.is_file():
-            return None, {}, load_json(stopped)
         config_dir = folder.with_name(folder.name + "-config")
         config = copy.deepcopy(config)
         config.sparse_prediction = p.sparse_prediction
@@ -284,13 +281,20 @@ class Grid:
             logging_steps=max(1, p.steps // 20), max_eval_samples=512, output_dir=folder, disable_tqdm=True,
             report_to=["none"],
         )  # fmt: skip
+        # A stopped pretraining's outcome, kept for the runs that share it while its run is the same (the engine's
+        # fingerprint of it, paths left out): a changed setting or config trains again, as the engine would.
+        stopped = folder.with_name(folder.name + "-stopped.json")
+        this_run = json.loads(json.dumps(run_mlm.run_fingerprint(arguments, self.tokenizer) | {
+            "max_train_steps": p.steps, "locations": None}, default=str))  # fmt: skip
+        if stopped.is_file() and (record := load_json(stopped)).get("pretraining_run") == this_run:
+            return None, {}, record["outcome"]
         try:
             with console_to_file(folder.with_name(folder.name + ".log"), quiet=True), quiet_libraries():  # to a log
                 results = run_mlm.run(arguments)
         except (NonFiniteStepError, ODESolverError) as error:  # the run's outcome, as in fine-tuning
             status = "diverged" if isinstance(error, NonFiniteStepError) else "solver_failed"
             outcome = {"status": status, "error": f"self-pretraining: {getattr(error, 'summary', error)}"}
-            write_record(stopped, outcome)
+            write_record(stopped, {"outcome": outcome, "pretraining_run": this_run})
             return None, {}, outcome
         summary = {key: results.get(key) for key in ("steps", "eval_loss", "final_train_loss", "train_seconds",
                                                      "train_tokens")}  # fmt: skip
