@@ -535,7 +535,8 @@ def test_a_non_finite_gradient_stops_the_run_before_any_weight_changes(monkeypat
 def test_a_grid_run_is_the_fine_tuning_engine_with_typed_settings() -> None:
     """The grid's run and ``hf-variants finetune`` are one engine: the same model, data and settings give
     the same weights through ``grid_training.train_and_evaluate`` as through ``GlueTrainer`` built here
-    from the same ``TrainingArguments`` (and the record's accuracy is what those weights predict)."""
+    from the same ``TrainingArguments`` (and the record's accuracy is what those weights predict; its loss
+    curve is what the Trainer logs every ``steps / CURVE_POINTS`` steps)."""
     import tempfile
 
     import torch
@@ -553,7 +554,8 @@ def test_a_grid_run_is_the_fine_tuning_engine_with_typed_settings() -> None:
         {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32},
         vocab_size=len(tokenizer), num_labels=2, pad_token_id=tokenizer.pad_token_id,
     )  # fmt: skip
-    settings = training.RunSettings(learning_rate=3e-3, warmup_ratio=0.25, steps=8, batch_size=8, seed=4)
+    settings = training.RunSettings(learning_rate=3e-3, warmup_ratio=0.25, steps=2 * training.CURVE_POINTS,
+                                    batch_size=8, seed=4)  # fmt: skip
     trained = {}
     original = training.AutoModelForSequenceClassification.from_config
 
@@ -569,8 +571,15 @@ def test_a_grid_run_is_the_fine_tuning_engine_with_typed_settings() -> None:
     torch.manual_seed(settings.seed)
     model = original(config)
     with tempfile.TemporaryDirectory() as folder:
-        GlueTrainer(model=model, args=settings.training_arguments(folder), train_dataset=split,
-                    data_collator=training.TokenCountingCollator(tokenizer)).train()  # fmt: skip
+        arguments = settings.training_arguments(folder)
+        arguments.logging_steps = 2  # the Trainer logs the mean loss of the steps since its last log
+        engine = GlueTrainer(model=model, args=arguments, train_dataset=split,
+                             data_collator=training.TokenCountingCollator(tokenizer))  # fmt: skip
+        engine.train()
+    logged = [(entry["step"], entry["loss"]) for entry in engine.state.log_history if "loss" in entry]
+    assert len(record["curve"]) == len(logged) == training.CURVE_POINTS
+    for point, (step, loss) in zip(record["curve"], logged, strict=True):
+        assert point["step"] == step and point["loss"] == pytest.approx(loss, abs=2e-4)  # the Trainer rounds
     grid_weights, engine_weights = trained["grid"].state_dict(), model.state_dict()
     assert all(torch.equal(grid_weights[k], engine_weights[k]) for k in engine_weights)
     assert record["status"] == "finished" and sum(record["prediction_counts"]) == len(labels)

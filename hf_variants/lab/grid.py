@@ -112,9 +112,10 @@ class GridSettings:
 
 
 def run_outcome(record: dict[str, Any]) -> RunOutcome:
-    """A run's record as the protocol's verdicts read it. The grid records no loss curve and no test size
-    beside a run, so its runs get the failure and one-class tests (the rule its committed tables were
-    made with), not the plateau and at-chance ones."""
+    """A run's record as the protocol's verdicts read it: the failure and one-class tests (the rule its committed
+    tables were made with), not the plateau and at-chance ones. Its records keep no test size, and a loss
+    curve (``curve``) only since the runs of 2026-11-27: the plateau test waits until every cell a table reads
+    has one (a re-run), so that no table reads its runs by two rules."""
     finished = record["status"] == "finished"
     return RunOutcome(
         record["accuracy"] if finished else None,

@@ -72,6 +72,11 @@ class TokenCountingCollator(DataCollatorWithPadding):
         return batch
 
 
+#: Points of a run's recorded training-loss curve: each the mean loss of its window of steps, as the Trainer logs
+#: with ``logging_steps`` = steps / CURVE_POINTS (the main job's records keep the Trainer's own log).
+CURVE_POINTS = 20
+
+
 @dataclass(frozen=True)
 class RunSettings:
     """The training settings of one run (the rest are the Trainer's defaults)."""
@@ -125,7 +130,8 @@ def train_and_evaluate(
     """Train a fresh model of ``config`` (or, from ``initial_weights``, a pretrained encoder of that config with a
     new classification head) on ``train`` and evaluate it on ``evaluation`` (both encoded by
     ``tokenizer``, which pads the batches); returns the result
-    record (accuracy, prediction counts, whether it predicts one class, losses, timing, parameter count).
+    record (accuracy, prediction counts, whether it predicts one class, the final training loss and the loss
+    curve — :data:`CURVE_POINTS` window means —, timing, parameter count).
 
     A study that watches the training passes Trainer ``callbacks`` (they see the model at each event);
     one that measures the trained model passes ``measure``, whose fields join a finished run's record."""
@@ -161,6 +167,9 @@ def train_and_evaluate(
     correct = sum(p == y for p, y in zip(predictions, evaluation.labels, strict=True))
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     tail = losses[-max(1, settings.steps // 10) :]
+    window = max(1, len(losses) // CURVE_POINTS)
+    curve = [{"step": end, "loss": sum(losses[end - window : end]) / window}
+             for end in range(window, len(losses) + 1, window)]  # fmt: skip
     return {
         "status": "finished",
         "accuracy": correct / len(predictions),
@@ -168,6 +177,7 @@ def train_and_evaluate(
         "prediction_counts": counts,
         "predicts_one_class": predicts_one_class(counts),
         "final_train_loss": sum(tail) / len(tail),
+        "curve": curve,
         "train_seconds": round(train_seconds, 2),
         "train_tokens_per_second": round(train_tokens / train_seconds, 1),
         "parameters": sum(p.numel() for p in model.parameters()),
