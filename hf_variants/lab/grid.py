@@ -111,6 +111,9 @@ class GridSettings:
         return fingerprint
 
 
+#: How a run's error begins when its self-pretraining stopped (no fine-tuning ran).
+PRETRAINING_STOPPED = "self-pretraining: "
+
 def run_outcome(record: dict[str, Any]) -> RunOutcome:
     """A run's record as the protocol's verdicts read it: the failure and one-class tests (the rule its committed
     tables were made with), not the plateau and at-chance ones. Its records keep no test size, and a loss
@@ -294,7 +297,7 @@ class Grid:
                 results = run_mlm.run(arguments)
         except (NonFiniteStepError, ODESolverError) as error:  # the run's outcome, as in fine-tuning
             status = "diverged" if isinstance(error, NonFiniteStepError) else "solver_failed"
-            outcome = {"status": status, "error": f"self-pretraining: {getattr(error, 'summary', error)}"}
+            outcome = {"status": status, "error": f"{PRETRAINING_STOPPED}{getattr(error, 'summary', error)}"}
             write_record(stopped, {"outcome": outcome, "pretraining_run": this_run})
             return None, {}, outcome
         summary = {key: results.get(key) for key in ("steps", "eval_loss", "final_train_loss", "train_seconds",

@@ -22,7 +22,7 @@ import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from .grid import ROLES
+from .grid import PRETRAINING_STOPPED, ROLES
 from .statistics import Interval, paired_difference_if_any
 from .tables import PAIR_LABELS, PAPER_NUMBERS, rate_text, summarize_role, task_grids
 
@@ -144,7 +144,7 @@ def pretraining_seconds(record: dict) -> float:
     run's wall time until it stopped."""
     if record.get("pretraining"):
         return record["pretraining"].get("train_seconds") or 0.0
-    stopped = str(record.get("error", "")).startswith("self-pretraining:")
+    stopped = str(record.get("error", "")).startswith(PRETRAINING_STOPPED)
     return (record.get("wall_seconds") or 0.0) if stopped else 0.0
 
 
