@@ -114,6 +114,7 @@ class GridSettings:
 #: How a run's error begins when its self-pretraining stopped (no fine-tuning ran).
 PRETRAINING_STOPPED = "self-pretraining: "
 
+
 def run_outcome(record: dict[str, Any]) -> RunOutcome:
     """A run's record as the protocol's verdicts read it: the failure and one-class tests (the rule its committed
     tables were made with), not the plateau and at-chance ones. Its records keep no test size, and a loss
