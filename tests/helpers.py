@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
+import signal
 import socket
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+
+import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
@@ -20,6 +24,39 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def run_launcher(
+    command: list[str], *, cwd: Path, env: dict[str, str], timeout: int = 300
+) -> subprocess.CompletedProcess:
+    """Run a launcher command (``accelerate launch ...``) in a session of its own. If it still runs after
+    ``timeout`` seconds, every process of that session (launcher and workers) is sent SIGABRT, on which Python's
+    faulthandler (switched on here) prints each one's stacks, then killed; the test fails with those stacks, so a
+    hung launch fails in minutes and says where it hung, instead of holding an xdist worker."""
+    process = subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+        env={**env, "PYTHONFAULTHANDLER": "1"},
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):  # it may end between the timeout and the signal
+            os.killpg(process.pid, signal.SIGABRT)
+        try:
+            stdout, stderr = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            stdout, stderr = process.communicate()
+        pytest.fail(f"{' '.join(command[:2])} still ran after {timeout} s; its output, then its stacks:\n"
+                    f"{stdout[-3000:]}\n{stderr[-12000:]}")  # fmt: skip
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
 def load_script(name: str) -> ModuleType:
@@ -43,7 +80,12 @@ def run_python(script: str, *args: str, cwd: Path, timeout: int = 300) -> subpro
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     return subprocess.run(
-        [sys.executable, str(path), *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout,
+        [sys.executable, str(path), *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=timeout,
         stdin=subprocess.DEVNULL,
     )
 

@@ -22,7 +22,7 @@ from hf_variants.settings import finetuning as finetune_arguments
 from hf_variants.settings import pretraining as pretrain_arguments
 
 from .common import WITHOUT_PACKAGE
-from .helpers import run_python
+from .helpers import run_launcher, run_python
 from .mlm_helpers import mlm_args
 
 CLI = Path(sys.executable).with_name("hf-variants")
@@ -156,7 +156,7 @@ def test_mixed_precision_comes_from_the_launcher_unless_a_flag_is_given(corpus, 
         arguments = mlm_args(corpus, tokenizer_dir, output, "macaron_bert", "--max_train_steps", "2", *extra)
         command = [str(launcher), "launch", *settings, "-m", "hf_variants.cli", "pretrain", *arguments]
         environment = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-        result = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=600, cwd=tmp_path)
+        result = run_launcher(command, cwd=tmp_path, env=environment)
         assert result.returncode == 0, result.stderr[-3000:]
         return json.loads((output / "results.json").read_text())
 

@@ -21,7 +21,7 @@ from hf_variants.training.checkpoints import CheckpointError
 from hf_variants.training.files import FAILPOINT_ENV
 from hf_variants.training.nonfinite import NonFiniteStepError
 
-from .helpers import REPO_ROOT, free_port, middle_parameter, poison_gradient
+from .helpers import REPO_ROOT, free_port, middle_parameter, poison_gradient, run_launcher
 from .mlm_helpers import deterministic_metrics, history, mlm_args
 
 STEPS, EVERY = 14, 3  # checkpoints at 3, 6, 9, 12
@@ -331,7 +331,7 @@ def test_fine_tuning_under_the_launcher_trains_one_process_model_and_resumes_exa
                    "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
                    "--main_process_port", str(free_port()),
                    "-m", "hf_variants.cli", "finetune", *args(output, 4)]  # the documented launch  # fmt: skip
-        return subprocess.run(command, capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
+        return run_launcher(command, cwd=tmp_path, env=env)
 
     one, two, killed = tmp_path / "one", tmp_path / "two", tmp_path / "killed"
     assert launch(args(one, 8), script="run_glue").returncode == 0
@@ -357,6 +357,32 @@ def test_fine_tuning_under_the_launcher_trains_one_process_model_and_resumes_exa
     assert resumed.returncode == 0, resumed.stderr[-4000:]
     assert "Resuming this run from" in resumed.stderr
     same_as_one_process(killed)
+
+
+@pytest.mark.parametrize("engine", ["pretrain", "finetune"])
+def test_a_failed_run_ends_its_process_group(
+    engine: str, corpus: Path, tokenizer_dir: Path, glue_setup: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A launched process whose run fails still destroys its process group on the way out (left to interpreter
+    shutdown, gloo's threads can hang or abort the process): both engines' ``main`` end it in a ``finally``."""
+    import torch.distributed as dist
+
+    from hf_variants.training import run_glue
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+    try:
+        if engine == "pretrain":
+            with pytest.raises(FileNotFoundError, match="does not exist"):
+                run_mlm.main(run_args(tmp_path / "missing.txt", tokenizer_dir, tmp_path / "out"))
+        else:
+            args = glue_run_args(glue_setup, tmp_path / "out")
+            args[args.index("--train_file") + 1] = str(tmp_path / "missing.csv")
+            with pytest.raises((FileNotFoundError, ValueError), match=r"missing\.csv"):
+                run_glue.main(args)
+        assert not dist.is_initialized()
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
 
 
 def test_fine_tuning_refuses_sharded_checkpoints(monkeypatch: pytest.MonkeyPatch) -> None:

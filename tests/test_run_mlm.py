@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from hf_variants.training import run_mlm
 from hf_variants.training.checkpoints import MANIFEST_FILE
 from hf_variants.training.data import SeededMaskingCollator
 
-from .helpers import free_port
+from .helpers import free_port, run_launcher
 from .mlm_helpers import TINY, deterministic_metrics, history, mlm_args
 
 
@@ -128,7 +127,7 @@ def test_two_processes_train_the_same_model_as_one(corpus: Path, tokenizer_dir: 
                "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
                "-m", "hf_variants.cli", "pretrain", *args(two, 4)]  # the documented launch  # fmt: skip
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
+    result = run_launcher(command, cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr[-4000:]
     assert json.loads((two / "results.json").read_text())["processes"] == 2
     for a, b in zip(history(one), history(two), strict=True):

@@ -74,6 +74,7 @@ from . import checkpoints, run_identity
 from .files import write_text_atomic
 from .interrupts import StopOnSignal, TrainingInterrupted
 from .nonfinite import StopOnNonFiniteGradients
+from .processes import end_process_group
 
 logger = logging.getLogger(__name__)
 
@@ -535,14 +536,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         return run(*settings, command=" ".join(["run_glue.py", *(argv if argv is not None else sys.argv[1:])]))
     finally:
         end_process_group()
-
-
-def end_process_group() -> None:
-    """Destroy the launcher's process group before the process exits, as torch asks (the pretraining engine's
-    ``accelerator.end_training()`` does the same): left to interpreter shutdown, gloo's worker threads can be
-    destroyed while running, which aborts a finished process ("terminate called without an active exception")."""
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        torch.distributed.destroy_process_group()
 
 
 def run(

@@ -63,6 +63,7 @@ from .data import SeededMaskingCollator, global_batches, load_text_corpus, token
 from .files import write_text_atomic
 from .interrupts import StopOnSignal, TrainingInterrupted
 from .nonfinite import NonFiniteStepError, nonfinite_gradients
+from .processes import end_process_group
 
 BASELINE_MODEL_TYPES = ("bert",)
 STATE_FILE = "training_state.json"
@@ -255,7 +256,10 @@ def check_parallelism(accelerator: Accelerator) -> None:
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """``hf-variants pretrain``: the command line parsed into typed settings, then :func:`run`."""
     settings = parse_args(argv)
-    return run(settings, command=" ".join(["run_mlm.py", *(argv if argv is not None else sys.argv[1:])]))
+    try:
+        return run(settings, command=" ".join(["run_mlm.py", *(argv if argv is not None else sys.argv[1:])]))
+    finally:
+        end_process_group()  # also when the run failed (on success, accelerator.end_training() has done it)
 
 
 def run(args: PretrainingArguments, command: str | None = None) -> dict[str, Any]:
@@ -502,6 +506,7 @@ def train(
         export_if_asked(args, unwrapped, tokenizer, results)
         checkpoints.write_manifest(args.output_dir, files_before, "pretrain")
     accelerator.print(json.dumps({k: v for k, v in results.items() if k not in ("command", "arguments")}, indent=2))
+    accelerator.wait_for_everyone()  # every process returns once the folder is complete, and all end together
     accelerator.end_training()
     return results
 
