@@ -399,7 +399,7 @@ def test_table_reports_means_pairs_and_did_not_learn_from_the_files(tmp_path: Pa
     set_seed("control", 3, 0.25, one_class=True)  # must leave the mean and the pairing
     grid = load_grid(folder)
     chance = grid["data"]["test_majority_share"]
-    control = summarize_role(grid["cells"]["mgk_bert"]["control"], chance)
+    control = summarize_role(grid["cells"]["mgk_bert"]["control"], grid["data"])
     assert control["failed"] == [3] and control["learned"] == {1: 0.60, 2: 0.65}
     assert "(1/3 seeds did not learn)" in control["text"]
     row = comparison_table(tmp_path / "out", ["ag_news"]).splitlines()[2]
@@ -417,6 +417,36 @@ def test_table_reports_means_pairs_and_did_not_learn_from_the_files(tmp_path: Pa
         set_seed("control", seed, 0.25, one_class=True)
     row = comparison_table(tmp_path / "out", ["ag_news"]).splitlines()[2]
     assert f"did not learn (chance {100 * chance:.1f})" in row and "| — |" in row
+
+
+def test_a_run_below_the_guessing_bound_is_named_and_left_out(tmp_path: Path) -> None:
+    """A run that predicts several classes but scores below a guessing model's 95% bound on the test split
+    (``chance + 1.96 · √(chance (1 − chance) / n)``, from the task's ``data.json``) is "at chance": out of the
+    mean and the pairing; a run just above the bound counts."""
+    learnable_ag_news(tmp_path / "data")
+    Grid(tiny_settings(pairs=("mgk_bert",), seeds=(1, 2, 3)), tmp_path / "data", tmp_path / "out").run()
+    folder = tmp_path / "out" / "ag_news"
+    data = json.loads((folder / "data.json").read_text())
+    chance, examples = data["test_majority_share"], data["test_examples"]
+    bound = chance + 1.96 * math.sqrt(chance * (1 - chance) / examples)
+
+    def set_accuracy(seed: int, accuracy: float) -> None:
+        path = folder / "mgk_bert" / "control" / f"seed{seed}.json"
+        record = json.loads(path.read_text())
+        total = sum(record["prediction_counts"])
+        counts = [total // 2, total - total // 2, 0, 0]
+        record.update(accuracy=accuracy, predicts_one_class=False, prediction_counts=counts)
+        path.write_text(json.dumps(record))
+
+    for seed, accuracy in {1: bound + 0.001, 2: bound - 0.001, 3: 0.9}.items():
+        set_accuracy(seed, accuracy)
+    control = summarize_role(load_grid(folder)["cells"]["mgk_bert"]["control"], data)
+    assert control["learned"] == {1: pytest.approx(bound + 0.001), 3: 0.9} and control["failed"] == [2]
+    assert "(1/3 seeds at chance)" in control["text"]
+    for seed in (1, 3):
+        set_accuracy(seed, bound - 0.002)
+    row = comparison_table(tmp_path / "out", ["ag_news"]).splitlines()[2]
+    assert f"at chance (chance {100 * chance:.1f})" in row and "| — |" in row
 
 
 def write_grid_records(folder: Path, pairs: list[str], runs: dict[str, dict[int, dict]]) -> None:

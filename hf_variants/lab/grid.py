@@ -115,16 +115,21 @@ class GridSettings:
 PRETRAINING_STOPPED = "self-pretraining: "
 
 
-def run_outcome(record: dict[str, Any]) -> RunOutcome:
-    """A run's record as the protocol's verdicts read it: the failure and one-class tests (the rule its committed
-    tables were made with), not the plateau and at-chance ones. Its records keep no test size, and a loss
-    curve (``curve``) only since the runs of 2026-11-27: the plateau test waits until every cell a table reads
-    has one (a re-run), so that no table reads its runs by two rules."""
+def run_outcome(record: dict[str, Any], data: dict[str, Any] | None = None) -> RunOutcome:
+    """A run's record as the protocol's verdicts read it: the failure, one-class and at-chance tests, the last
+    with the size and majority share of the split the run was scored on, from its task folder's ``data.json``
+    (``data``; without it no at-chance test). Not the plateau test: the records keep a loss curve (``curve``)
+    only since the runs of 2026-11-27, and that test waits until every cell a table reads has one (a re-run),
+    so that no table reads its runs by two rules."""
     finished = record["status"] == "finished"
+    split = "held_out" if record.get("phase") == "sweep" else "test"
+    data = data or {}
     return RunOutcome(
         record["accuracy"] if finished else None,
         failed=None if finished else record["status"],
         one_class=finished and bool(record.get("predicts_one_class")),
+        chance=data.get(f"{split}_majority_share"),
+        examples=data.get(f"{split}_examples"),
     )
 
 

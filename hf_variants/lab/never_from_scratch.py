@@ -12,13 +12,12 @@ the grids' result files under ``study_dir/<condition>/<task>``, each condition a
   copied from its twin (the same model, :meth:`~.grid.Grid.twins`) named as such.
 
 Every difference carries its 95% interval (bold where it excludes 0) and the minimum detectable difference its
-seeds allow (:meth:`~.statistics.Interval.detectable_difference`); a run that predicted one class or failed is
-named and left out of the pairs (:func:`~.tables.summarize_role`), never averaged in.
+seeds allow (:meth:`~.statistics.Interval.detectable_difference`); a run that predicted one class, scored at
+chance or failed is named and left out of the pairs (:func:`~.tables.summarize_role`), never averaged in.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -47,8 +46,7 @@ def difference_with_power(variant: dict[int, float], control: dict[int, float]) 
 
 
 def learned_by_role(grid: dict, spec: str, role: str) -> dict:
-    chance = grid["data"].get("test_majority_share", math.nan)
-    return summarize_role(grid["cells"][spec][role], chance)
+    return summarize_role(grid["cells"][spec][role], grid["data"])
 
 
 def paired_cells(study_dir: Path, tasks: list[str]) -> Iterator[tuple[str, str, str, dict, dict]]:

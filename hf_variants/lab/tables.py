@@ -2,8 +2,9 @@
 
 Each row answers one question — does the variant's idea change accuracy against its matched control? —
 with both means and their 95% intervals, the paired difference by seed with its interval (bold where
-it excludes 0), the learning rates the held-out sweep chose, and "did not learn" wherever a run
-predicted one class (such runs are left out of means and pairs, never averaged in).
+it excludes 0), the learning rates the held-out sweep chose, "did not learn" wherever a run predicted one
+class and "at chance" wherever it scored below a guessing model's 95% bound (such runs are left out of means and
+pairs, never averaged in).
 """
 
 from __future__ import annotations
@@ -37,20 +38,26 @@ PAPER_NUMBERS = {
 }
 
 
-def summarize_role(role: dict[str, Any], chance: float) -> dict[str, Any]:
-    """Accuracies of the seeds that learned (:func:`~.verdicts.run_status`), and the seeds that did not:
-    one class, or failed (a non-finite stop or a solver failure) and named by their record's status."""
-    seeds = {seed: run_outcome(record) for seed, record in role["seeds"].items()}
+def summarize_role(role: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+    """Accuracies of the seeds that learned (:func:`~.verdicts.run_status`), and the seeds that did not: one
+    class, at chance (below a guessing model's 95% bound on the test split, whose size and majority share
+    ``data`` gives: the task folder's ``data.json``), or failed (a non-finite stop or a solver failure) and
+    named by their record's status."""
+    seeds = {seed: run_outcome(record, data) for seed, record in role["seeds"].items()}
     statuses = {seed: verdicts.run_status(outcome) for seed, outcome in seeds.items()}
     learned = {s: outcome.value for s, outcome in seeds.items() if statuses[s] == verdicts.LEARNED}
     failed = sorted(s for s in seeds if s not in learned)
     crashed = [s for s in failed if statuses[s] == verdicts.FAILED]
-    one_class = len(failed) - len(crashed)
+    one_class = sum(statuses[s] == verdicts.ONE_CLASS for s in failed)
+    at_chance = sum(statuses[s] == verdicts.AT_CHANCE for s in failed)
+    chance = data.get("test_majority_share", math.nan)
     text = mean_interval(list(learned.values())).mean_text(100) if learned else ""
-    if not learned and one_class:
-        text = f"did not learn (chance {100 * chance:.1f})"
+    if not learned and (one_class or at_chance):
+        text = f"{'did not learn' if one_class else 'at chance'} (chance {100 * chance:.1f})"
     elif one_class:
         text += f" ({one_class}/{len(seeds)} seeds did not learn)"
+    if at_chance and (learned or one_class):
+        text += f" ({at_chance}/{len(seeds)} seeds at chance)"
     if crashed:
         statuses_text = f"{len(crashed)}/{len(seeds)} seeds {', '.join(sorted({seeds[s].failed for s in crashed}))}"
         text = f"{text} ({statuses_text})" if text else statuses_text
@@ -83,12 +90,11 @@ def comparison_table(grid_dir: Path, tasks: list[str]) -> str:
         "|---|---|---:|---:|---:|---|---|",
     ]
     for task, grid in task_grids(grid_dir, tasks):
-        chance = grid["data"].get("test_majority_share", math.nan)
         for spec, roles in grid["cells"].items():
             if not roles["variant"]["seeds"] or not roles["control"]["seeds"]:
                 lines.append(f"| {task} | {PAIR_LABELS.get(spec, spec)} | not run yet | not run yet | — | | |")
                 continue
-            variant, control = (summarize_role(roles[r], chance) for r in ROLES)
+            variant, control = (summarize_role(roles[r], grid["data"]) for r in ROLES)
             swept = grid["settings"]["learning_rates"]
             rates = " / ".join(rate_text(roles[r]["chosen_learning_rate"], swept) for r in ROLES)
             lines.append(
@@ -264,8 +270,7 @@ def reading_table(reference: tuple[Path, str], readings: list[tuple[Path, str]],
         if task not in reference_grids or reference[1] not in reference_grids[task]["cells"]:
             continue
         base_grid = reference_grids[task]
-        chance = base_grid["data"].get("test_majority_share", math.nan)
-        base = summarize_role(base_grid["cells"][reference[1]]["variant"], chance)
+        base = summarize_role(base_grid["cells"][reference[1]]["variant"], base_grid["data"])
         for folder, spec in readings:
             grids = dict(task_grids(folder, [task]))
             if task not in grids or not grids[task]["cells"].get(spec, {}).get("variant", {}).get("seeds"):
@@ -273,7 +278,7 @@ def reading_table(reference: tuple[Path, str], readings: list[tuple[Path, str]],
             if not same_grid_settings(grids[task], base_grid):
                 raise ValueError(f"{folder / task} and {reference[0] / task} hold grids of other settings or data: "
                                  "their seeds do not pair.")  # fmt: skip
-            reading = summarize_role(grids[task]["cells"][spec]["variant"], chance)
+            reading = summarize_role(grids[task]["cells"][spec]["variant"], grids[task]["data"])
             lines.append(
                 f"| {task} | `{spec}` | {reading['text']} | {base['text']} | "
                 f"{difference_text(reading['learned'], base['learned'])} |"

@@ -48,10 +48,11 @@ def grid_verdicts(grid_dir: Path, tasks: list[str], label: str = "") -> dict[str
     for task in tasks:
         if not (grid_dir / task / "run_fingerprint.json").is_file():
             continue
-        for spec, roles in load_grid(grid_dir / task)["cells"].items():
+        grid = load_grid(grid_dir / task)
+        for spec, roles in grid["cells"].items():
             if spec not in VARIANTS or not roles["variant"]["seeds"] or not roles["control"]["seeds"]:
                 continue
-            outcomes = [{seed: grid_run_outcome(record) for seed, record in roles[role]["seeds"].items()}
+            outcomes = [{seed: grid_run_outcome(record, grid["data"]) for seed, record in roles[role]["seeds"].items()}
                         for role in ("variant", "control")]  # fmt: skip
             found.setdefault(spec, []).append(f"{task}{label}: {verdicts.pair_verdict(*outcomes).text}")
     return found
