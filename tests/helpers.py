@@ -80,12 +80,7 @@ def run_python(script: str, *args: str, cwd: Path, timeout: int = 300) -> subpro
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     return subprocess.run(
-        [sys.executable, str(path), *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=timeout,
+        [sys.executable, str(path), *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout,
         stdin=subprocess.DEVNULL,
     )
 

@@ -48,16 +48,14 @@ def summarize_role(role: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]
     learned = {s: outcome.value for s, outcome in seeds.items() if statuses[s] == verdicts.LEARNED}
     failed = sorted(s for s in seeds if s not in learned)
     crashed = [s for s in failed if statuses[s] == verdicts.FAILED]
-    one_class = sum(statuses[s] == verdicts.ONE_CLASS for s in failed)
-    at_chance = sum(statuses[s] == verdicts.AT_CHANCE for s in failed)
-    chance = data.get("test_majority_share", math.nan)
-    text = mean_interval(list(learned.values())).mean_text(100) if learned else ""
-    if not learned and (one_class or at_chance):
-        text = f"{'did not learn' if one_class else 'at chance'} (chance {100 * chance:.1f})"
-    elif one_class:
-        text += f" ({one_class}/{len(seeds)} seeds did not learn)"
-    if at_chance and (learned or one_class):
-        text += f" ({at_chance}/{len(seeds)} seeds at chance)"
+    # why the other runs do not count, in the order run_status tests them; with none learned, the first leads
+    reasons = [r for r in (verdicts.ONE_CLASS, verdicts.ON_PLATEAU, verdicts.AT_CHANCE) if r in statuses.values()]
+    if learned:
+        text, notes = mean_interval(list(learned.values())).mean_text(100), reasons
+    else:
+        chance = data.get("test_majority_share", math.nan)
+        text, notes = (f"{reasons[0]} (chance {100 * chance:.1f})", reasons[1:]) if reasons else ("", [])
+    text += "".join(f" ({list(statuses.values()).count(r)}/{len(seeds)} seeds {r})" for r in notes)
     if crashed:
         statuses_text = f"{len(crashed)}/{len(seeds)} seeds {', '.join(sorted({seeds[s].failed for s in crashed}))}"
         text = f"{text} ({statuses_text})" if text else statuses_text
