@@ -463,6 +463,20 @@ def write_grid_records(folder: Path, pairs: list[str], runs: dict[str, dict[int,
             (cell / f"seed{seed}.json").write_text(json.dumps(record))
 
 
+def test_a_role_with_fewer_seeds_than_its_grid_runs_says_how_many_it_reads_so_far(tmp_path: Path) -> None:
+    """A cell still running (two of the grid's three seeds on disk, one of them a failure) is read as it stands, and
+    its text says so; once every seed is there, the note goes."""
+    runs = {"mgk_bert": {1: {"accuracy": 0.80}, 2: {"accuracy": 0.70, "status": "non_finite"}}}
+    write_grid_records(tmp_path / "ag_news", ["mgk_bert"], runs)
+    running = summarize_role(load_grid(tmp_path / "ag_news")["cells"]["mgk_bert"]["variant"], {})
+    assert running["learned"] == {1: 0.80} and running["failed"] == [2]
+    assert running["text"].endswith("(2 of 3 seeds so far)")
+    record = {"status": "finished", "predicts_one_class": False, "prediction_counts": [100] * 4, "accuracy": 0.75}
+    (tmp_path / "ag_news" / "mgk_bert" / "variant" / "seed3.json").write_text(json.dumps(record))
+    finished = summarize_role(load_grid(tmp_path / "ag_news")["cells"]["mgk_bert"]["variant"], {})
+    assert finished["learned"] == {1: 0.80, 3: 0.75} and "so far" not in finished["text"]
+
+
 def test_injective_layer_table_gives_the_trained_alphas_and_what_zeroing_them_costs(tmp_path: Path) -> None:
     runs = {
         "transject": {

@@ -341,7 +341,7 @@ class Grid:
 
 def load_grid(folder: Path) -> dict[str, Any]:
     """The results of one task folder: ``{"settings", "data", "cells": {pair: {role: {"sweep", "chosen",
-    "seeds"}}}}`` (only what is on disk)."""
+    "seeds", "planned_seeds"}}}}`` (only what is on disk, and how many seeds the grid's settings run)."""
     settings_file = folder / "run_fingerprint.json"
     if not settings_file.is_file():
         raise CheckpointError(f"{folder} holds no grid ({settings_file.name} is missing).")
@@ -357,6 +357,7 @@ def load_grid(folder: Path) -> dict[str, Any]:
                 "sweep": sweep,
                 "chosen_learning_rate": choice.get("chosen_learning_rate"),
                 "seeds": seeds,
+                "planned_seeds": len(settings["seeds"]),
             }
     data = load_json(folder / "data.json") if (folder / "data.json").is_file() else {}
     return {"settings": settings, "data": data, "cells": cells}

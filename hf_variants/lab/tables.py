@@ -42,7 +42,8 @@ def summarize_role(role: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]
     """Accuracies of the seeds that learned (:func:`~.verdicts.run_status`), and the seeds that did not: one
     class, at chance (below a guessing model's 95% bound on the test split, whose size and majority share
     ``data`` gives: the task folder's ``data.json``), or failed (a non-finite stop or a solver failure) and
-    named by their record's status."""
+    named by their record's status. A role with fewer seed records than its grid runs (``planned_seeds``, from
+    :func:`~.grid.load_grid`) is a cell still running: its text says how many seeds it reads so far."""
     seeds = {seed: run_outcome(record, data) for seed, record in role["seeds"].items()}
     statuses = {seed: verdicts.run_status(outcome) for seed, outcome in seeds.items()}
     learned = {s: outcome.value for s, outcome in seeds.items() if statuses[s] == verdicts.LEARNED}
@@ -59,6 +60,8 @@ def summarize_role(role: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]
     if crashed:
         statuses_text = f"{len(crashed)}/{len(seeds)} seeds {', '.join(sorted({seeds[s].failed for s in crashed}))}"
         text = f"{text} ({statuses_text})" if text else statuses_text
+    if len(seeds) < role.get("planned_seeds", 0):
+        text += f" ({len(seeds)} of {role['planned_seeds']} seeds so far)"
     return {"learned": learned, "failed": failed, "text": text}
 
 
