@@ -120,6 +120,10 @@ def write_cell(folder: Path, spec: str, role: str, accuracies: dict[int, float |
     (cell / "choice.json").write_text(json.dumps({"chosen_learning_rate": 1e-3}))
 
 
+#: A grid's settings as its ``run_fingerprint.json`` holds them, as far as the tables read them.
+GRID_SETTINGS = {"pairs": ["mgk_bert"], "learning_rates": [1e-3], "seeds": [1, 2, 3]}
+
+
 def test_the_two_answers_pair_each_model_by_seed_across_conditions(tmp_path: Path) -> None:
     """Self-pretrained − scratch per model, and variant − control in each condition, from the result files:
     paired by seed, against hand-computed means, intervals and detectable differences; a one-class run left out."""
@@ -132,7 +136,7 @@ def test_the_two_answers_pair_each_model_by_seed_across_conditions(tmp_path: Pat
     for condition, cells in (("scratch", scratch), ("self_pretrained", pretrained)):
         folder = tmp_path / condition / "ag_news"
         folder.mkdir(parents=True)
-        (folder / "run_fingerprint.json").write_text(json.dumps({"pairs": ["mgk_bert"], "learning_rates": [1e-3]}))
+        (folder / "run_fingerprint.json").write_text(json.dumps(GRID_SETTINGS))
         (folder / "data.json").write_text(json.dumps({"test_majority_share": 0.25}))
         for role, accuracies in cells.items():
             write_cell(folder, "mgk_bert", role, accuracies)
@@ -166,7 +170,7 @@ def test_the_two_answers_pair_each_model_by_seed_across_conditions(tmp_path: Pat
     # A condition with only the variant's cell finished: its payoff row, and no verdict yet.
     folder = tmp_path / "self_pretrained_3x" / "ag_news"
     folder.mkdir(parents=True)
-    (folder / "run_fingerprint.json").write_text(json.dumps({"pairs": ["mgk_bert"], "learning_rates": [1e-3]}))
+    (folder / "run_fingerprint.json").write_text(json.dumps(GRID_SETTINGS))
     (folder / "data.json").write_text(json.dumps({"test_majority_share": 0.25}))
     write_cell(folder, "mgk_bert", "variant", {1: 0.75, 2: 0.77, 3: 0.78})
     partial = payoff_table(tmp_path, ["ag_news"]).split("self_pretrained_3x acc.")[1]
@@ -183,7 +187,7 @@ def test_which_variant_reads_each_condition_of_the_study(tmp_path: Path) -> None
     for condition, variant in (("self_pretrained", {1: 0.80, 2: 0.82, 3: 0.84}), ("scratch", {1: 0.70, 2: 0.72})):
         folder = tmp_path / condition / "sst2"
         folder.mkdir(parents=True)
-        (folder / "run_fingerprint.json").write_text(json.dumps({"pairs": ["mgk_bert", "transject"]}))
+        (folder / "run_fingerprint.json").write_text(json.dumps({**GRID_SETTINGS, "pairs": ["mgk_bert", "transject"]}))
         write_cell(folder, "mgk_bert", "variant", variant)
         write_cell(folder, "mgk_bert", "control", {1: 0.70, 2: 0.71, 3: 0.70})
         write_cell(folder, "transject", "variant", {1: 0.70})
