@@ -20,7 +20,7 @@ from hf_variants.lab.spec import ModelSpec, spec_folder
 from hf_variants.lab.statistics import mean_interval, paired_difference, predicts_one_class
 from hf_variants.lab.tables import comparison_table, injective_layer_table, rate_text, reading_table, summarize_role
 from hf_variants.lab.text_classification import load_task
-from hf_variants.lab.verdicts import HeldOutRun
+from hf_variants.lab.verdicts import HeldOutRun, stayed_on_plateau
 from hf_variants.training.checkpoints import CheckpointError
 
 from .helpers import middle_parameter, poison_gradient
@@ -422,7 +422,8 @@ def test_table_reports_means_pairs_and_did_not_learn_from_the_files(tmp_path: Pa
 def test_a_run_below_the_guessing_bound_is_named_and_left_out(tmp_path: Path) -> None:
     """A run that predicts several classes but scores below a guessing model's 95% bound on the test split
     (``chance + 1.96 · √(chance (1 − chance) / n)``, from the task's ``data.json``) is "at chance": out of the
-    mean and the pairing; a run just above the bound counts."""
+    mean and the pairing; a run just above the bound counts, even with a loss curve that the main job's plateau
+    rule would flag (the grid's test for a run that did not learn is the bound, ``grid.run_outcome``)."""
     learnable_ag_news(tmp_path / "data")
     Grid(tiny_settings(pairs=("mgk_bert",), seeds=(1, 2, 3)), tmp_path / "data", tmp_path / "out").run()
     folder = tmp_path / "out" / "ag_news"
@@ -435,7 +436,9 @@ def test_a_run_below_the_guessing_bound_is_named_and_left_out(tmp_path: Path) ->
         record = json.loads(path.read_text())
         total = sum(record["prediction_counts"])
         counts = [total // 2, total - total // 2, 0, 0]
-        record.update(accuracy=accuracy, predicts_one_class=False, prediction_counts=counts)
+        flat = [{"step": 5 * (i + 1), "loss": 1.386 - 0.01 * i} for i in range(8)]  # ends at 96% of its first
+        assert stayed_on_plateau([point["loss"] for point in flat])
+        record.update(accuracy=accuracy, predicts_one_class=False, prediction_counts=counts, curve=flat)
         path.write_text(json.dumps(record))
 
     for seed, accuracy in {1: bound + 0.001, 2: bound - 0.001, 3: 0.9}.items():

@@ -118,9 +118,15 @@ PRETRAINING_STOPPED = "self-pretraining: "
 def run_outcome(record: dict[str, Any], data: dict[str, Any] | None = None) -> RunOutcome:
     """A run's record as the protocol's verdicts read it: the failure, one-class and at-chance tests, the last
     with the size and majority share of the split the run was scored on, from its task folder's ``data.json``
-    (``data``; without it no at-chance test). Not the plateau test: the records keep a loss curve (``curve``)
-    only since the runs of 2026-11-27, and that test waits until every cell a table reads has one (a re-run),
-    so that no table reads its runs by two rules."""
+    (``data``; without it no at-chance test). Not the plateau test, for two reasons. The at-chance test asks
+    the question directly for an accuracy metric: did the run beat a constant guess on the split it was
+    scored on. And :func:`~.verdicts.stayed_on_plateau`'s loss ratio misreads a task whose best loss is close
+    to its first: on ListOps (ten classes, first loss ln 10 ≈ 2.30) eight of the from-scratch final trainings
+    scored 16.9–23.5% against a guessing bound of 13.0% on 2,000 examples while their last-quarter loss was
+    still 0.90–0.96 of their first. The price: a run that barely moved on a two-class task can pass the
+    guessing bound and count (SST-2's self-pretrained TransJect control, 54.5–57.1% at 96–97% of ln 2;
+    docs/results.md says so beside its numbers). The records keep the loss curve (``curve``) since the runs
+    of 2026-11-27, for a reader who wants to look."""
     finished = record["status"] == "finished"
     split = "held_out" if record.get("phase") == "sweep" else "test"
     data = data or {}
