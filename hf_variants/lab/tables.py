@@ -60,7 +60,7 @@ def summarize_role(role: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]
     if crashed:
         statuses_text = f"{len(crashed)}/{len(seeds)} seeds {', '.join(sorted({seeds[s].failed for s in crashed}))}"
         text = f"{text} ({statuses_text})" if text else statuses_text
-    if len(seeds) < role.get("planned_seeds", 0):
+    if len(seeds) < role["planned_seeds"]:
         text += f" ({len(seeds)} of {role['planned_seeds']} seeds so far)"
     return {"learned": learned, "failed": failed, "text": text}
 
