@@ -58,3 +58,15 @@ def test_the_message_names_the_step_the_parameters_and_the_way_out() -> None:
                           "Nothing was updated; lower --learning_rate.")  # fmt: skip
     assert describe_parameters(names).endswith("layer.7.weight and 2 more")
     assert str(NonFiniteStepError(3, [], loss="inf")) == "Step 3: non-finite training loss inf. Nothing was updated."
+
+
+def test_a_norm_that_overflows_over_finite_gradients_is_named_as_such() -> None:
+    # each gradient finite in float32, their norm not (squares beyond float32's range): the pretraining loop's
+    # check sees no parameter to name and the norm stops the step; the message says so, not "another process"
+    model = model_with_gradients({"0.weight": 3e19})
+    named = nonfinite_gradients(model.named_parameters())  # before clipping, as the loop asks
+    norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))
+    assert named == [] and not math.isfinite(norm)
+    error = NonFiniteStepError(885, named, detail=f" (gradient norm {norm})")
+    assert error.summary == "Step 885: non-finite gradient norm (every gradient is finite: their norm overflows)" \
+        " (gradient norm inf)"

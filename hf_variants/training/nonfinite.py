@@ -39,16 +39,16 @@ class NonFiniteStepError(FloatingPointError):
     ) -> None:
         self.step, self.parameters = step, parameters
         what = [f"training loss {loss}"] if loss is not None else []
-        if parameters or loss is None:
+        if parameters:
             what.append(f"gradient in {describe_parameters(parameters)}")
+        elif loss is None:  # every gradient finite, their norm not: values beyond ~1.8e19 overflow its squares
+            what.append("gradient norm (every gradient is finite: their norm overflows)")
         self.summary = f"Step {step}: non-finite {'; '.join(what)}{detail}"
         super().__init__(f"{self.summary}. Nothing was updated{'; ' + hint if hint else '.'}")
 
 
 def describe_parameters(names: list[str]) -> str:
     """``a, b, c and 5 more`` (the first :data:`NAMES_SHOWN` names)."""
-    if not names:
-        return "parameters of another process"
     shown = ", ".join(names[:NAMES_SHOWN])
     return shown if len(names) <= NAMES_SHOWN else f"{shown} and {len(names) - NAMES_SHOWN} more"
 
