@@ -61,9 +61,10 @@ def test_the_message_names_the_step_the_parameters_and_the_way_out() -> None:
 
 
 def test_a_norm_that_overflows_over_finite_gradients_is_named_as_such() -> None:
-    # each gradient finite in float32, their norm not (squares beyond float32's range): the pretraining loop's
-    # check sees no parameter to name and the norm stops the step; the message says so, not "another process"
-    model = model_with_gradients({"0.weight": 3e19})
+    # each gradient finite in float32, their norm not (√2 · 3e38 lies beyond float32's 3.4e38, however the norm is
+    # summed): the pretraining loop's check sees no parameter to name and the norm stops the step; the message says
+    # so, not "another process"
+    model = model_with_gradients({"0.weight": 3e38, "2.weight": 3e38})
     named = nonfinite_gradients(model.named_parameters())  # before clipping, as the loop asks
     norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))
     assert named == [] and not math.isfinite(norm)
