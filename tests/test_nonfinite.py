@@ -69,5 +69,5 @@ def test_a_norm_that_overflows_over_finite_gradients_is_named_as_such() -> None:
     norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))
     assert named == [] and not math.isfinite(norm)
     error = NonFiniteStepError(885, named, detail=f" (gradient norm {norm})")
-    assert error.summary == "Step 885: non-finite gradient norm (every gradient is finite: their norm overflows)" \
+    assert error.summary == "Step 885: non-finite gradient norm (every gradient this process holds is finite)" \
         " (gradient norm inf)"

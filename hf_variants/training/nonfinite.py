@@ -41,8 +41,8 @@ class NonFiniteStepError(FloatingPointError):
         what = [f"training loss {loss}"] if loss is not None else []
         if parameters:
             what.append(f"gradient in {describe_parameters(parameters)}")
-        elif loss is None:  # every gradient finite, their norm not (it overflows float32)
-            what.append("gradient norm (every gradient is finite: their norm overflows)")
+        elif loss is None:  # the norm overflowed float32, or (sharded) another process holds the non-finite part
+            what.append("gradient norm (every gradient this process holds is finite)")
         self.summary = f"Step {step}: non-finite {'; '.join(what)}{detail}"
         super().__init__(f"{self.summary}. Nothing was updated{'; ' + hint if hint else '.'}")
 
