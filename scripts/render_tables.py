@@ -8,10 +8,10 @@ committed result files (``hf_variants.lab.tables``); nothing in them is typed by
 The page's blocks lie between ``<!-- BEGIN generated: NAME -->`` and ``<!-- END generated: NAME -->``
 (NAME: ``classification``, ``transject-bounds``, ``parity``, ``transject-readings``, ``pretraining-budget``,
 ``pretraining-budget-long``, ``glue-after-pretraining``, ``depth-adaptivity``, ``never-from-scratch-pilot``,
-``never-from-scratch``); docs/which-variant.md's ``which-variant`` block
-comes from the main job's default report, the classification grid and the model benchmark. It also
-writes the package's two generated modules ``hf_variants/core/registered_{specs,implementations}.py``
-(from the registries, ``hf_variants.export_code``).
+``never-from-scratch``, ``never-from-scratch-compute``, ``never-from-scratch-listops-plateau``);
+docs/which-variant.md's ``which-variant`` block comes from the main job's default report, the classification grid
+and the model benchmark. It also writes the package's two generated modules
+``hf_variants/core/registered_{specs,implementations}.py`` (from the registries, ``hf_variants.export_code``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,14 @@ from pathlib import Path
 
 from hf_variants.export_code import module_file, registered_imports
 from hf_variants.lab.glue_after_pretraining import budget_study_table, pair_study_table
-from hf_variants.lab.never_from_scratch import SCRATCH, compute_table, payoff_table, scratch_table, verdict_table
+from hf_variants.lab.never_from_scratch import (
+    SCRATCH,
+    compute_table,
+    payoff_table,
+    plateau_exit_table,
+    scratch_table,
+    verdict_table,
+)
 from hf_variants.lab.tables import (
     PAIRS,
     comparison_table,
@@ -143,6 +150,7 @@ def generated_blocks() -> dict[str, str]:
         "never-from-scratch-pilot": never_from_scratch_block(PILOT, PILOT_COMMAND),
         "never-from-scratch": never_from_scratch_block(STUDY, STUDY_COMMAND, scratch_alone=True),
         "never-from-scratch-compute": f"{compute_table(STUDY, NFS_TASKS)}\n{rendered_from(STUDY)}",
+        "never-from-scratch-listops-plateau": f"{plateau_exit_table(STUDY, 'listops')}\n{rendered_from(STUDY)}",
     }
 
 

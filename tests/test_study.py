@@ -179,6 +179,40 @@ def test_the_two_answers_pair_each_model_by_seed_across_conditions(tmp_path: Pat
         tmp_path, ["ag_news"]).split("self_pretrained_3x")[1]
 
 
+def test_the_plateau_table_gives_each_seeds_exit_step_from_its_recorded_curve(tmp_path: Path) -> None:
+    """Per condition, pair and role, each seed's step off its starting loss (:func:`left_plateau_at`), ``never``
+    within its budget, ``no curve`` for a record without one; a copied cell names its twin."""
+    from hf_variants.lab.never_from_scratch import plateau_exit_table
+
+    def curve(first_low: int | None) -> list[dict[str, float]]:  # on ln 10 until the point first_low (1-based)
+        return [{"step": 15 * i, "loss": 2.30 if first_low is None or i < first_low else 1.9} for i in range(1, 21)]
+
+    exits = {"scratch": {1: 7, 2: None, 3: 18}, "self_pretrained": {1: None, 2: 2, 3: None}}
+    for condition, by_seed in exits.items():
+        folder = tmp_path / condition / "listops"
+        folder.mkdir(parents=True)
+        (folder / "run_fingerprint.json").write_text(json.dumps({**GRID_SETTINGS, "pairs": ["mgk_bert", "transject"]}))
+        (folder / "data.json").write_text(json.dumps({"test_majority_share": 0.11}))
+        for spec in ("mgk_bert", "transject"):
+            for role in ("variant", "control"):
+                write_cell(folder, spec, role, {seed: 0.2 for seed in by_seed})
+                for seed, first_low in by_seed.items():
+                    path = folder / spec / role / f"seed{seed}.json"
+                    record = {**json.loads(path.read_text()), "steps": 300, "curve": curve(first_low)}
+                    if spec == "transject" and role == "control":
+                        record["same_model_as"] = "mgk_bert control"
+                    if condition == "scratch" and spec == "transject" and role == "variant" and seed == 3:
+                        del record["curve"]
+                    path.write_text(json.dumps(record))
+    rows = {tuple(cell.strip() for cell in line.split("|")[1:4]): line.split("|")[4].strip()
+            for line in plateau_exit_table(tmp_path, "listops").splitlines()[2:]}  # fmt: skip
+    assert rows[("scratch", "mgk_bert", "variant")] == "1: 105 · 2: never (of 300) · 3: 270"
+    assert rows[("scratch", "transject", "variant")] == "1: 105 · 2: never (of 300) · 3: no curve"
+    assert rows[("self_pretrained", "mgk_bert", "control")] == "1: never (of 300) · 2: 30 · 3: never (of 300)"
+    assert rows[("self_pretrained", "transject", "control (the runs of mgk_bert control)")].startswith("1: never")
+    assert len(rows) == 8
+
+
 def test_which_variant_reads_each_condition_of_the_study(tmp_path: Path) -> None:
     """The "Which variant?" table's study column: the variant's verdict per task in each condition, scratch first,
     from the cells on disk (a pair without both cells is not shown)."""

@@ -26,6 +26,18 @@ def test_a_run_that_ends_at_its_starting_loss_stayed_on_the_plateau(losses, flat
     assert verdicts.stayed_on_plateau(list(losses)) is flat
 
 
+def test_a_run_leaves_its_plateau_at_the_first_point_three_percent_below_its_first() -> None:
+    def curve(losses: list[float]) -> list[dict[str, float]]:
+        return [{"step": 15 * (i + 1), "loss": loss} for i, loss in enumerate(losses)]
+
+    ln10 = 2.302585
+    # 0.97 · 2.302585 = 2.2335: 2.24 is still on the plateau, 2.23 is off it (and later rises do not matter).
+    assert verdicts.left_plateau_at(curve([ln10, 2.31, 2.29, 2.24, 2.23, 2.30, 1.9])) == 75
+    assert verdicts.left_plateau_at(curve([ln10, 2.31, 2.29, 2.24, 2.30])) is None
+    assert verdicts.left_plateau_at(curve([0.69, 0.60])) == 30  # 0.60 < 0.97 · 0.69 = 0.669
+    assert verdicts.left_plateau_at([]) is None
+
+
 def test_run_status_names_why_a_run_does_not_count() -> None:
     base = Outcome(0.9, chance=0.5, examples=400, losses=FALLING)
     assert verdicts.run_status(base) == verdicts.LEARNED

@@ -8,6 +8,8 @@ the grids' result files under ``study_dir/<condition>/<task>``, each condition a
   variant − control in the condition, each paired by seed, with the papers' claims.
 * :func:`scratch_table` — variant − control from scratch alone, per task and pair: what the study's scratch
   condition says before (and besides) any pairing with a pretrained one.
+* :func:`plateau_exit_table` — when each final run left its starting loss (:func:`~.verdicts.left_plateau_at`),
+  per condition, pair and role: whether runs that did not learn were cut short by the budget.
 * :func:`compute_table` — what each cell cost (runs trained, minutes of pretraining and fine-tuning), a cell
   copied from its twin (the same model, :meth:`~.grid.Grid.twins`) named as such.
 
@@ -24,6 +26,7 @@ from pathlib import Path
 from .grid import PRETRAINING_STOPPED, ROLES
 from .statistics import Interval, paired_difference_if_any
 from .tables import PAIR_LABELS, PAPER_NUMBERS, rate_text, summarize_role, task_grids
+from .verdicts import left_plateau_at
 
 #: The condition every other one is compared with.
 SCRATCH = "scratch"
@@ -185,3 +188,34 @@ def compute_table(study_dir: Path, tasks: list[str]) -> str:
                     lines.append(f"| {condition} | {task} | {spec} | {cost_text(costs, 'runs')} | {pretraining} | "
                                  f"{cost_text(costs, 'fine_tuning')} |")  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def plateau_exit_table(study_dir: Path, task: str) -> str:
+    """Per condition, pair and role on one task, each final seed's accuracy and the step at which its training
+    loss left its starting plateau (:func:`~.verdicts.left_plateau_at`; ``never`` within its budget of steps).
+    A seed recorded without a loss curve (runs before 2026-11-27) reads ``no curve``; a cell copied from its twin
+    (the same model, :meth:`~.grid.Grid.twins`) names it."""
+    lines = ["| condition | pair | role | left the plateau at step, by seed | accuracy %, by seed |",
+             "|---|---|---|---|---|"]  # fmt: skip
+    for condition in [SCRATCH, *conditions(study_dir)]:
+        for _, grid in task_grids(study_dir / condition, [task]):
+            for spec, cells in grid["cells"].items():
+                for role in ROLES:
+                    seeds = sorted(cells[role]["seeds"].items())
+                    if not seeds:
+                        continue
+                    steps = [f"{seed}: {exit_text(record)}" for seed, record in seeds]
+                    scores = [f"{seed}: {100 * record['accuracy']:.1f}" for seed, record in seeds
+                              if record.get("accuracy") is not None]  # fmt: skip
+                    twins = sorted({record["same_model_as"] for _, record in seeds if "same_model_as" in record})
+                    model = f"{role} (the runs of {', '.join(twins)})" if twins else role
+                    lines.append(f"| {condition} | {spec} | {model} | {' · '.join(steps)} | {' · '.join(scores)} |")
+    return "\n".join(lines) + "\n"
+
+
+def exit_text(record: dict) -> str:
+    """One run's :func:`~.verdicts.left_plateau_at` step, ``never (of N)`` or ``no curve``."""
+    if not record.get("curve"):
+        return "no curve"
+    step = left_plateau_at(record["curve"])
+    return f"never (of {record.get('steps', '?')})" if step is None else str(step)

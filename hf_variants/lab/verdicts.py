@@ -24,6 +24,9 @@ FAILED, ONE_CLASS, ON_PLATEAU, AT_CHANCE = "failed", "did not learn", "stayed on
 #: A run "stayed on the plateau" when the mean of the last quarter of its logged training losses is
 #: still at least this share of its first logged loss.
 PLATEAU_SHARE = 0.9
+#: A run *left* its starting plateau at the first logged loss below this share of its first logged loss
+#: (:func:`left_plateau_at`): on ListOps 3% under ln 10, where its plateau's logged means stay within 1%.
+PLATEAU_EXIT_SHARE = 0.97
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,16 @@ def stayed_on_plateau(losses: Sequence[float]) -> bool:
         return False
     tail = losses[-max(1, len(losses) // 4) :]
     return sum(tail) / len(tail) >= PLATEAU_SHARE * losses[0]
+
+
+def left_plateau_at(curve: Sequence[Mapping[str, float]]) -> int | None:
+    """The step of the first point of a recorded loss curve (``[{"step", "loss"}]``, as the grids record it)
+    below :data:`PLATEAU_EXIT_SHARE` of its first point; None when no point is (or the curve is empty).
+    A reading, not a rule: when runs leave the plateau says whether a budget cut them short."""
+    if not curve:
+        return None
+    bound = PLATEAU_EXIT_SHARE * curve[0]["loss"]
+    return next((int(point["step"]) for point in curve if point["loss"] < bound), None)
 
 
 @dataclass(frozen=True)
