@@ -8,7 +8,8 @@ committed result files (``hf_variants.lab.tables``); nothing in them is typed by
 The page's blocks lie between ``<!-- BEGIN generated: NAME -->`` and ``<!-- END generated: NAME -->``
 (NAME: ``classification``, ``transject-bounds``, ``parity``, ``transject-readings``, ``pretraining-budget``,
 ``pretraining-budget-long``, ``glue-after-pretraining``, ``depth-adaptivity``, ``never-from-scratch-pilot``,
-``never-from-scratch``, ``never-from-scratch-compute``, ``never-from-scratch-listops-plateau``);
+``never-from-scratch``, ``never-from-scratch-compute``, ``never-from-scratch-listops-plateau``,
+``never-from-scratch-listops-budget``);
 docs/which-variant.md's ``which-variant`` block comes from the main job's default report, the classification grid
 and the model benchmark. It also writes the package's two generated modules
 ``hf_variants/core/registered_{specs,implementations}.py`` (from the registries, ``hf_variants.export_code``).
@@ -94,6 +95,13 @@ PILOT_COMMAND = (
 )
 
 
+#: A diagnostic of the study on ListOps: the same self-pretrained Macaron pair fine-tuned 4x longer (its file says why).
+LISTOPS_BUDGET = ROOT / "docs" / "experiments" / "never_from_scratch_listops_budget"
+LISTOPS_BUDGET_COMMAND = (
+    "python scripts/classification_grid.py --study docs/experiments/never_from_scratch_listops_budget/budget.toml "
+    "--tasks listops --conditions self_pretrained --data_dir $DATA "
+    "--output_dir docs/experiments/never_from_scratch_listops_budget --work_dir runs/never-from-scratch --git_commit"
+)
 #: The self-pretraining study itself (``hf_variants/lab/studies/never_from_scratch.toml``), grown cell by cell.
 STUDY = ROOT / "docs" / "experiments" / "never_from_scratch"
 STUDY_COMMAND = (
@@ -151,6 +159,9 @@ def generated_blocks() -> dict[str, str]:
         "never-from-scratch": never_from_scratch_block(STUDY, STUDY_COMMAND, scratch_alone=True),
         "never-from-scratch-compute": f"{compute_table(STUDY, NFS_TASKS)}\n{rendered_from(STUDY)}",
         "never-from-scratch-listops-plateau": f"{plateau_exit_table(STUDY, 'listops')}\n{rendered_from(STUDY)}",
+        "never-from-scratch-listops-budget": (
+            f"{plateau_exit_table(LISTOPS_BUDGET, 'listops')}\n{rendered_from(LISTOPS_BUDGET, LISTOPS_BUDGET_COMMAND)}"
+        ),
     }
 
 

@@ -181,7 +181,7 @@ def test_the_two_answers_pair_each_model_by_seed_across_conditions(tmp_path: Pat
 
 def test_the_plateau_table_gives_each_seeds_exit_step_from_its_recorded_curve(tmp_path: Path) -> None:
     """Per condition, pair and role, each seed's step off its starting loss (:func:`left_plateau_at`), ``never``
-    within its budget, ``no curve`` for a record without one; a copied cell names its twin."""
+    within its budget, ``no curve`` for a record without one, a stopped run's status; a copied cell names its twin."""
     from hf_variants.lab.never_from_scratch import plateau_exit_table
 
     def curve(first_low: int | None) -> list[dict[str, float]]:  # on ln 10 until the point first_low (1-based)
@@ -203,11 +203,13 @@ def test_the_plateau_table_gives_each_seeds_exit_step_from_its_recorded_curve(tm
                         record["same_model_as"] = "mgk_bert control"
                     if condition == "scratch" and spec == "transject" and role == "variant" and seed == 3:
                         del record["curve"]
+                    if condition == "scratch" and spec == "transject" and role == "variant" and seed == 2:
+                        record = {"status": "diverged", "seed": 2, "curve": []}
                     path.write_text(json.dumps(record))
     rows = {tuple(cell.strip() for cell in line.split("|")[1:4]): line.split("|")[4].strip()
             for line in plateau_exit_table(tmp_path, "listops").splitlines()[2:]}  # fmt: skip
     assert rows[("scratch", "mgk_bert", "variant")] == "1: 105 · 2: never (of 300) · 3: 270"
-    assert rows[("scratch", "transject", "variant")] == "1: 105 · 2: never (of 300) · 3: no curve"
+    assert rows[("scratch", "transject", "variant")] == "1: 105 · 2: diverged · 3: no curve"
     assert rows[("self_pretrained", "mgk_bert", "control")] == "1: never (of 300) · 2: 30 · 3: never (of 300)"
     assert rows[("self_pretrained", "transject", "control (the runs of mgk_bert control)")].startswith("1: never")
     assert len(rows) == 8

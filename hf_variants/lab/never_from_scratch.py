@@ -214,7 +214,9 @@ def plateau_exit_table(study_dir: Path, task: str) -> str:
 
 
 def exit_text(record: dict) -> str:
-    """One run's :func:`~.verdicts.left_plateau_at` step, ``never (of N)`` or ``no curve``."""
+    """One run's :func:`~.verdicts.left_plateau_at` step, ``never (of N)``, ``no curve``, or a stopped run's status."""
+    if record.get("status", "finished") != "finished":
+        return record["status"]
     if not record.get("curve"):
         return "no curve"
     step = left_plateau_at(record["curve"])
