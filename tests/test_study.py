@@ -167,7 +167,7 @@ def test_the_two_answers_pair_each_model_by_seed_across_conditions(tmp_path: Pat
     assert scratch_row.startswith("| ag_news | MGK attention vs softmax (same heads, head_dim) | 72.0 ± ")
     assert (f"| {100 * before[0]:+.1f} [{100 * (before[0] - before[1]):+.1f}, {100 * (before[0] + before[1]):+.1f}] | "
             f"{100 * before[2]:.1f} | 0.001* / 0.001* |") in scratch_row  # fmt: skip
-    # A condition with only the variant's cell finished: its payoff row, and no verdict yet.
+    # A condition with only the variant's cell finished: its payoff row, and its verdict not run yet beside scratch's.
     folder = tmp_path / "self_pretrained_3x" / "ag_news"
     folder.mkdir(parents=True)
     (folder / "run_fingerprint.json").write_text(json.dumps(GRID_SETTINGS))
@@ -175,8 +175,9 @@ def test_the_two_answers_pair_each_model_by_seed_across_conditions(tmp_path: Pat
     write_cell(folder, "mgk_bert", "variant", {1: 0.75, 2: 0.77, 3: 0.78})
     partial = payoff_table(tmp_path, ["ag_news"]).split("self_pretrained_3x acc.")[1]
     assert "| ag_news | mgk_bert |" in partial and "control of mgk_bert" not in partial
-    assert "| ag_news | MGK attention vs softmax (same heads, head_dim) | | | not run yet |" in verdict_table(
-        tmp_path, ["ag_news"]).split("self_pretrained_3x")[1]
+    before_text = f"{100 * before[0]:+.1f} [{100 * (before[0] - before[1]):+.1f}, {100 * (before[0] + before[1]):+.1f}]"
+    assert (f"| ag_news | MGK attention vs softmax (same heads, head_dim) | {before_text} | {100 * before[2]:.1f} | "
+            "not run yet | — |") in verdict_table(tmp_path, ["ag_news"]).split("self_pretrained_3x")[1]  # fmt: skip
 
 
 def test_the_plateau_table_gives_each_seeds_exit_step_from_its_recorded_curve(tmp_path: Path) -> None:

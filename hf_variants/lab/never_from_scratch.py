@@ -100,17 +100,20 @@ def payoff_table(study_dir: Path, tasks: list[str]) -> str:
 
 
 def verdict_table(study_dir: Path, tasks: list[str]) -> str:
-    """Variant − control from scratch beside variant − control in each condition, per task and pair."""
+    """Variant − control from scratch beside variant − control in each condition, per task and pair; a side
+    whose two roles have not both finished a seed reads "not run yet", the other side still its verdict."""
 
     def header(condition: str) -> list[str]:
         return [f"| task | comparison | variant − control, scratch | detectable | variant − control, {condition} | "
                 "detectable | paper (their setting) |", "|---|---|---:|---:|---:|---:|---|"]  # fmt: skip
 
+    def side(cells: dict, spec: str) -> tuple[str, str]:
+        if not all(cells["cells"][spec][role]["seeds"] for role in ROLES):
+            return "not run yet", "—"
+        return difference_with_power(*(learned_by_role(cells, spec, role)["learned"] for role in ROLES))
+
     def rows(task: str, spec: str, grid: dict, scratch: dict) -> list[str]:
-        if not all(cells["cells"][spec][role]["seeds"] for cells in (grid, scratch) for role in ROLES):
-            return [f"| {task} | {PAIR_LABELS.get(spec, spec)} | | | not run yet | | |"]
-        before = difference_with_power(*(learned_by_role(scratch, spec, role)["learned"] for role in ROLES))
-        after = difference_with_power(*(learned_by_role(grid, spec, role)["learned"] for role in ROLES))
+        before, after = side(scratch, spec), side(grid, spec)
         paper = PAPER_NUMBERS.get((spec.partition(":")[0], task), "—")
         return [f"| {task} | {PAIR_LABELS.get(spec, spec)} | {' | '.join(before)} | {' | '.join(after)} | {paper} |"]
 
