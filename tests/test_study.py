@@ -161,12 +161,16 @@ def test_the_two_answers_pair_each_model_by_seed_across_conditions(tmp_path: Pat
     row = next(line for line in verdicts.splitlines() if line.startswith("| ag_news"))
     before = interval([0.70 - 0.71, 0.72 - 0.71, 0.74 - 0.75])
     after = interval([0.80 - 0.78, 0.86 - 0.83])
-    assert f"{100 * before[0]:+.1f} [{100 * (before[0] - before[1]):+.1f}, {100 * (before[0] + before[1]):+.1f}]" in row
-    assert f"{100 * after[0]:+.1f} [{100 * (after[0] - after[1]):+.1f}, {100 * (after[0] + after[1]):+.1f}]" in row
+
+    def interval_text(mean_half: tuple[float, ...]) -> str:
+        mean, half = mean_half[0], mean_half[1]
+        return f"{100 * mean:+.1f} [{100 * (mean - half):+.1f}, {100 * (mean + half):+.1f}]"
+
+    assert interval_text(before) in row
+    assert interval_text(after) in row
     (scratch_row,) = [line for line in scratch_table(tmp_path, ["ag_news"]).splitlines() if line.startswith("| ag_")]
     assert scratch_row.startswith("| ag_news | MGK attention vs softmax (same heads, head_dim) | 72.0 ± ")
-    assert (f"| {100 * before[0]:+.1f} [{100 * (before[0] - before[1]):+.1f}, {100 * (before[0] + before[1]):+.1f}] | "
-            f"{100 * before[2]:.1f} | 0.001* / 0.001* |") in scratch_row  # fmt: skip
+    assert f"| {interval_text(before)} | {100 * before[2]:.1f} | 0.001* / 0.001* |" in scratch_row
     # A condition with only the variant's cell finished: its payoff row, and its verdict not run yet beside scratch's.
     folder = tmp_path / "self_pretrained_3x" / "ag_news"
     folder.mkdir(parents=True)
@@ -175,9 +179,9 @@ def test_the_two_answers_pair_each_model_by_seed_across_conditions(tmp_path: Pat
     write_cell(folder, "mgk_bert", "variant", {1: 0.75, 2: 0.77, 3: 0.78})
     partial = payoff_table(tmp_path, ["ag_news"]).split("self_pretrained_3x acc.")[1]
     assert "| ag_news | mgk_bert |" in partial and "control of mgk_bert" not in partial
-    before_text = f"{100 * before[0]:+.1f} [{100 * (before[0] - before[1]):+.1f}, {100 * (before[0] + before[1]):+.1f}]"
-    assert (f"| ag_news | MGK attention vs softmax (same heads, head_dim) | {before_text} | {100 * before[2]:.1f} | "
-            "not run yet | — |") in verdict_table(tmp_path, ["ag_news"]).split("self_pretrained_3x")[1]  # fmt: skip
+    assert (f"| ag_news | MGK attention vs softmax (same heads, head_dim) | {interval_text(before)} | "
+            f"{100 * before[2]:.1f} | not run yet | — |") in verdict_table(tmp_path, ["ag_news"]).split(
+        "self_pretrained_3x")[1]  # fmt: skip
 
 
 def test_the_plateau_table_gives_each_seeds_exit_step_from_its_recorded_curve(tmp_path: Path) -> None:
