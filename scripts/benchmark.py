@@ -605,7 +605,8 @@ def markdown(results: dict) -> str:
     for r in results["rows"]:
         if "orthogonal_overhead_fraction" in r:
             cayley, matrix_exp = (100 * r["orthogonal_overhead_fraction"][m] for m in ("cayley", "matrix_exp"))
-            lines.append(f"| | {r['hidden']} | {r['length']} | {cayley:.0f}% | {matrix_exp:.0f}% |")
+            lines.append(f"| {r.get('precision', 'fp32')} | {r['hidden']} | {r['length']} | {cayley:.0f}% | "
+                         f"{matrix_exp:.0f}% |")
     return "\n".join(lines) + "\n"
 
 

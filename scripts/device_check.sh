@@ -2,6 +2,7 @@
 # The GPU check of hf-variants, prepared to spend a borrowed GPU's minutes on measurements, not setup.
 #
 #   bash scripts/device_check.sh                          # on a GPU machine: ≈ 8 min, writes docs/benchmarks/gpu/
+#   bash scripts/device_check.sh --quick                  # the same steps, fewer repeats: for a 15-minute lease
 #   bash scripts/device_check.sh --device cpu --tiny --output_dir DIR   # the dry run CI makes (seconds)
 #
 # It runs the package from this source tree (PYTHONPATH), with the machine's own torch, transformers,
@@ -12,17 +13,19 @@
 #   1. versions.json: card, driver, CUDA, torch and the libraries found;
 #   2. scripts/benchmark.py at BERT-base size (hidden 768, 12 layers, heads of 64), N = 128 and 512, every
 #      variant beside its matched control and transformers' BertForMaskedLM, fp32 and bf16 autocast, plus the
-#      long-N rows of MLK and BERT (4096, 8192): model_benchmark.{json,md,png};
-#   3. two minutes of `hf-variants pretrain` in bf16 (accelerate's --mixed_precision) on the BERT control at
+#      long-N rows of MLK and BERT (4096, 8192): model_benchmark.{json,md,png}; --quick: 3 repeats (long rows 2),
+#      N-ODE at tolerance 1e-3 only, the long rows at 4096 only;
+#   3. two minutes (--quick: one) of `hf-variants pretrain` in bf16 (accelerate's --mixed_precision) on the BERT control at
 #      BERT-base size, on generated sentences: pretrain_bf16.json (tokens/s, steps, loss).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-device=cuda tiny=0 output_dir=docs/benchmarks/gpu
+device=cuda tiny=0 quick=0 output_dir=docs/benchmarks/gpu
 while [ $# -gt 0 ]; do
     case "$1" in
         --device) device=$2; shift 2 ;;
         --tiny) tiny=1; shift ;;
+        --quick) quick=1; shift ;;
         --output_dir) output_dir=$2; shift 2 ;;
         --download_wheels)
             # for the GPU machine's Python (3.12, manylinux x86_64), run on a machine with the package index
@@ -72,6 +75,9 @@ else
     sizes=(--hidden_sizes 768 --layers 12 --lengths 128 512 --mlk_lengths 4096 8192 --mlk_hidden_sizes 768
            --batch_size 8 --vocab_size 30522 --repeats 5 --long_repeats 3 --overhead_max_length 512
            --max_length_by_model node_transformer=512 --tolerances 1e-2 1e-3 1e-4)
+    if [ "$quick" = 1 ]; then
+        sizes+=(--mlk_lengths 4096 --repeats 3 --long_repeats 2 --tolerances 1e-3)  # the later flag wins
+    fi
 fi
 "$python" scripts/benchmark.py --device "$device" --precisions fp32 bf16 "${sizes[@]}" --output_dir "$output_dir"
 
@@ -89,7 +95,7 @@ open('$work/train.txt', 'w').write('\n'.join(synthetic_sentences(${HF_VARIANTS_S
                --train_tokenizer_vocab_size 100 --per_device_train_batch_size 8 --time_budget_seconds 5)
     else
         model=(--config_overrides hidden_size=768,num_hidden_layers=12,num_attention_heads=12,intermediate_size=3072
-               --train_tokenizer_vocab_size 8000 --per_device_train_batch_size 64 --time_budget_seconds 120)
+               --train_tokenizer_vocab_size 8000 --per_device_train_batch_size 64 --time_budget_seconds $(( quick ? 60 : 120 )))
     fi
     "$python" -m hf_variants.cli pretrain --model_type bert_control "${model[@]}" --train_file "$work/train.txt" \
         --max_seq_length 128 --max_train_steps 1000000 --mixed_precision bf16 --report_to none --disable_tqdm \
