@@ -108,6 +108,13 @@ STUDY_COMMAND = (
     "python scripts/classification_grid.py --study never_from_scratch --data_dir $DATA "
     "--output_dir docs/experiments/never_from_scratch --work_dir runs/never-from-scratch --git_commit"
 )
+#: The study's cells at a larger size and longer sequences, run on a GPU (its own study file says which).
+GPU_STUDY = ROOT / "docs" / "experiments" / "never_from_scratch_gpu"
+GPU_STUDY_COMMAND = (
+    "python scripts/classification_grid.py --study docs/experiments/never_from_scratch_gpu/study.toml "
+    "--tasks imdb listops --data_dir $DATA --output_dir docs/experiments/never_from_scratch_gpu "
+    "--work_dir runs/never-from-scratch-gpu"
+)
 
 
 def never_from_scratch_block(folder: Path, command: str, scratch_alone: bool = False) -> str:
@@ -158,6 +165,7 @@ def generated_blocks() -> dict[str, str]:
         "never-from-scratch-pilot": never_from_scratch_block(PILOT, PILOT_COMMAND),
         "never-from-scratch": never_from_scratch_block(STUDY, STUDY_COMMAND, scratch_alone=True),
         "never-from-scratch-compute": f"{compute_table(STUDY, NFS_TASKS)}\n{rendered_from(STUDY)}",
+        "never-from-scratch-gpu": never_from_scratch_block(GPU_STUDY, GPU_STUDY_COMMAND, scratch_alone=True),
         "never-from-scratch-listops-plateau": f"{plateau_exit_table(STUDY, 'listops')}\n{rendered_from(STUDY)}",
         "never-from-scratch-listops-budget": (
             f"{plateau_exit_table(LISTOPS_BUDGET, 'listops')}\n{rendered_from(LISTOPS_BUDGET, LISTOPS_BUDGET_COMMAND)}"
