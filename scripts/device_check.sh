@@ -2,7 +2,7 @@
 # The GPU check of hf-variants, prepared to spend a borrowed GPU's minutes on measurements, not setup.
 #
 #   bash scripts/device_check.sh                          # on a GPU machine: ≈ 8 min, writes docs/benchmarks/gpu/
-#   bash scripts/device_check.sh --quick                  # the same steps, fewer repeats: for a 15-minute lease
+#   bash scripts/device_check.sh --quick                  # fewer repeats, for a 15-minute lease: 389 s on an H200
 #   bash scripts/device_check.sh --device cpu --tiny --output_dir DIR   # the dry run CI makes (seconds)
 #
 # It runs the package from this source tree (PYTHONPATH), with the machine's own torch, transformers,
@@ -15,8 +15,8 @@
 #      variant beside its matched control and transformers' BertForMaskedLM, fp32 and bf16 autocast, plus the
 #      long-N rows of MLK and BERT (4096, 8192): model_benchmark.{json,md,png}; --quick: 3 repeats (long rows 2),
 #      N-ODE at tolerance 1e-3 only, the long rows at 4096 only;
-#   3. two minutes (--quick: one) of `hf-variants pretrain` in bf16 (accelerate's --mixed_precision) on the BERT control at
-#      BERT-base size, on generated sentences: pretrain_bf16.json (tokens/s, steps, loss).
+#   3. two minutes (--quick: one) of `hf-variants pretrain` in bf16 (accelerate's --mixed_precision) on the BERT
+#      control at BERT-base size, on generated sentences: pretrain_bf16.json (tokens/s, steps, loss).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
