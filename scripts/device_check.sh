@@ -2,7 +2,7 @@
 # The GPU check of hf-variants, prepared to spend a borrowed GPU's minutes on measurements, not setup.
 #
 #   bash scripts/device_check.sh                          # on a GPU machine: ≈ 8 min, writes docs/benchmarks/gpu/
-#   bash scripts/device_check.sh --quick                  # fewer repeats, for a 15-minute lease: 389 s on an H200
+#   bash scripts/device_check.sh --quick                  # fewer repeats, for a short GPU session: 389 s on an H200
 #   bash scripts/device_check.sh --device cpu --tiny --output_dir DIR   # the dry run CI makes (seconds)
 #
 # It runs the package from this source tree (PYTHONPATH), with the machine's own torch, transformers,
