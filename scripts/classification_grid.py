@@ -15,8 +15,8 @@ Resumable: the same command skips every finished run (a grid with other settings
 Each run trains on the fine-tuning engine (the Trainer); a self-pretraining grid's pretraining on the pretraining
 engine, its models under --work_dir (large; only the small result files go to --output_dir). The grid committed
 in docs/experiments/classification was made with the grid's own loop at commit ed7beb1, so it is a record that
-this command does not resume (run it with another --output_dir). ``--git_commit`` commits each finished cell's
-result files as it goes, so a grid can span sessions. ``python scripts/render_tables.py`` turns the results into
+this command does not resume (run it with another --output_dir). ``--git_commit`` commits each finished run's
+result file as it goes, so a grid can span sessions. ``python scripts/render_tables.py`` turns the results into
 the tables of docs/results.md and docs/experiments/.
 """
 
@@ -26,7 +26,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from workspace import DATA_DIR, git_commit_cell
+from workspace import DATA_DIR, git_commit_record
 
 from hf_variants.lab.study import load_study, run_study
 
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
     replaced = {name: tuple(value) for name in ("pairs", "learning_rates", "seeds") if (value := getattr(args, name))}
     try:
         run_study(study, args.data_dir, args.output_dir, args.work_dir, tasks=args.tasks, conditions=args.conditions,
-                  replace=replaced, on_cell_done=git_commit_cell(Path.cwd()) if args.git_commit else None)  # fmt: skip
+                  replace=replaced, on_record=git_commit_record(Path.cwd()) if args.git_commit else None)  # fmt: skip
     except ValueError as error:
         parser.error(str(error))
 

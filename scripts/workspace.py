@@ -66,8 +66,8 @@ def git(repository: Path, *arguments: str, check: bool = True, wait: float = 120
     return result
 
 
-def git_commit_cell(repository: Path) -> Callable[[Path], None]:
-    """A callback that commits one finished cell's files (and the task's fingerprint and data summary)."""
+def git_commit_record(repository: Path) -> Callable[[Path], None]:
+    """A callback that commits one cell's files as each run lands (and the task's fingerprint and data summary)."""
 
     def commit(cell: Path) -> None:
         task_folder = cell.parent.parent

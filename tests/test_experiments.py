@@ -145,8 +145,15 @@ def test_a_grid_sweep_record_is_read_as_the_protocols_held_out_run() -> None:
 def test_grid_runs_sweeps_on_the_held_out_slice_then_seeds_and_resumes(tmp_path: Path) -> None:
     learnable_ag_news(tmp_path / "data")
     settings = tiny_settings()
-    Grid(settings, tmp_path / "data", tmp_path / "out").run()
     folder = tmp_path / "out" / "ag_news"
+    seen: list[tuple[Path, list[str]]] = []  # what each call of on_record finds on disk (what a commit would take)
+    Grid(settings, tmp_path / "data", tmp_path / "out").run(
+        on_record=lambda cell: seen.append((cell, sorted(p.name for p in cell.iterdir()))))  # fmt: skip
+    runs_in_a_cell = [*(f"sweep-lr{lr:g}.json" for lr in settings.learning_rates), "choice.json",
+                      *(f"seed{seed}.json" for seed in settings.seeds)]  # fmt: skip
+    assert seen == [(folder / spec_folder(spec) / role, sorted(runs_in_a_cell[: i + 1]))
+                    for spec in settings.pairs for role in ("variant", "control")
+                    for i in range(len(runs_in_a_cell))]  # fmt: skip
     data = json.loads((folder / "data.json").read_text())
     for spec in settings.pairs:
         for role in ("variant", "control"):
@@ -182,8 +189,9 @@ def test_grid_runs_sweeps_on_the_held_out_slice_then_seeds_and_resumes(tmp_path:
     redone = json.loads(lost.read_text())
     assert redone["accuracy"] == kept["accuracy"] and redone["prediction_counts"] == kept["prediction_counts"]
     # Another grid in the same folder is refused, naming the difference.
-    with pytest.raises(CheckpointError, match="steps: 3 → 4"):
+    with pytest.raises(CheckpointError, match="steps: 3 → 4") as refused:
         Grid(tiny_settings(steps=4), tmp_path / "data", tmp_path / "out").run()
+    assert "overwrite" not in str(refused.value)  # the grid has no flag that replaces a folder: none is named
     # So is resuming it with another engine (a grid committed before its runs moved to the Trainer).
     fingerprint = folder / "run_fingerprint.json"
     fingerprint.write_text(json.dumps({k: v for k, v in json.loads(fingerprint.read_text()).items() if k != "engine"}))

@@ -318,29 +318,31 @@ class Grid:
                     "compute_multiple": p.compute_multiple(s.steps)}  # fmt: skip
         return folder, {"pretraining": summary}, None
 
-    def run(self, on_cell_done: Callable[[Path], None] | None = None) -> None:
-        """Every (pair, role) cell: the sweep, the choice, the seeds. ``on_cell_done(folder)`` is called
-        after each cell (e.g. to commit its files)."""
-        s = self.settings
+    def run(self, on_record: Callable[[Path], None] | None = None) -> None:
+        """Every (pair, role) cell: the sweep, the choice, the seeds. ``on_record(cell folder)`` is called
+        after each run and after the choice, once its file is on disk (e.g. to commit it: one seed of a
+        self-pretraining grid can take over an hour, and a run not committed is lost with the machine)."""
+        s, recorded = self.settings, on_record or (lambda cell: None)
         lock = OutputDirLock(self.folder)
         try:
-            prepare_output_dir(self.folder, s.fingerprint(), overwrite=False)
+            prepare_output_dir(self.folder, s.fingerprint(), overwrite=False, replaced_by=None)
             self.prepare_data()
             write_record(self.folder / "data.json", self.data_summary)
             twins = self.twins()
             for spec in s.pairs:
                 for role in ROLES:
                     cell, twin = self.folder / spec_folder(spec) / role, twins.get((spec, role))
-                    sweep = {
-                        lr: self.run_one(cell / f"sweep-lr{lr:g}.json", spec, role, "sweep", lr, s.sweep_seed, twin)
-                        for lr in s.learning_rates
-                    }
+                    sweep = {}
+                    for lr in s.learning_rates:
+                        sweep[lr] = self.run_one(cell / f"sweep-lr{lr:g}.json", spec, role, "sweep", lr,
+                                                 s.sweep_seed, twin)  # fmt: skip
+                        recorded(cell)
                     chosen = choose_learning_rate({lr: held_out_run(record) for lr, record in sweep.items()})
                     write_record(cell / "choice.json", {"chosen_learning_rate": chosen})
+                    recorded(cell)
                     for seed in s.seeds:
                         self.run_one(cell / f"seed{seed}.json", spec, role, "final", chosen, seed, twin)
-                    if on_cell_done is not None:
-                        on_cell_done(cell)
+                        recorded(cell)
         finally:
             lock.release()
 

@@ -169,12 +169,12 @@ def load_study(name_or_path: str | Path) -> Study:
 def run_study(
     study: Study, data_dir: Path, output_dir: Path, work_dir: Path, *, tasks: Sequence[str] | None = None,
     conditions: Sequence[str] | None = None, replace: dict[str, Any] | None = None,
-    on_cell_done: Callable[[Path], None] | None = None,
+    on_record: Callable[[Path], None] | None = None,
 ) -> list[Path]:
     """Run every grid of ``study`` (only ``tasks`` / ``conditions`` when given; GridSettings fields in ``replace``
     changed), each resumable, results under ``output_dir/<condition>/<task>``, a self-pretraining grid's models
-    under ``work_dir/<condition>``; the folders of the grids run. ``on_cell_done(cell folder)`` follows each
-    finished (pair, role) cell, e.g. to commit its files."""
+    under ``work_dir/<condition>``; the folders of the grids run. ``on_record(cell folder)`` follows each
+    run and choice written into a (pair, role) cell, e.g. to commit its files (:meth:`Grid.run`)."""
     offered = {"tasks": study.tasks(), "conditions": list(dict.fromkeys(condition for condition, _ in study.grids))}
     for name, asked in (("tasks", tasks), ("conditions", conditions)):
         if asked and set(asked) - set(offered[name]):
@@ -184,6 +184,6 @@ def run_study(
         if (tasks and settings.task not in tasks) or (conditions and condition not in conditions):
             continue
         settings = dataclasses.replace(settings, **(replace or {}))
-        Grid(settings, data_dir, output_dir / condition, work_dir / condition).run(on_cell_done=on_cell_done)
+        Grid(settings, data_dir, output_dir / condition, work_dir / condition).run(on_record=on_record)
         folders.append(output_dir / condition / settings.task)
     return folders

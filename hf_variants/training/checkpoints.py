@@ -122,7 +122,8 @@ class OutputDirLock:
         self.handle.close()
 
 
-def check_output_dir(folder: Path, fingerprint: dict[str, Any], overwrite: bool) -> bool:
+def check_output_dir(folder: Path, fingerprint: dict[str, Any], overwrite: bool,
+                     replaced_by: str | None = "--overwrite_output_dir") -> bool:
     """The one-run-per-folder rule, checked before anything is written; returns whether the folder holds
     *this* run (to resume or, when finished, to leave as it is).
 
@@ -133,9 +134,14 @@ def check_output_dir(folder: Path, fingerprint: dict[str, Any], overwrite: bool)
     * a non-empty folder that no run of the package wrote (no fingerprint, no manifest), e.g. a user's
       folder behind a symlink: refused, ``overwrite`` or not — the package removes only what it recorded,
       and a new run would write over the user's files.
+
+    ``replaced_by`` is the caller's flag that replaces a run, named in the refusal; ``None`` for a caller that
+    only resumes (the lab's grid), whose refusal names only another folder.
     """
     folder = folder.resolve()
     refuse_foreign(folder)
+    remedy = f"Give another --output_dir, or {replaced_by} to replace it." if replaced_by else (
+        "Give another --output_dir (this folder is resumed, never replaced).")  # fmt: skip
     contents = [path for path in folder.iterdir() if path.name != LOCK_FILE] if folder.is_dir() else []
     fingerprint_file = folder / FINGERPRINT_FILE
     if not contents or overwrite:
@@ -143,15 +149,16 @@ def check_output_dir(folder: Path, fingerprint: dict[str, Any], overwrite: bool)
     if not fingerprint_file.is_file():  # a folder written by `hf-variants export`: another kind of folder
         raise CheckpointError(
             f"--output_dir {folder} holds files of another hf-variants command (a {MANIFEST_FILE} without "
-            f"{FINGERPRINT_FILE}). Give another --output_dir, or --overwrite_output_dir to replace them."
+            f"{FINGERPRINT_FILE}). {remedy}"
         )
-    saved = load_json(fingerprint_file, fix="--overwrite_output_dir replaces the run in it")
+    saved = load_json(fingerprint_file, fix=f"{replaced_by} replaces the run in it" if replaced_by else
+                      "give another --output_dir")  # fmt: skip
     differences = fingerprint_differences(saved, fingerprint)
     if differences:
         raise CheckpointError(
             f"--output_dir {folder} holds another run ({len(differences)} difference(s): "
             + "; ".join(differences[:6])
-            + "). Give another --output_dir, or --overwrite_output_dir to replace it."
+            + f"). {remedy}"
         )
     announce_version_changes(saved, fingerprint, folder)
     return True
@@ -190,10 +197,11 @@ def claim_output_dir(folder: Path, fingerprint: dict[str, Any], overwrite: bool)
     write_json(fingerprint_file, fingerprint)
 
 
-def prepare_output_dir(folder: Path, fingerprint: dict[str, Any], overwrite: bool) -> bool:
+def prepare_output_dir(folder: Path, fingerprint: dict[str, Any], overwrite: bool,
+                       replaced_by: str | None = "--overwrite_output_dir") -> bool:
     """:func:`check_output_dir` and, for a new run, :func:`claim_output_dir` at once (for callers that
     write nothing before their run starts, e.g. the lab's report folders)."""
-    resume = check_output_dir(folder, fingerprint, overwrite)
+    resume = check_output_dir(folder, fingerprint, overwrite, replaced_by)
     if not resume:
         claim_output_dir(folder, fingerprint, overwrite)
     return resume
