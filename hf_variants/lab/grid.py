@@ -320,9 +320,18 @@ class Grid:
 
     def run(self, on_record: Callable[[Path], None] | None = None) -> None:
         """Every (pair, role) cell: the sweep, the choice, the seeds. ``on_record(cell folder)`` is called
-        after each run and after the choice, once its file is on disk (e.g. to commit it: one seed of a
-        self-pretraining grid can take over an hour, and a run not committed is lost with the machine)."""
-        s, recorded = self.settings, on_record or (lambda cell: None)
+        after each run trained (or copied from its twin) now, not for those a resumed grid finds on disk: e.g. to
+        commit the cell (the choice goes with its first seed). One seed of a self-pretraining grid can take over an
+        hour, and a run not committed is lost with the machine."""
+        s = self.settings
+
+        def run_and_record(path: Path, *arguments: Any) -> dict:  # on_record only for a file written now
+            written = not path.is_file()
+            record = self.run_one(path, *arguments)
+            if written and on_record is not None:
+                on_record(path.parent)
+            return record
+
         lock = OutputDirLock(self.folder)
         try:
             prepare_output_dir(self.folder, s.fingerprint(), overwrite=False, replaced_by=None)
@@ -332,17 +341,14 @@ class Grid:
             for spec in s.pairs:
                 for role in ROLES:
                     cell, twin = self.folder / spec_folder(spec) / role, twins.get((spec, role))
-                    sweep = {}
-                    for lr in s.learning_rates:
-                        sweep[lr] = self.run_one(cell / f"sweep-lr{lr:g}.json", spec, role, "sweep", lr,
-                                                 s.sweep_seed, twin)  # fmt: skip
-                        recorded(cell)
+                    sweep = {
+                        lr: run_and_record(cell / f"sweep-lr{lr:g}.json", spec, role, "sweep", lr, s.sweep_seed, twin)
+                        for lr in s.learning_rates
+                    }
                     chosen = choose_learning_rate({lr: held_out_run(record) for lr, record in sweep.items()})
                     write_record(cell / "choice.json", {"chosen_learning_rate": chosen})
-                    recorded(cell)
                     for seed in s.seeds:
-                        self.run_one(cell / f"seed{seed}.json", spec, role, "final", chosen, seed, twin)
-                        recorded(cell)
+                        run_and_record(cell / f"seed{seed}.json", spec, role, "final", chosen, seed, twin)
         finally:
             lock.release()
 
