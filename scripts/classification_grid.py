@@ -16,8 +16,11 @@ Each run trains on the fine-tuning engine (the Trainer); a self-pretraining grid
 engine, its models under --work_dir (large; only the small result files go to --output_dir). The grid committed
 in docs/experiments/classification was made with the grid's own loop at commit ed7beb1, so it is a record that
 this command does not resume (run it with another --output_dir). ``--git_commit`` commits each finished run's
-result file as it goes, so a grid can span sessions. ``python scripts/render_tables.py`` turns the results into
-the tables of docs/results.md and docs/experiments/.
+result file as it goes, so a grid can span sessions. ``--memory_limit_gib`` caps the process's address space
+(``hf_variants.training.memory``): a run that would need more (an N-ODE run whose solver steps keep growing) is
+recorded as ``out_of_memory`` with the cap in its record, instead of being killed and started again on resume;
+it is a setting of the machine, not of the grid, so it is not in the grid's fingerprint.
+``python scripts/render_tables.py`` turns the results into the tables of docs/results.md and docs/experiments/.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from pathlib import Path
 from workspace import DATA_DIR, git_commit_record
 
 from hf_variants.lab.study import load_study, run_study
+from hf_variants.training.memory import limit_address_space
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -44,7 +48,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--learning_rates", type=float, nargs="+", help="replace the study's learning rates")
     parser.add_argument("--seeds", type=int, nargs="+", help="replace the study's seeds")
     parser.add_argument("--git_commit", action="store_true", help="commit each finished cell's result files")
+    parser.add_argument("--memory_limit_gib", type=float,
+                        help="cap the address space: a run that needs more is recorded as out_of_memory, not killed")
     args = parser.parse_args(argv)
+    if args.memory_limit_gib is not None:
+        try:
+            limit_address_space(args.memory_limit_gib)
+        except ValueError as error:
+            parser.error(f"argument --memory_limit_gib: {error}")
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
     try:
         study = load_study(args.study)

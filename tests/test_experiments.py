@@ -554,6 +554,61 @@ def test_a_solver_failure_is_recorded_as_the_runs_outcome(tmp_path: Path) -> Non
     assert "| 1/1 seeds solver_failed |" in row and "| — |" in row
 
 
+def refuse_an_allocation() -> None:
+    """A real refused allocation, as under an address-space cap: torch's CPU allocator asked for 4 EiB."""
+    import torch
+
+    torch.empty(1 << 62, dtype=torch.uint8)
+
+
+def test_a_run_out_of_memory_is_its_outcome_and_the_grid_goes_on(tmp_path: Path, monkeypatch) -> None:
+    """An allocation refused at a run's second training step (the fault injected where a growing N-ODE run meets
+    the cap of ``--memory_limit_gib``) is recorded as ``out_of_memory`` with the step, not raised; the choice
+    reads it as a run without a score, and the other rate's runs go on."""
+    from hf_variants.training.run_glue import GlueTrainer
+
+    training_step = GlueTrainer.training_step
+
+    def refusing_at_the_larger_rate(self, *args, **kwargs):
+        if self.args.learning_rate == 3e-3 and self.state.global_step == 1:
+            refuse_an_allocation()
+        return training_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(GlueTrainer, "training_step", refusing_at_the_larger_rate)
+    learnable_ag_news(tmp_path / "data", rows=120)
+    Grid(tiny_settings(pairs=("macaron_bert",), seeds=(1,)), tmp_path / "data", tmp_path / "out").run()
+    cell = tmp_path / "out" / "ag_news" / "macaron_bert"
+    for role in ("variant", "control"):
+        failed = json.loads((cell / role / "sweep-lr0.003.json").read_text())
+        assert failed["status"] == "out_of_memory" and failed["failed_at_step"] == 1
+        assert failed["error"].startswith("out of memory: DefaultCPUAllocator: can't allocate memory")
+        assert held_out_run(failed) == HeldOutRun(None)
+        assert json.loads((cell / role / "choice.json").read_text())["chosen_learning_rate"] == 1e-3
+        assert json.loads((cell / role / "seed1.json").read_text())["status"] == "finished"
+
+
+def test_a_self_pretraining_out_of_memory_is_the_runs_outcome(tmp_path: Path, monkeypatch) -> None:
+    """An allocation refused in a run's self-pretraining is that run's outcome, named as such; any other error
+    of the engine is not swallowed."""
+    from hf_variants.training import run_mlm
+
+    learnable_ag_news(tmp_path / "data", rows=120)
+    settings = tiny_settings(pairs=("macaron_bert",), learning_rates=(1e-3,), seeds=(1,),
+                             pretraining=SelfPretraining(steps=2))  # fmt: skip
+    monkeypatch.setattr(run_mlm, "run", lambda arguments: refuse_an_allocation())
+    Grid(settings, tmp_path / "data", tmp_path / "out", work_dir=tmp_path / "work").run()
+    record = json.loads((tmp_path / "out" / "ag_news" / "macaron_bert" / "variant" / "seed1.json").read_text())
+    assert record["status"] == "out_of_memory"
+    assert record["error"].startswith("self-pretraining: out of memory: DefaultCPUAllocator: can't allocate memory")
+
+    def broken(arguments):
+        raise RuntimeError("mat1 and mat2 shapes cannot be multiplied")
+
+    monkeypatch.setattr(run_mlm, "run", broken)
+    with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
+        Grid(settings, tmp_path / "data", tmp_path / "other", work_dir=tmp_path / "other-work").run()
+
+
 def test_a_non_finite_gradient_stops_the_run_before_any_weight_changes(monkeypatch: pytest.MonkeyPatch) -> None:
     """A finite loss with one parameter's gradient infinite (the AG News N-ODE event): clipping would
     turn it into NaN gradients and AdamW into NaN weights, read later as a solver failure. The grid's

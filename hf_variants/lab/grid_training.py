@@ -7,7 +7,8 @@ A grid runs hundreds of short runs in one process, so the data are tokenized onc
 (:class:`EncodedSplit`); each run gets the Trainer with typed settings (:class:`RunSettings`), no argv.
 At a given seed every model sees the same data order. A non-finite loss or gradient (checked before
 clipping) stops the run and is recorded as ``diverged`` with the step and the parameters — never
-trained on; an ODE solver failure as ``solver_failed`` with its message.
+trained on; an ODE solver failure as ``solver_failed`` with its message; an allocation refused (under the cap
+of :func:`~hf_variants.training.memory.limit_address_space`, or on a GPU) as ``out_of_memory`` with the step.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback
 import hf_variants  # noqa: F401  (registers the variants)
 
 from ..core.schemes.ode.modeling_ode import ODESolverError
+from ..training.memory import is_out_of_memory, out_of_memory_summary
 from ..training.nonfinite import NonFiniteStepError
 from ..training.run_glue import GlueTrainer
 from .statistics import predicts_one_class
@@ -154,12 +156,21 @@ def train_and_evaluate(
             return {**record, "nonfinite_gradients": error.parameters} if error.parameters else record
         except ODESolverError as error:
             return {"status": "solver_failed", "failed_at_step": trainer.state.global_step, "error": str(error)}
+        except (RuntimeError, MemoryError) as error:
+            if not is_out_of_memory(error):
+                raise
+            return {"status": "out_of_memory", "failed_at_step": trainer.state.global_step,
+                    "error": out_of_memory_summary(error)}  # fmt: skip
         train_seconds = time.perf_counter() - started
         train_tokens = collator.tokens
         try:
             logits = trainer.predict(evaluation).predictions
         except ODESolverError as error:
             return {"status": "solver_failed", "error": str(error)}
+        except (RuntimeError, MemoryError) as error:
+            if not is_out_of_memory(error):
+                raise
+            return {"status": "out_of_memory", "error": f"evaluation: {out_of_memory_summary(error)}"}
     if not torch.isfinite(torch.as_tensor(logits)).all():
         return {"status": "diverged", "error": "non-finite logits at evaluation"}
     predictions = logits.argmax(-1).tolist()
