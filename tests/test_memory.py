@@ -3,6 +3,7 @@ and the address-space cap makes torch refuse one instead of the kernel killing t
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -52,7 +53,10 @@ def test_under_the_cap_an_allocation_beyond_it_is_refused_and_reported_with_the_
         torch.ones(1 << 20)  # 4 MiB: under the cap
         print(address_space_limit_gib())
     """)
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    # One thread: on a many-core machine each OpenMP thread started under the cap would map its own stack and arena.
+    environment = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                            env=environment)  # fmt: skip
     assert result.returncode == 0, result.stderr
     summary, limit = result.stdout.strip().splitlines()
     assert summary.startswith("out of memory: DefaultCPUAllocator: can't allocate memory")
