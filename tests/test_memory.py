@@ -63,7 +63,7 @@ def test_under_the_cap_an_allocation_beyond_it_is_refused_and_reported_with_the_
     assert summary.endswith(f"(address space capped at {float(limit):g} GiB)")
 
 
-@pytest.mark.parametrize("gib", [0, -2])
+@pytest.mark.parametrize("gib", [0, -2, float("nan"), float("inf")])
 def test_a_cap_that_is_not_positive_is_refused(gib: float) -> None:
     with pytest.raises(ValueError, match=f"positive number of GiB, got {gib}"):
         limit_address_space(gib)

@@ -1,8 +1,8 @@
 """Out of memory is an outcome, not a kill: a cap on the process's address space, and the test that tells an
 allocation refused by it (or by the GPU) from any other error.
 
-Without a cap, a run whose memory keeps growing (an N-ODE block whose adaptive solver takes more and more steps
-as training stiffens its dynamics: every step's activations are kept for the backward pass) ends when the
+Without a cap, a run that needs more memory than the machine has (an N-ODE block keeps every solver step's
+activations for the backward pass, so its memory grows with the steps its adaptive solver takes) ends when the
 kernel's OOM killer ends the process: the run leaves no record, and a resumed grid starts the same run again, to
 be killed again. Under :func:`limit_address_space` the allocation that would cross the cap fails instead, torch
 raises, and the engine's caller records the run as ``out_of_memory`` (:func:`is_out_of_memory`) with the cap in
@@ -11,6 +11,7 @@ force (:func:`address_space_limit_gib`), as it records a diverged run, and goes 
 
 from __future__ import annotations
 
+import math
 import sys
 
 #: Bytes in a GiB.
@@ -24,7 +25,7 @@ def limit_address_space(gib: float) -> None:
     """Cap this process's address space (``RLIMIT_AS``, inherited by its children) at ``gib`` GiB. It counts
     mapped memory, not resident memory: a process that has imported torch and transformers maps about 2 GiB
     more than it holds, so leave that margin above the resident size a run may reach."""
-    if gib <= 0:
+    if not (math.isfinite(gib) and gib > 0):
         raise ValueError(f"The memory limit must be a positive number of GiB, got {gib}.")
     if sys.platform == "win32":
         raise ValueError("A memory limit needs a POSIX system (RLIMIT_AS); this one is Windows.")
