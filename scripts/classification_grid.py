@@ -17,7 +17,7 @@ engine, its models under --work_dir (large; only the small result files go to --
 in docs/experiments/classification was made with the grid's own loop at commit ed7beb1, so it is a record that
 this command does not resume (run it with another --output_dir). ``--git_commit`` commits each finished run's
 result file as it goes, so a grid can span sessions. ``--memory_limit_gib`` caps the process's address space
-(``hf_variants.training.memory``): a run that would need more (an N-ODE run whose solver steps keep growing) is
+(``hf_variants.training.memory``): a run that would need more (an N-ODE run's grows with its solver's steps) is
 recorded as ``out_of_memory`` with the cap in its record, instead of being killed and started again on resume;
 it is a setting of the machine, not of the grid, so it is not in the grid's fingerprint.
 ``python scripts/render_tables.py`` turns the results into the tables of docs/results.md and docs/experiments/.

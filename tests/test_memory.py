@@ -64,7 +64,7 @@ def test_under_the_cap_an_allocation_beyond_it_is_refused_and_reported_with_the_
 
 
 @pytest.mark.parametrize("gib", [0, -2, float("nan"), float("inf")])
-def test_a_cap_that_is_not_positive_is_refused(gib: float) -> None:
+def test_a_cap_that_is_not_a_positive_finite_number_is_refused(gib: float) -> None:
     with pytest.raises(ValueError, match=f"positive number of GiB, got {gib}"):
         limit_address_space(gib)
 
