@@ -32,14 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from ..core.composition import NAMING_FIELDS, idea_field_names, model_identity
-from ..core.schemes.ode.modeling_ode import ODESolverError
 from ..tokenization import train_wordpiece_tokenizer
 from ..training.checkpoints import CheckpointError, OutputDirLock, load_json, prepare_output_dir
 from ..training.files import write_text_atomic
-from ..training.memory import is_out_of_memory, out_of_memory_summary
-from ..training.nonfinite import NonFiniteStepError
 from .execution import console_to_file, quiet_libraries
-from .grid_training import ENGINE, EncodedSplit, RunSettings, train_and_evaluate
+from .grid_training import ENGINE, EncodedSplit, RunSettings, stop_status, stop_summary, train_and_evaluate
 from .records import write_record
 from .spec import ModelSpec, spec_folder
 from .statistics import majority_share
@@ -308,16 +305,10 @@ class Grid:
         try:
             with console_to_file(folder.with_name(folder.name + ".log"), quiet=True), quiet_libraries():  # to a log
                 results = run_mlm.run(arguments)
-        except (NonFiniteStepError, RuntimeError, MemoryError) as error:  # the run's outcome, as in fine-tuning
-            if isinstance(error, NonFiniteStepError):
-                status, text = "diverged", error.summary
-            elif isinstance(error, ODESolverError):
-                status, text = "solver_failed", str(error)
-            elif is_out_of_memory(error):
-                status, text = "out_of_memory", out_of_memory_summary(error)
-            else:
+        except Exception as error:  # the run's outcome, as in fine-tuning
+            if (status := stop_status(error)) is None:
                 raise
-            outcome = {"status": status, "error": f"{PRETRAINING_STOPPED}{text}"}
+            outcome = {"status": status, "error": f"{PRETRAINING_STOPPED}{stop_summary(error)}"}
             write_record(stopped, {"outcome": outcome, "pretraining_run": this_run})
             return None, {}, outcome
         summary = {key: results.get(key) for key in ("steps", "eval_loss", "final_train_loss", "train_seconds",

@@ -43,6 +43,24 @@ from .statistics import predicts_one_class
 ENGINE = "transformers.Trainer (hf_variants.training.run_glue.GlueTrainer)"
 
 
+def stop_status(error: BaseException) -> str | None:
+    """The status of a run that ``error`` stopped — ``diverged`` (a non-finite step), ``solver_failed`` (an ODE
+    solver that gave up), ``out_of_memory`` (an allocation refused) — or None for an error that is a bug, to raise.
+    The one rule for fine-tuning, evaluation and a grid's self-pretraining."""
+    if isinstance(error, NonFiniteStepError):
+        return "diverged"
+    if isinstance(error, ODESolverError):
+        return "solver_failed"
+    return "out_of_memory" if is_out_of_memory(error) else None
+
+
+def stop_summary(error: BaseException) -> str:
+    """The one line a stopped run's record keeps of ``error``."""
+    if isinstance(error, NonFiniteStepError):
+        return error.summary
+    return out_of_memory_summary(error) if is_out_of_memory(error) else str(error)
+
+
 @dataclass(frozen=True)
 class EncodedSplit(torch.utils.data.Dataset):
     """Token ids (unpadded, truncated) and labels of one split; a dataset of ``{"input_ids", "labels"}``."""
@@ -151,26 +169,21 @@ def train_and_evaluate(
         started = time.perf_counter()
         try:
             trainer.train()
-        except NonFiniteStepError as error:  # an outcome of this learning rate, recorded, not trained through
-            record = {"status": "diverged", "diverged_at_step": error.step - 1, "cause": error.summary}
-            return {**record, "nonfinite_gradients": error.parameters} if error.parameters else record
-        except ODESolverError as error:
-            return {"status": "solver_failed", "failed_at_step": trainer.state.global_step, "error": str(error)}
-        except (RuntimeError, MemoryError) as error:
-            if not is_out_of_memory(error):
+        except Exception as error:  # an outcome of this learning rate, recorded, not trained through
+            if (status := stop_status(error)) is None:
                 raise
-            return {"status": "out_of_memory", "failed_at_step": trainer.state.global_step,
-                    "error": out_of_memory_summary(error)}  # fmt: skip
+            if isinstance(error, NonFiniteStepError):
+                record = {"status": status, "diverged_at_step": error.step - 1, "cause": error.summary}
+                return {**record, "nonfinite_gradients": error.parameters} if error.parameters else record
+            return {"status": status, "failed_at_step": trainer.state.global_step, "error": stop_summary(error)}
         train_seconds = time.perf_counter() - started
         train_tokens = collator.tokens
         try:
             logits = trainer.predict(evaluation).predictions
-        except ODESolverError as error:
-            return {"status": "solver_failed", "error": str(error)}
-        except (RuntimeError, MemoryError) as error:
-            if not is_out_of_memory(error):
+        except Exception as error:
+            if (status := stop_status(error)) is None:
                 raise
-            return {"status": "out_of_memory", "error": f"evaluation: {out_of_memory_summary(error)}"}
+            return {"status": status, "error": stop_summary(error)}
     if not torch.isfinite(torch.as_tensor(logits)).all():
         return {"status": "diverged", "error": "non-finite logits at evaluation"}
     predictions = logits.argmax(-1).tolist()
