@@ -27,6 +27,7 @@ from hf_variants.lab.never_from_scratch import (
     SCRATCH,
     compute_table,
     payoff_table,
+    plateau_exit_counts,
     plateau_exit_table,
     scratch_table,
     verdict_table,
@@ -166,9 +167,12 @@ def generated_blocks() -> dict[str, str]:
         "never-from-scratch": never_from_scratch_block(STUDY, STUDY_COMMAND, scratch_alone=True),
         "never-from-scratch-compute": f"{compute_table(STUDY, NFS_TASKS)}\n{rendered_from(STUDY)}",
         "never-from-scratch-gpu": never_from_scratch_block(GPU_STUDY, GPU_STUDY_COMMAND, scratch_alone=True),
-        "never-from-scratch-listops-plateau": f"{plateau_exit_table(STUDY, 'listops')}\n{rendered_from(STUDY)}",
+        "never-from-scratch-listops-plateau": (
+            f"{plateau_exit_table(STUDY, 'listops')}\n{plateau_exit_counts(STUDY, 'listops')}\n{rendered_from(STUDY)}"
+        ),
         "never-from-scratch-listops-budget": (
-            f"{plateau_exit_table(LISTOPS_BUDGET, 'listops')}\n{rendered_from(LISTOPS_BUDGET, LISTOPS_BUDGET_COMMAND)}"
+            f"{plateau_exit_table(LISTOPS_BUDGET, 'listops')}\n{plateau_exit_counts(LISTOPS_BUDGET, 'listops')}\n"
+            f"{rendered_from(LISTOPS_BUDGET, LISTOPS_BUDGET_COMMAND)}"
         ),
     }
 

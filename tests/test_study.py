@@ -186,8 +186,9 @@ def test_the_two_answers_pair_each_model_by_seed_across_conditions(tmp_path: Pat
 
 def test_the_plateau_table_gives_each_seeds_exit_step_from_its_recorded_curve(tmp_path: Path) -> None:
     """Per condition, pair and role, each seed's step off its starting loss (:func:`left_plateau_at`), ``never``
-    within its budget, ``no curve`` for a record without one, a stopped run's status; a copied cell names its twin."""
-    from hf_variants.lab.never_from_scratch import plateau_exit_table
+    within its budget, ``no curve`` for a record without one, a stopped run's status; a copied cell names its twin.
+    Its counts (:func:`plateau_exit_counts`) count a copied cell once and tell a one-class run from one that learned."""
+    from hf_variants.lab.never_from_scratch import plateau_exit_counts, plateau_exit_table
 
     def curve(first_low: int | None) -> list[dict[str, float]]:  # on ln 10 until the point first_low (1-based)
         return [{"step": 15 * i, "loss": 2.30 if first_low is None or i < first_low else 1.9} for i in range(1, 21)]
@@ -210,6 +211,9 @@ def test_the_plateau_table_gives_each_seeds_exit_step_from_its_recorded_curve(tm
                         del record["curve"]
                     if condition == "scratch" and spec == "transject" and role == "variant" and seed == 2:
                         record = {"status": "diverged", "seed": 2, "curve": []}
+                    if condition == "self_pretrained" and spec == "mgk_bert" and (role, seed) in {
+                            ("variant", 1), ("control", 2)}:  # one that never left, one that left: both one class
+                        record["predicts_one_class"] = True
                     path.write_text(json.dumps(record))
     rows = {tuple(cell.strip() for cell in line.split("|")[1:4]): line.split("|")[4].strip()
             for line in plateau_exit_table(tmp_path, "listops").splitlines()[2:]}  # fmt: skip
@@ -218,6 +222,11 @@ def test_the_plateau_table_gives_each_seeds_exit_step_from_its_recorded_curve(tm
     assert rows[("self_pretrained", "mgk_bert", "control")] == "1: never (of 300) · 2: 30 · 3: never (of 300)"
     assert rows[("self_pretrained", "transject", "control (the runs of mgk_bert control)")].startswith("1: never")
     assert len(rows) == 8
+    counts = {line.split("|")[1].strip(): [cell.strip() for cell in line.split("|")[2:-1]]
+              for line in plateau_exit_counts(tmp_path, "listops").splitlines()[2:]}  # fmt: skip
+    # the copied control (same_model_as) is counted once, with its twin: 3 cells × 3 seeds in each condition
+    assert counts["scratch"] == ["9", "5", "105–270", "2", "0", "0", "1", "1"]
+    assert counts["self_pretrained"] == ["9", "3", "30", "6", "1", "1", "0", "0"]
 
 
 def test_which_variant_reads_each_condition_of_the_study(tmp_path: Path) -> None:

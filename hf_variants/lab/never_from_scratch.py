@@ -9,7 +9,8 @@ the grids' result files under ``study_dir/<condition>/<task>``, each condition a
 * :func:`scratch_table` — variant − control from scratch alone, per task and pair: what the study's scratch
   condition says before (and besides) any pairing with a pretrained one.
 * :func:`plateau_exit_table` — when each final run left its starting loss (:func:`~.verdicts.left_plateau_at`),
-  per condition, pair and role: whether runs that did not learn were cut short by the budget.
+  per condition, pair and role: whether runs that did not learn were cut short by the budget;
+  :func:`plateau_exit_counts` counts them per condition.
 * :func:`compute_table` — what each cell cost (runs trained, minutes of pretraining and fine-tuning), a cell
   copied from its twin (the same model, :meth:`~.grid.Grid.twins`) named as such.
 
@@ -23,10 +24,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from .grid import PRETRAINING_STOPPED, ROLES
+from .grid import PRETRAINING_STOPPED, ROLES, run_outcome
 from .statistics import Interval, paired_difference_if_any
 from .tables import PAIR_LABELS, PAPER_NUMBERS, rate_text, summarize_role, task_grids
-from .verdicts import left_plateau_at
+from .verdicts import LEARNED, left_plateau_at, run_status
 
 #: The condition every other one is compared with.
 SCRATCH = "scratch"
@@ -214,6 +215,50 @@ def plateau_exit_table(study_dir: Path, task: str) -> str:
                     model = f"{role} (the runs of {', '.join(twins)})" if twins else role
                     lines.append(f"| {condition} | {spec} | {model} | {' · '.join(steps)} | {' · '.join(scores)} |")
     return "\n".join(lines) + "\n"
+
+
+def plateau_exit_counts(study_dir: Path, task: str) -> str:
+    """Per condition on one task, the counts behind :func:`plateau_exit_table`: the distinct final runs (a cell
+    copied from its twin counted once, with its twin), how many left the plateau and between which steps, how
+    many never left within their budget and how many of those did not learn (:func:`~.verdicts.run_status`),
+    how many left it and still did not learn, how many stopped (a non-finite value, a solver failure) and how
+    many were recorded without a loss curve (runs before 2026-11-27)."""
+    lines = ["| condition | distinct final runs | left the plateau | at steps | never left | of which did not learn | "
+             "left, yet did not learn | stopped | no curve |",
+             "|---|---:|---:|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for condition in [SCRATCH, *conditions(study_dir)]:
+        left: list[int] = []
+        never = never_unlearned = left_unlearned = stopped = no_curve = 0
+        for record, data in distinct_final_runs(study_dir / condition, task):
+            if record.get("status", "finished") != "finished":
+                stopped += 1
+            elif not record.get("curve"):
+                no_curve += 1
+            else:
+                learned = run_status(run_outcome(record, data)) == LEARNED
+                step = left_plateau_at(record["curve"])
+                if step is None:
+                    never, never_unlearned = never + 1, never_unlearned + (not learned)
+                else:
+                    left.append(step)
+                    left_unlearned += not learned
+        runs = len(left) + never + stopped + no_curve
+        if runs:
+            steps = "—" if not left else str(left[0]) if min(left) == max(left) else f"{min(left)}–{max(left)}"
+            lines.append(f"| {condition} | {runs} | {len(left)} | {steps} | {never} | {never_unlearned} | "
+                         f"{left_unlearned} | {stopped} | {no_curve} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def distinct_final_runs(grid_dir: Path, task: str) -> Iterator[tuple[dict, dict]]:
+    """``(seed record, the task folder's data)`` for each final run trained in the grid, a cell copied from its
+    twin (``same_model_as``) left out."""
+    for _, grid in task_grids(grid_dir, [task]):
+        for cells in grid["cells"].values():
+            for role in ROLES:
+                for record in cells[role]["seeds"].values():
+                    if "same_model_as" not in record:
+                        yield record, grid["data"]
 
 
 def exit_text(record: dict) -> str:
