@@ -30,6 +30,7 @@ from hf_variants.lab.never_from_scratch import (
     plateau_exit_counts,
     plateau_exit_table,
     scratch_table,
+    tally_table,
     verdict_table,
 )
 from hf_variants.lab.tables import (
@@ -128,7 +129,10 @@ def never_from_scratch_block(folder: Path, command: str, scratch_alone: bool = F
                      f"{settings_text(folder / SCRATCH, NFS_TASKS)}\n")  # fmt: skip
     if payoff.strip():
         parts.append(f"*Does self-pretraining pay off?* (each model: self-pretrained − scratch)\n\n{payoff}\n"
-                     f"*Does it change the verdicts?* (variant − control in each condition)\n\n{verdicts}\n")
+                     f"*Does it change the verdicts?* (variant − control in each condition)\n\n{verdicts}\n"
+                     f"*How many differences exclude 0*, against the chance that one would with no true difference "
+                     f"(as if the intervals were independent; pairs that share a control are not)\n\n"
+                     f"{tally_table(folder, NFS_TASKS)}\n")
     elif not parts:
         parts.append("Not run yet.\n\n")
     return "".join(parts) + rendered_from(folder, command)

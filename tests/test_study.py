@@ -184,6 +184,43 @@ def test_the_two_answers_pair_each_model_by_seed_across_conditions(tmp_path: Pat
         "self_pretrained_3x")[1]  # fmt: skip
 
 
+def test_the_tally_counts_the_differences_that_exclude_zero_against_chance_alone(tmp_path: Path) -> None:
+    """Per condition and answer, the rendered differences, those whose paired 95% interval (scipy's t) excludes 0,
+    and 1 − 0.95^n; a pair with one role missing has no verdict, a one-class seed is left out of its pair."""
+    from scipy import stats
+
+    from hf_variants.lab.never_from_scratch import tally_table
+
+    cells = {  # (condition, pair, role) → accuracies by seed
+        ("scratch", "mgk_bert", "variant"): {1: 0.80, 2: 0.82, 3: 0.84},
+        ("scratch", "mgk_bert", "control"): {1: 0.70, 2: 0.71, 3: 0.72},  # +0.10, +0.11, +0.12: excludes 0
+        ("scratch", "transject", "variant"): {1: 0.70, 2: 0.75, 3: 0.72},
+        ("scratch", "transject", "control"): {1: 0.72, 2: 0.71, 3: 0.74},  # −0.02, +0.04, −0.02: holds 0
+        ("self_pretrained", "mgk_bert", "variant"): {1: 0.81, 2: 0.85, 3: None},  # two learned seeds
+        ("self_pretrained", "mgk_bert", "control"): {1: 0.80, 2: 0.82, 3: 0.90},
+        ("self_pretrained", "transject", "variant"): {1: 0.90, 2: 0.95, 3: 0.93},  # its control not run yet
+    }
+    for (condition, spec, role), accuracies in cells.items():
+        folder = tmp_path / condition / "sst2"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "run_fingerprint.json").write_text(json.dumps({**GRID_SETTINGS, "pairs": ["mgk_bert", "transject"]}))
+        write_cell(folder, spec, role, accuracies)
+
+    def excludes_zero(a: list[float], b: list[float]) -> bool:
+        low, high = stats.ttest_rel(a, b).confidence_interval(0.95)
+        return low > 0 or high < 0
+
+    payoffs = [excludes_zero([0.81, 0.85], [0.80, 0.82]), excludes_zero([0.80, 0.82, 0.90], [0.70, 0.71, 0.72]),
+               excludes_zero([0.90, 0.95, 0.93], [0.70, 0.75, 0.72])]  # fmt: skip
+    rows = {tuple(cell.strip() for cell in line.split("|")[1:3]): [cell.strip() for cell in line.split("|")[3:6]]
+            for line in tally_table(tmp_path, ["sst2"]).splitlines()[2:]}  # fmt: skip
+    assert rows == {
+        ("scratch", "variant − control"): ["2", "1", f"{100 * (1 - 0.95**2):.0f}%"],
+        ("self_pretrained", "variant − control"): ["1", str(int(excludes_zero([0.81, 0.85], [0.80, 0.82]))), "5%"],
+        ("self_pretrained", "self_pretrained − scratch"): ["3", str(sum(payoffs)), f"{100 * (1 - 0.95**3):.0f}%"],
+    }
+
+
 def test_the_plateau_table_gives_each_seeds_exit_step_from_its_recorded_curve(tmp_path: Path) -> None:
     """Per condition, pair and role, each seed's step off its starting loss (:func:`left_plateau_at`), ``never``
     within its budget, ``no curve`` for a record without one, a stopped run's status; a copied cell names its twin.

@@ -6,6 +6,8 @@ the grids' result files under ``study_dir/<condition>/<task>``, each condition a
   predict large gains for every architecture).
 * :func:`verdict_table` — *does it change the verdicts?* Per task and pair, variant − control from scratch beside
   variant − control in the condition, each paired by seed, with the papers' claims.
+* :func:`tally_table` — how many of those differences exclude 0 per condition and answer, beside the chance
+  that at least one would with no true difference anywhere (the multiplicity a reader should weigh them by).
 * :func:`scratch_table` — variant − control from scratch alone, per task and pair: what the study's scratch
   condition says before (and besides) any pairing with a pretrained one.
 * :func:`plateau_exit_table` — when each final run left its starting loss (:func:`~.verdicts.left_plateau_at`),
@@ -119,6 +121,37 @@ def verdict_table(study_dir: Path, tasks: list[str]) -> str:
         return [f"| {task} | {PAIR_LABELS.get(spec, spec)} | {' | '.join(before)} | {' | '.join(after)} | {paper} |"]
 
     return table(study_dir, tasks, header, rows)
+
+
+def tally_table(study_dir: Path, tasks: list[str], level: float = 0.05) -> str:
+    """Per condition and answer, how many differences have an interval, how many of those exclude 0, and
+    ``1 − (1 − level)^n``: the chance that at least one of ``n`` independent 95% intervals would exclude 0 if no
+    model differed from any other. Verdicts (variant − control) from scratch too; pay-offs (condition − scratch,
+    each variant and each control) per condition. A cell copied from its twin counts in each pair that reads it."""
+    counts: dict[tuple[str, str], list[int]] = {}
+
+    def count(condition: str, answer: str, a: dict[int, float], b: dict[int, float]) -> None:
+        interval = paired_difference_if_any(a, b)
+        if interval is not None:
+            tally = counts.setdefault((condition, answer), [0, 0])
+            tally[0] += 1
+            tally[1] += interval.excludes_zero
+
+    for condition in [SCRATCH, *conditions(study_dir)]:
+        for _, grid in task_grids(study_dir / condition, tasks):
+            for spec, cells in grid["cells"].items():
+                if all(cells[role]["seeds"] for role in ROLES):
+                    count(condition, "variant − control", *(learned_by_role(grid, spec, r)["learned"] for r in ROLES))
+    for condition, _, spec, grid, scratch in paired_cells(study_dir, tasks):
+        for role in ROLES:
+            if grid["cells"][spec][role]["seeds"] and scratch["cells"][spec][role]["seeds"]:
+                after, before = learned_by_role(grid, spec, role), learned_by_role(scratch, spec, role)
+                count(condition, f"{condition} − scratch", after["learned"], before["learned"])
+    lines = ["| condition | difference | with an interval | excluding 0 | chance of ≥ 1 with no true difference |",
+             "|---|---|---:|---:|---:|"]  # fmt: skip
+    for (condition, answer), (n, k) in counts.items():
+        lines.append(f"| {condition} | {answer} | {n} | {k} | {100 * (1 - (1 - level) ** n):.0f}% |")
+    return "\n".join(lines) + "\n"
 
 
 def scratch_table(study_dir: Path, tasks: list[str]) -> str:
