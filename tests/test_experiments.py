@@ -292,10 +292,13 @@ def test_self_pretraining_sees_only_each_runs_training_inputs(tmp_path: Path, mo
     assert record["pretraining"]["corpus"] == "train" and record["pretraining"]["steps"] == 4
     assert record["pretraining"]["compute_multiple"] == 4 / settings.steps
     assert record["pretraining"]["examples"] == len(data.train_texts)
+    # Its progress is in the pretraining's folder as it trains: the loss every logging step (here every step).
+    pretrained = tmp_path / "work" / "ag_news" / "macaron_bert" / "variant" / "pretrained-train-seed1"
+    logged = [row for row in csv.DictReader((pretrained / "metrics.csv").open()) if row.get("loss")]
+    assert [int(row["step"]) for row in logged] == [1, 2, 3, 4] and all(math.isfinite(float(r["loss"])) for r in logged)
     # The fine-tuned model starts from the pretrained encoder, not from random initialisation.
     from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification
 
-    pretrained = tmp_path / "work" / "ag_news" / "macaron_bert" / "variant" / "pretrained-train-seed1"
     encoder = AutoModelForMaskedLM.from_pretrained(pretrained).base_model.embeddings.word_embeddings.weight
     captured = {}
     train_and_evaluate = grid_module.train_and_evaluate

@@ -270,7 +270,8 @@ class Grid:
         ``None`` — or, when the pretraining stopped on a non-finite step or a solver failure, ``(None, {}, the
         run's outcome)``. The engine resumes its own run folder, and returns a finished one's results without
         training; a stopped one's outcome is kept beside its folder (``…-stopped.json``), so the held-out runs
-        that share it (one per rate) and a re-run grid do not pay for it again."""
+        that share it (one per rate) and a re-run grid do not pay for it again. Its loss every ``logging_steps``
+        goes to the folder's ``metrics.csv`` as it trains, its printed lines to ``….log`` beside it."""
         from ..settings.pretraining import PretrainingArguments
         from ..training import run_mlm
 
@@ -293,7 +294,7 @@ class Grid:
             mlm_probability=p.mlm_probability, per_device_train_batch_size=s.batch_size, learning_rate=p.learning_rate,
             lr_scheduler_type="linear", num_warmup_steps=p.warmup_ratio, max_train_steps=p.steps, seed=seed,
             logging_steps=max(1, p.steps // 20), max_eval_samples=512, output_dir=folder, disable_tqdm=True,
-            report_to=["none"],
+            report_to=["csv"],  # the loss every logging_steps in metrics.csv: a long pretraining's progress
         )  # fmt: skip
         # A stopped pretraining's outcome, kept for the runs that share it while its run is the same (the engine's
         # fingerprint of it, paths left out): a changed setting or config trains again, as the engine would.
