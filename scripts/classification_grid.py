@@ -16,7 +16,8 @@ Each run trains on the fine-tuning engine (the Trainer); a self-pretraining grid
 engine, its models under --work_dir (large; only the small result files go to --output_dir). The grid committed
 in docs/experiments/classification was made with the grid's own loop at commit ed7beb1, so it is a record that
 this command does not resume (run it with another --output_dir). ``--git_commit`` commits each finished run's
-result file as it goes, so a grid can span sessions. ``--memory_limit_gib`` caps the process's address space
+result file as it goes, with the pages whose generated tables it changes, so a grid can span sessions and no
+commit leaves a table out of date. ``--memory_limit_gib`` caps the process's address space
 (``hf_variants.training.memory``): a run that would need more (an N-ODE run's grows with its solver's steps) is
 recorded as ``out_of_memory`` with the cap in its record, instead of being killed and started again on resume;
 it is a setting of the machine, not of the grid, so it is not in the grid's fingerprint.
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from workspace import DATA_DIR, git_commit_record
@@ -64,9 +66,18 @@ def main(argv: list[str] | None = None) -> None:
     replaced = {name: tuple(value) for name in ("pairs", "learning_rates", "seeds") if (value := getattr(args, name))}
     try:
         run_study(study, args.data_dir, args.output_dir, args.work_dir, tasks=args.tasks, conditions=args.conditions,
-                  replace=replaced, on_record=git_commit_record(Path.cwd()) if args.git_commit else None)  # fmt: skip
+                  replace=replaced, on_record=committing(args.git_commit))  # fmt: skip
     except ValueError as error:
         parser.error(str(error))
+
+
+def committing(git_commit: bool) -> Callable[[Path], None] | None:
+    """With ``--git_commit``, a callback that commits each record with the pages it re-renders."""
+    if not git_commit:
+        return None
+    from render_tables import rendered_pages  # the results page's tables, from the records (scripts/)
+
+    return git_commit_record(Path.cwd(), render=rendered_pages)
 
 
 if __name__ == "__main__":

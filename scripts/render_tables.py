@@ -257,10 +257,8 @@ def document(grid: Path, title: str, command: str) -> str:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--check", action="store_true")
-    args = parser.parse_args()
+def rendered_pages() -> dict[Path, str]:
+    """Every generated page and block as the committed result files give them: ``{path: its text}``."""
     experiments = ROOT / "docs" / "experiments"
     card_table = (f"{depth_adaptivity_table(NODE_NFE)}\n"
                   "(From `docs/node_transformer/node_nfe.json` of the hf-variants repository.)\n")
@@ -281,6 +279,14 @@ def main() -> None:
         if (experiments / name).is_dir():
             title = f"TransJect's layers on the classification grid ({TRANSJECT_GRIDS[name].removeprefix('--pairs ')})"
             pages[experiments / f"{name}.md"] = document(experiments / name, title, grid_command(name))
+    return pages
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true")
+    args = parser.parse_args()
+    pages = rendered_pages()
     stale = [path for path, text in pages.items() if not path.is_file() or path.read_text(encoding="utf-8") != text]
     if args.check:
         if stale:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -66,12 +67,35 @@ def git(repository: Path, *arguments: str, check: bool = True, wait: float = 120
     return result
 
 
-def git_commit_record(repository: Path) -> Callable[[Path], None]:
-    """A callback that commits one cell's files as each run lands (and the task's fingerprint and data summary)."""
+def git_commit_record(
+    repository: Path, render: Callable[[], dict[Path, str]] | None = None
+) -> Callable[[Path], None]:
+    """A callback that commits one cell's files as each run lands (and the task's fingerprint and data summary).
+    With ``render`` (``render_tables.rendered_pages``: every generated page as the result files give it), the
+    pages the new record changes go into the same commit, so that no commit leaves a table out of date with the
+    records it is rendered from (``render_tables.py --check`` fails on such a commit). A page with uncommitted
+    edits is not someone's to commit: it is left as it is, and a line says to re-render it."""
 
     def commit(cell: Path) -> None:
         task_folder = cell.parent.parent
         paths = [cell, task_folder / "run_fingerprint.json", task_folder / "data.json"]
+        if render is not None:
+            paths += write_rendered_pages(repository, render())
         git_commit_files(repository, paths, f"Grid result: {task_folder.name} / {cell.parent.name} / {cell.name}")
 
     return commit
+
+
+def write_rendered_pages(repository: Path, pages: dict[Path, str]) -> list[Path]:
+    """Write each page whose text changed and whose file has no uncommitted edits; return those written."""
+    written = []
+    for path, text in pages.items():
+        if path.is_file() and path.read_text(encoding="utf-8") == text:
+            continue
+        if path.is_file() and git(repository, "diff", "--quiet", "HEAD", "--", str(path), check=False).returncode:
+            print(f"{path} has uncommitted edits: its generated tables are left as they were; run "
+                  "scripts/render_tables.py before committing it.", file=sys.stderr)  # fmt: skip
+            continue
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written

@@ -218,6 +218,40 @@ def test_result_files_are_committed_one_by_one_leaving_other_changes_alone(tmp_p
     assert git("log", "--format=%s").split("\n")[0] == "after the lock"
 
 
+def test_a_record_is_committed_with_the_tables_it_changes_and_no_one_elses_edits(tmp_path: Path, capsys) -> None:
+    """``git_commit_record(render=...)``: the pages the record re-renders go into its commit, so the commit's tables
+    match its records; a page with uncommitted edits is left as its editor has it, and named; an unchanged page
+    is not written."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True, text=True).stdout
+
+    git("init", "-q")
+    git("config", "user.email", "t@example.com")
+    git("config", "user.name", "t")
+    results, edited, same = tmp_path / "results.md", tmp_path / "edited.md", tmp_path / "same.md"
+    for page in (results, edited, same):
+        page.write_text("old table\n")
+    git("add", ".")
+    git("commit", "-q", "-m", "pages")
+    edited.write_text("old table\nprose in progress\n")  # someone's uncommitted edit
+    cell = tmp_path / "grid" / "sst2" / "mgk_bert" / "variant"
+    cell.mkdir(parents=True)
+    (cell / "seed1.json").write_text("{}")
+    for name in ("run_fingerprint.json", "data.json"):
+        (cell.parent.parent / name).write_text("{}")
+    pages = {results: "new table\n", edited: "new table\nprose in progress\n", same: "old table\n"}
+    commit = load_script("workspace").git_commit_record(tmp_path, render=lambda: pages)
+    commit(cell)
+    assert sorted(git("show", "--name-only", "--format=", "HEAD").split()) == [
+        "grid/sst2/data.json", "grid/sst2/mgk_bert/variant/seed1.json", "grid/sst2/run_fingerprint.json", "results.md"]
+    assert git("show", "HEAD:results.md") == "new table\n"
+    assert edited.read_text() == "old table\nprose in progress\n"  # not overwritten, not committed
+    assert f"{edited} has uncommitted edits" in capsys.readouterr().err
+    assert git("status", "--porcelain").split() == ["M", "edited.md"]
+
+
 @pytest.mark.parametrize("spec", PAIRS)
 def test_each_pair_pretrains_the_variant_and_exactly_its_matched_control(spec: str) -> None:
     """The command line's config (``--config_overrides`` text, read back) builds the same model as the
