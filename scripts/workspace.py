@@ -74,7 +74,7 @@ def git_commit_record(
     With ``render`` (``render_tables.rendered_pages``: every generated page as the result files give it), the
     pages the new record changes go into the same commit, so that no commit leaves a table out of date with the
     records it is rendered from (``render_tables.py --check`` fails on such a commit). A page with uncommitted
-    edits is not someone's to commit: it is left as it is, and a line says to re-render it."""
+    edits is someone's work in progress: it is left as it is, and a line says to re-render it before committing."""
 
     def commit(cell: Path) -> None:
         task_folder = cell.parent.parent
