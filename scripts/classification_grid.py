@@ -28,10 +28,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Callable
 from pathlib import Path
 
-from workspace import DATA_DIR, git_commit_record
+from workspace import DATA_DIR, git_commit_record, rendered_pages
 
 from hf_variants.lab.study import load_study, run_study
 from hf_variants.training.memory import limit_address_space
@@ -64,20 +63,13 @@ def main(argv: list[str] | None = None) -> None:
     except (ValueError, FileNotFoundError) as error:
         parser.error(f"argument --study: {error}")
     replaced = {name: tuple(value) for name in ("pairs", "learning_rates", "seeds") if (value := getattr(args, name))}
+    # with --git_commit, each record with the pages it re-renders
+    on_record = git_commit_record(Path.cwd(), render=rendered_pages) if args.git_commit else None
     try:
         run_study(study, args.data_dir, args.output_dir, args.work_dir, tasks=args.tasks, conditions=args.conditions,
-                  replace=replaced, on_record=committing(args.git_commit))  # fmt: skip
+                  replace=replaced, on_record=on_record)  # fmt: skip
     except ValueError as error:
         parser.error(str(error))
-
-
-def committing(git_commit: bool) -> Callable[[Path], None] | None:
-    """With ``--git_commit``, a callback that commits each record with the pages it re-renders."""
-    if not git_commit:
-        return None
-    from render_tables import rendered_pages  # the results page's tables, from the records (scripts/)
-
-    return git_commit_record(Path.cwd(), render=rendered_pages)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,8 @@ def add_study_arguments(parser: argparse.ArgumentParser) -> None:
 
 def study_setup(args: argparse.Namespace, title: str) -> tuple[FineTuning, Callable[[list[Path], str], None]]:
     """The fine-tuning protocol of the parsed options, and a ``commit(paths, what)`` that commits result
-    files with ``--git_commit`` (and does nothing without it). Sets the offline environment."""
+    files with ``--git_commit``, with the pages they re-render (and does nothing without it). Sets the offline
+    environment."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     protocol = FineTuning(tuple(args.tasks), tuple(args.seeds), tuple(args.learning_rates),
@@ -40,7 +41,8 @@ def study_setup(args: argparse.Namespace, title: str) -> tuple[FineTuning, Calla
 
     def commit(paths: list[Path], what: str) -> None:
         if args.git_commit:
-            git_commit_files(Path.cwd(), paths, f"{title}: {what}")
+            rendered = write_rendered_pages(Path.cwd(), rendered_pages())
+            git_commit_files(Path.cwd(), [*paths, *rendered], f"{title}: {what}")
 
     return protocol, commit
 
@@ -84,6 +86,13 @@ def git_commit_record(
         git_commit_files(repository, paths, f"Grid result: {task_folder.name} / {cell.parent.name} / {cell.name}")
 
     return commit
+
+
+def rendered_pages() -> dict[Path, str]:
+    """Every generated page as the committed result files give it (``scripts/render_tables.py``)."""
+    from render_tables import rendered_pages as pages  # a script beside this one, imported only to commit
+
+    return pages()
 
 
 def write_rendered_pages(repository: Path, pages: dict[Path, str]) -> list[Path]:
