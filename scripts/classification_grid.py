@@ -11,6 +11,7 @@ self-pretrained).
 
 --study is the name of a study the package ships (hf_variants/lab/studies/) or a .toml file of your own
 (docs/extending.md, "A new study"); --tasks, --pairs, --seeds and --learning_rates narrow or replace its fields.
+--roles runs only the variants' or the controls' cells of the same grid (the rest later, by the command without it).
 Resumable: the same command skips every finished run (a grid with other settings in the same folder is refused).
 Each run trains on the fine-tuning engine (the Trainer); a self-pretraining grid's pretraining on the pretraining
 engine, its models under --work_dir (large; only the small result files go to --output_dir). The grid committed
@@ -32,6 +33,7 @@ from pathlib import Path
 
 from workspace import DATA_DIR, git_commit_record, rendered_pages
 
+from hf_variants.lab.grid import ROLES
 from hf_variants.lab.study import load_study, run_study
 from hf_variants.training.memory import limit_address_space
 
@@ -41,6 +43,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--study", default="classification_from_scratch", help="a shipped study's name or a .toml")
     parser.add_argument("--tasks", nargs="+", help="only these of the study's tasks")
     parser.add_argument("--conditions", nargs="+", help="only these of the study's conditions")
+    parser.add_argument("--roles", nargs="+", choices=ROLES,
+                        help="only these roles' cells (e.g. the controls, cheap, before a slow variant)")  # fmt: skip
     parser.add_argument("--data_dir", type=Path, default=DATA_DIR)
     parser.add_argument("--output_dir", type=Path, default=Path("outputs/classification_grid"))
     parser.add_argument("--work_dir", type=Path, default=Path("outputs/grid_models"),
@@ -67,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     on_record = git_commit_record(Path.cwd(), render=rendered_pages) if args.git_commit else None
     try:
         run_study(study, args.data_dir, args.output_dir, args.work_dir, tasks=args.tasks, conditions=args.conditions,
-                  replace=replaced, on_record=on_record)  # fmt: skip
+                  roles=args.roles, replace=replaced, on_record=on_record)  # fmt: skip
     except ValueError as error:
         parser.error(str(error))
 

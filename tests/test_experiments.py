@@ -207,6 +207,29 @@ def test_grid_runs_sweeps_on_the_held_out_slice_then_seeds_and_resumes(tmp_path:
         Grid(settings, tmp_path / "data", tmp_path / "out").run()
 
 
+def test_a_grid_narrowed_to_the_controls_is_the_same_grid_and_the_rest_fills_in_later(tmp_path: Path) -> None:
+    """``roles=("control",)`` trains only the control cells, under the grid's own fingerprint; the grid run later
+    in full trains only the variants, keeps the controls' files, and its records are those of a grid run at once."""
+    learnable_ag_news(tmp_path / "data")
+    settings = tiny_settings(pairs=("mgk_bert",))
+    folder = tmp_path / "narrowed" / "ag_news"
+    Grid(settings, tmp_path / "data", tmp_path / "narrowed").run(roles=("control",))
+    assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) == [
+        "data.json", "mgk_bert", "run_fingerprint.json"]
+    assert [p.name for p in (folder / "mgk_bert").iterdir()] == ["control"]
+    controls = {p: p.stat().st_mtime_ns for p in (folder / "mgk_bert" / "control").glob("s*.json")}  # the runs
+    seen = []
+    Grid(settings, tmp_path / "data", tmp_path / "narrowed").run(on_record=seen.append)
+    assert set(seen) == {folder / "mgk_bert" / "variant"}  # the controls were not trained again
+    assert {p: p.stat().st_mtime_ns for p in (folder / "mgk_bert" / "control").glob("s*.json")} == controls
+    Grid(settings, tmp_path / "data", tmp_path / "at_once").run()
+    for role in ("variant", "control"):
+        for path in (tmp_path / "at_once" / "ag_news" / "mgk_bert" / role).glob("s*.json"):
+            narrowed, at_once = (json.loads(p.read_text()) for p in (folder / "mgk_bert" / role / path.name, path))
+            assert narrowed["prediction_counts"] == at_once["prediction_counts"], (role, path.name)
+            assert narrowed["accuracy"] == at_once["accuracy"]
+
+
 def test_a_cell_whose_model_an_earlier_cell_trains_copies_its_runs(tmp_path: Path, monkeypatch) -> None:
     """MGK-BERT's control is post-LN Macaron-BERT's (BERT on the core): the grid trains it once and copies the
     records, marked, into the later cell; the copies are what training that cell gives (a grid of MGK alone)."""

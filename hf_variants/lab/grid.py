@@ -26,7 +26,7 @@ import copy
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -318,8 +318,9 @@ class Grid:
                     "compute_multiple": p.compute_multiple(s.steps)}  # fmt: skip
         return folder, {"pretraining": summary}, None
 
-    def run(self, on_record: Callable[[Path], None] | None = None) -> None:
-        """Every (pair, role) cell: the sweep, the choice, the seeds. ``on_record(cell folder)`` is called
+    def run(self, on_record: Callable[[Path], None] | None = None, roles: Sequence[str] = ROLES) -> None:
+        """Every (pair, role) cell (only ``roles``' cells when narrowed: the grid and its fingerprint stay the
+        same, so a later run fills in the rest): the sweep, the choice, the seeds. ``on_record(cell folder)`` is called
         after each run trained (or copied from its twin) now, not for those a resumed grid finds on disk: e.g. to
         commit the cell (the choice goes with its first seed). One seed of a self-pretraining grid can take over an
         hour, and a run not committed is lost with the machine."""
@@ -339,7 +340,7 @@ class Grid:
             write_record(self.folder / "data.json", self.data_summary)
             twins = self.twins()
             for spec in s.pairs:
-                for role in ROLES:
+                for role in (role for role in ROLES if role in roles):
                     cell, twin = self.folder / spec_folder(spec) / role, twins.get((spec, role))
                     sweep = {
                         lr: run_and_record(cell / f"sweep-lr{lr:g}.json", spec, role, "sweep", lr, s.sweep_seed, twin)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from .grid import Grid, GridSettings, SelfPretraining
+from .grid import ROLES, Grid, GridSettings, SelfPretraining
 from .text_classification import TASKS
 
 if sys.version_info >= (3, 11):
@@ -168,15 +168,17 @@ def load_study(name_or_path: str | Path) -> Study:
 
 def run_study(
     study: Study, data_dir: Path, output_dir: Path, work_dir: Path, *, tasks: Sequence[str] | None = None,
-    conditions: Sequence[str] | None = None, replace: dict[str, Any] | None = None,
-    on_record: Callable[[Path], None] | None = None,
+    conditions: Sequence[str] | None = None, roles: Sequence[str] | None = None,
+    replace: dict[str, Any] | None = None, on_record: Callable[[Path], None] | None = None,
 ) -> list[Path]:
-    """Run every grid of ``study`` (only ``tasks`` / ``conditions`` when given; GridSettings fields in ``replace``
-    changed), each resumable, results under ``output_dir/<condition>/<task>``, a self-pretraining grid's models
-    under ``work_dir/<condition>``; the folders of the grids run. ``on_record(cell folder)`` follows each
-    run and choice written into a (pair, role) cell, e.g. to commit its files (:meth:`Grid.run`)."""
-    offered = {"tasks": study.tasks(), "conditions": list(dict.fromkeys(condition for condition, _ in study.grids))}
-    for name, asked in (("tasks", tasks), ("conditions", conditions)):
+    """Run every grid of ``study`` (only ``tasks`` / ``conditions`` when given, only the cells of ``roles``, e.g.
+    the cheap controls first; GridSettings fields in ``replace`` changed), each resumable, results under
+    ``output_dir/<condition>/<task>``, a self-pretraining grid's models under ``work_dir/<condition>``; the folders
+    of the grids run. ``on_record(cell folder)`` follows each run and choice written into a (pair, role) cell, e.g.
+    to commit its files (:meth:`Grid.run`)."""
+    offered = {"tasks": study.tasks(), "conditions": list(dict.fromkeys(condition for condition, _ in study.grids)),
+               "roles": list(ROLES)}  # fmt: skip
+    for name, asked in (("tasks", tasks), ("conditions", conditions), ("roles", roles)):
         if asked and set(asked) - set(offered[name]):
             raise ValueError(f"{study.path.name} has the {name} {', '.join(offered[name])}, not {', '.join(asked)}.")
     folders = []
@@ -184,6 +186,7 @@ def run_study(
         if (tasks and settings.task not in tasks) or (conditions and condition not in conditions):
             continue
         settings = dataclasses.replace(settings, **(replace or {}))
-        Grid(settings, data_dir, output_dir / condition, work_dir / condition).run(on_record=on_record)
+        grid = Grid(settings, data_dir, output_dir / condition, work_dir / condition)
+        grid.run(on_record=on_record, roles=roles or ROLES)
         folders.append(output_dir / condition / settings.task)
     return folders
