@@ -18,16 +18,22 @@
   datasets, ``model-index``), the training hyperparameters, the framework versions and the
   requirements.
 
-:func:`push_folder_to_hub` uploads such a folder in one commit with ``HfApi.upload_folder`` (not
-``PreTrainedModel.push_to_hub``, which would replace the card with a generated one); :class:`LocalHub`
-is the same upload into a local folder, for machines without the Hub.
+:func:`export_for_hub` owns its output folder as the engines own theirs: it locks it, refuses a folder that
+hf-variants did not write or that holds a training run, replaces its own previous export only when asked
+(``overwrite``), writes everything into a staging folder of its own and moves each file into place (a link
+in the folder is replaced, never written through), manifest first.
+
+:func:`push_folder_to_hub` uploads exactly the files the export's manifest lists, each checked first (present,
+inside, a regular file, its size and SHA-256), in one commit with ``HfApi.create_commit`` (not
+``PreTrainedModel.push_to_hub``, which would replace the card with a generated one); any other file in the
+folder is named and refused. :class:`LocalHub` is the same commit into a local folder, for machines without the
+Hub.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
@@ -37,8 +43,8 @@ from typing import Any
 import huggingface_hub
 import jinja2
 import transformers
-from huggingface_hub import EvalResult, ModelCard, ModelCardData
-from huggingface_hub.utils import filter_repo_objects, validate_repo_id
+from huggingface_hub import CommitOperationAdd, EvalResult, ModelCard, ModelCardData
+from huggingface_hub.utils import validate_repo_id
 from transformers import PreTrainedModel
 
 from .core.composition import pair_modules
@@ -46,12 +52,28 @@ from .core.registration import VARIANTS, Variant
 from .export_code import flatten_modules, registered_imports
 from .training.checkpoints import (
     FINGERPRINT_FILE,
-    file_states,
-    remove_recorded_files,
+    LOCK_FILE,
+    MANIFEST_FILE,
+    OutputDirLock,
+    manifest_entries,
+    remove_entries,
     verify_manifest,
     write_manifest,
 )
-from .training.files import inside
+from .training.files import (
+    STAGING_FOLDER,
+    CheckpointError,
+    copy_file,
+    failpoint,
+    inside,
+    is_link,
+    move_into,
+    regular_files,
+    remove_path,
+    target_inside,
+    write_text_atomic,
+)
+from .training.record_schema import ANY_OBJECT, parse_record
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 #: Templates of the model cards, one per model_type (package data: installed with the wheel).
@@ -111,8 +133,8 @@ print(choices[int(logits.argmax())])""",
 
 #: Third-party packages a shipped module imports (beyond torch and transformers), by module file.
 REQUIREMENTS_BY_FILE = {"modeling_ode.py": "torchdiffeq"}
-#: Files a push never uploads (caches, hidden files such as the folder's lock).
-PUSH_IGNORE_PATTERNS = ["**/__pycache__/**", "__pycache__/**", ".*", "**/.*"]
+#: The package's own bookkeeping in an export folder, neither listed in its manifest nor uploaded.
+EXPORT_BOOKKEEPING = (LOCK_FILE, STAGING_FOLDER)
 
 
 @dataclass(frozen=True)
@@ -322,6 +344,7 @@ def export_for_hub(
     base_model: str | None = None,
     language: str | Sequence[str] | None = "en",
     pipeline_tag: str | None = None,
+    overwrite: bool = False,
 ) -> Path:
     """Write a self-contained Hub folder for ``model`` (any registered hf_variants model).
 
@@ -329,6 +352,9 @@ def export_for_hub(
     weights the saved head does not have (e.g. a classifier when exporting an MLM) are initialised
     as usual by the loading head. The folder holds the code of the model's own pair and of its model
     type's default pair only (:func:`flattened_code_files`), and the card lists its requirements.
+
+    ``output_dir`` must be new, empty, or a previous export (replaced only with ``overwrite``); a folder that
+    hf-variants did not write, or that holds a training run, is refused (:func:`check_export_folder`).
     """
     model_type = getattr(model.config, "model_type", None)
     if model_type not in VARIANTS:
@@ -351,27 +377,68 @@ def export_for_hub(
         head=saved_head,
     )
     output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    remove_recorded_files(output_dir)  # a previous export's files (another variant's code) must not stay
-    files_before = file_states(output_dir)
-
-    model.save_pretrained(output_dir, safe_serialization=True)
-    config_path = output_dir / "config.json"
-    config_dict = json.loads(config_path.read_text(encoding="utf-8"))
-    config_dict["auto_map"] = auto_map(variant)
-    config_path.write_text(json.dumps(config_dict, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-
-    for name, source in code_files.items():
-        (output_dir / name).write_text(source, encoding="utf-8")
-    if tokenizer is not None:
-        tokenizer.save_pretrained(output_dir)
-    card.save(output_dir / "README.md")
-    write_manifest(output_dir, files_before, "export")
+    lock = OutputDirLock(output_dir)  # refuses a non-empty folder hf-variants did not write
+    try:
+        previous = check_export_folder(output_dir, overwrite)
+        staging = output_dir / STAGING_FOLDER
+        remove_path(staging, output_dir)  # left by a killed export
+        staging.mkdir()
+        model.save_pretrained(staging, safe_serialization=True)
+        config_dict = json.loads((staging / "config.json").read_text(encoding="utf-8"))
+        config_dict["auto_map"] = auto_map(variant)
+        write_text_atomic(staging / "config.json", json.dumps(config_dict, indent=2, sort_keys=True) + "\n", staging)
+        for name, source in code_files.items():
+            write_text_atomic(staging / name, source, staging)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(staging)
+        write_text_atomic(staging / "README.md", str(card), staging)
+        manifest = write_manifest(staging, {}, "export")
+        move_export_into_place(output_dir, staging, manifest["files"], previous)
+    finally:
+        lock.release()
     return output_dir
 
 
+def check_export_folder(folder: Path, overwrite: bool) -> list[Path]:
+    """The files of the previous export in ``folder`` that a new export replaces (``overwrite``); refuses a
+    folder that holds a training run, and a previous export without ``overwrite``. Called under the folder's
+    lock, which has already refused a non-empty folder that hf-variants did not write."""
+    folder = folder.resolve()
+    if (folder / FINGERPRINT_FILE).exists():
+        raise CheckpointError(f"--output_dir {folder} holds a training run ({FINGERPRINT_FILE}): an export writes a "
+                              "folder of its own. Give another --output_dir.")  # fmt: skip
+    if not (folder / MANIFEST_FILE).exists() and not is_link(folder / MANIFEST_FILE):
+        return []
+    if not overwrite:
+        raise CheckpointError(f"--output_dir {folder} holds a previous export: pass --overwrite_output_dir "
+                              "(export_for_hub(..., overwrite=True)) to replace it, or give another "
+                              "--output_dir.")  # fmt: skip
+    return manifest_entries(folder)  # each checked to lie inside; a damaged manifest names none (warned)
+
+
+def move_export_into_place(folder: Path, staging: Path, files: dict[str, Any], previous: list[Path]) -> None:
+    """Replace the previous export's files by the staged ones: refuse first a staged name that would replace a
+    file the previous export did not write; then remove the previous files, move the manifest in (so that at any
+    instant the folder's manifest names every file of an export in it) and then each file, and remove the
+    staging folder. A link at a target is replaced itself, never written through."""
+    folder = folder.resolve()
+    replaced = {path.relative_to(folder).as_posix() for path in previous}
+    foreign = [name for name in files if name not in replaced and ((folder / name).exists() or is_link(folder / name))]
+    if foreign:
+        raise CheckpointError(f"{folder / foreign[0]} was not written by a previous export: the export would replace "
+                              "it. Move it out of the folder, or give another --output_dir.")  # fmt: skip
+    remove_entries(folder, previous)
+    move_into(staging / MANIFEST_FILE, folder / MANIFEST_FILE, folder)
+    failpoint("export_moved", MANIFEST_FILE)
+    for name in files:
+        move_into(staging / name, folder / name, folder)
+        failpoint("export_moved", name)
+    remove_path(staging, folder)
+
+
 def export_checkpoint(
-    checkpoint: str | Path, output_dir: str | Path, *, repo_id: str | None = None, recorded: dict | None = None
+    checkpoint: str | Path, output_dir: str | Path, *, repo_id: str | None = None, recorded: dict | None = None,
+    overwrite: bool = False,
 ) -> Path:
     """Export a checkpoint folder (``save_pretrained``, run_mlm or run_glue output) with the Auto class
     of its saved head, its tokenizer if saved beside it, and — from the run's ``results.json``
@@ -379,6 +446,10 @@ def export_checkpoint(
     import hf_variants  # noqa: F401  (registers the variants)
 
     checkpoint = Path(checkpoint)
+    source, target = checkpoint.resolve(), Path(output_dir).resolve()
+    if source == target or source in target.parents or target in source.parents:
+        raise CheckpointError(f"--output_dir {output_dir} and the checkpoint {checkpoint} overlap: an export never "
+                              "writes into its own input. Give another --output_dir.")  # fmt: skip
     verify_manifest(checkpoint)
     config = transformers.AutoConfig.from_pretrained(checkpoint)
     if config.model_type not in VARIANTS:
@@ -403,9 +474,11 @@ def export_checkpoint(
             f"{recorded['perplexity']:.2f}."
         )
     fingerprint_file = checkpoint / FINGERPRINT_FILE
-    hyperparameters = _scalar_settings(json.loads(fingerprint_file.read_text())) if fingerprint_file.is_file() else None
+    hyperparameters = _scalar_settings(parse_record(fingerprint_file, ANY_OBJECT)) if fingerprint_file.is_file() \
+        else None  # fmt: skip
     return export_for_hub(model, output_dir, tokenizer, repo_id=repo_id, datasets=datasets, results=results,
-                          training_summary=summary, hyperparameters=hyperparameters, base_model=base_model)  # fmt: skip
+                          training_summary=summary, hyperparameters=hyperparameters, base_model=base_model,
+                          overwrite=overwrite)  # fmt: skip
 
 
 def _is_hub_id(name: str) -> bool:
@@ -432,8 +505,9 @@ def _scalar_settings(fingerprint: dict[str, Any]) -> dict[str, Any]:
 
 class LocalHub:
     """The two ``HfApi`` calls a push makes, into a local folder: ``ROOT/<repo_id>/`` receives what the
-    Hub would (the same ``allow_patterns``/``ignore_patterns`` filtering), and loads with
-    ``from_pretrained("ROOT/<repo_id>", trust_remote_code=True)``. For machines without the Hub."""
+    Hub would (each file of the commit), and loads with ``from_pretrained("ROOT/<repo_id>",
+    trust_remote_code=True)``. For machines without the Hub. Every file it writes is checked to lie inside
+    ``ROOT/<repo_id>`` and replaces a link there rather than writing through it."""
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
@@ -451,15 +525,49 @@ class LocalHub:
         folder.mkdir(parents=True, exist_ok=True)
         return huggingface_hub.RepoUrl(f"https://huggingface.co/{repo_id}")
 
-    def upload_folder(self, *, repo_id: str, folder_path: str | Path, commit_message: str | None = None,
-                      allow_patterns: Any = None, ignore_patterns: Any = None, repo_type: str = "model",
-                      **_: Any) -> str:  # fmt: skip
-        source, target = Path(folder_path), self.repo_folder(repo_id)
-        files = [path.relative_to(source).as_posix() for path in sorted(source.rglob("*")) if path.is_file()]
-        for relative in filter_repo_objects(files, allow_patterns=allow_patterns, ignore_patterns=ignore_patterns):
-            (target / relative).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source / relative, target / relative)
+    def create_commit(self, *, repo_id: str, operations: Iterable[CommitOperationAdd], commit_message: str,
+                      repo_type: str = "model", **_: Any) -> str:  # fmt: skip
+        target = self.repo_folder(repo_id)
+        for operation in operations:
+            # its folder checked before any folder is made; a link at the file's own name is replaced, not followed
+            destination = target_inside(target, operation.path_in_repo, "the uploaded file")
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            copy_file(Path(operation.path_or_fileobj), target / operation.path_in_repo, target)
         return str(target)
+
+
+def files_to_upload(folder: Path, unverified: bool = False) -> list[str]:
+    """The files a push uploads: those the export's manifest lists (and the manifest), each checked first
+    (:func:`verify_manifest`: present, inside, a regular file, its size and SHA-256). A folder holding any other
+    file, or a link, is refused naming it; one without an export's manifest is refused unless ``unverified``,
+    which uploads its regular files as they are (no link, no hidden file)."""
+    folder = folder.resolve()
+    try:
+        manifest = verify_manifest(folder)
+    except CheckpointError:
+        if unverified and not (folder / MANIFEST_FILE).exists():
+            manifest = None
+        else:
+            raise
+    if manifest is None:
+        if not unverified:
+            raise CheckpointError(f"{folder} has no {MANIFEST_FILE}: push uploads what `hf-variants export` wrote and "
+                                  "checked. Export it first, or pass --unverified_folder to upload its files as they "
+                                  "are.")  # fmt: skip
+        return [path.relative_to(folder).as_posix() for path in regular_files(folder)
+                if not any(part.startswith(".") or part == "__pycache__" for part in path.relative_to(folder).parts)]
+    if not manifest["written_by"].endswith(" export"):
+        raise CheckpointError(f"{folder} was written by `{manifest['written_by']}`, not by `hf-variants export`: "
+                              "export it first (hf-variants export FOLDER --output_dir HUB_FOLDER).")  # fmt: skip
+    listed = [*manifest["files"], MANIFEST_FILE]
+    present = sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*")
+                     if (path.is_file() or is_link(path)) and path.name not in EXPORT_BOOKKEEPING)  # fmt: skip
+    unlisted = [name for name in present if name not in listed]
+    if unlisted:
+        raise CheckpointError(f"{folder} holds {len(unlisted)} file(s) its {MANIFEST_FILE} does not list "
+                              f"({', '.join(unlisted[:4])}): push uploads exactly what the export wrote. Move them "
+                              "out of the folder, or export again into a new one.")  # fmt: skip
+    return listed
 
 
 def push_folder_to_hub(
@@ -470,9 +578,10 @@ def push_folder_to_hub(
     private: bool = False,
     commit_message: str = "Upload hf-variants model",
     api: huggingface_hub.HfApi | LocalHub | None = None,
+    unverified: bool = False,
 ) -> str:
-    """Create ``repo_id`` if needed and upload every file of ``folder`` in one commit
-    (``HfApi.upload_folder``), leaving out caches and hidden files.
+    """Create ``repo_id`` if needed and upload the export in ``folder`` in one commit (``HfApi.create_commit``):
+    exactly the files its manifest lists, each checked first (:func:`files_to_upload`).
 
     ``api`` defaults to ``huggingface_hub.HfApi(token=token)``; :class:`LocalHub` writes to a local
     folder instead. Returns the repo id the Hub reports.
@@ -481,9 +590,9 @@ def push_folder_to_hub(
     validate_repo_id(repo_id)  # before anything is created, on the Hub or in a local hub
     if not (folder / "config.json").is_file():
         raise FileNotFoundError(f"{folder} has no config.json; create it with export_for_hub first.")
-    verify_manifest(folder)  # what is uploaded is what the export wrote
+    files = files_to_upload(folder, unverified)  # before anything is created
     api = api or huggingface_hub.HfApi(token=token)
     repo = api.create_repo(repo_id=repo_id, private=private, exist_ok=True, repo_type="model")
-    api.upload_folder(repo_id=repo.repo_id, folder_path=str(folder), commit_message=commit_message,
-                      ignore_patterns=PUSH_IGNORE_PATTERNS, repo_type="model")  # fmt: skip
+    operations = [CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(folder / name)) for name in files]
+    api.create_commit(repo_id=repo.repo_id, operations=operations, commit_message=commit_message, repo_type="model")
     return repo.repo_id

@@ -262,7 +262,7 @@ def test_model_specs_parse_and_unknown_names_are_refused() -> None:
     for text, message in (
         ("bert_kontrol", "unknown model type 'bert_kontrol'"),
         ("macaron_bert:attention_type=performer", "attention_type must be one of"),
-        ("macaron_bert:attention_type=mgk,num_key_component=3", "num_key_component is not a field of macaron_bert"),
+        ("macaron_bert:attention_type=mgk,num_key_component=3", "MacaronBertConfig has no field 'num_key_component'"),
         ("bert:attention_type=mgk", "use bert_control"),
     ):
         with pytest.raises(Exception, match=message):

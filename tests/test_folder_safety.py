@@ -82,7 +82,10 @@ def test_a_crafted_manifest_deletes_nothing_outside_the_folder(
 
     with pytest.raises(CheckpointError, match=r"hf_variants_manifest\.json entry .* lies outside"):
         checkpoints.remove_previous_run(crafted)
-    result = cli("export", str(pretrained_run), "--output_dir", str(crafted))
+    result = cli("export", str(pretrained_run), "--output_dir", str(crafted), "--overwrite_output_dir")
+    assert result.returncode == 1 and "holds a training run" in result.stderr and "Traceback" not in result.stderr
+    (crafted / "run_fingerprint.json").unlink()  # now it looks like a previous export: its entries are checked
+    result = cli("export", str(pretrained_run), "--output_dir", str(crafted), "--overwrite_output_dir")
     assert result.returncode == 1 and "lies outside" in result.stderr and "Traceback" not in result.stderr
     with pytest.raises(CheckpointError, match=r"lies outside"):
         checkpoints.verify_manifest(crafted)  # not even read (hashed) outside the folder

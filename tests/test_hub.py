@@ -44,15 +44,15 @@ CORPUS = [
 
 
 class RecordingHub(LocalHub):
-    """The local Hub, recording each upload's arguments (what the real ``HfApi.upload_folder`` gets)."""
+    """The local Hub, recording each commit's arguments (what the real ``HfApi.create_commit`` gets)."""
 
     def __init__(self, root: Path) -> None:
         super().__init__(root)
         self.uploads: list[dict] = []
 
-    def upload_folder(self, **kwargs):
+    def create_commit(self, **kwargs):
         self.uploads.append(kwargs)
-        return super().upload_folder(**kwargs)
+        return super().create_commit(**kwargs)
 
 
 def small_mlm(seed: int = 0, vocab_size: int = 99) -> hf_variants.MacaronBertForMaskedLM:
@@ -170,16 +170,13 @@ def test_push_with_fake_hub_then_remote_load_without_package(tmp_path: Path) -> 
     model = small_mlm()
     perturb_parameters(model)
     folder = export_for_hub(model, tmp_path / "export")
-    (folder / ".hf_variants.lock").write_text("")  # hidden files and caches stay behind
-    (folder / "__pycache__").mkdir()
-    (folder / "__pycache__" / "x.pyc").write_text("")
+    (folder / ".hf_variants.lock").write_text("")  # the package's bookkeeping stays behind
     api = RecordingHub(tmp_path / "hub")
     repo_id = push_folder_to_hub(folder, "someone/macaron-tiny", api=api, commit_message="first")
     pushed = tmp_path / "hub" / repo_id
     assert api.uploads[0]["commit_message"] == "first" and api.uploads[0]["repo_id"] == repo_id
-    assert sorted(p.name for p in pushed.iterdir()) == sorted(
-        p.name for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")
-    )
+    listed = json.loads((folder / "hf_variants_manifest.json").read_text())["files"]
+    assert sorted(p.name for p in pushed.iterdir()) == sorted([*listed, "hf_variants_manifest.json"])
 
     inputs = make_inputs(model.config)
     with torch.no_grad():

@@ -266,3 +266,59 @@ def test_the_lab_has_one_resume_record() -> None:
     writes = {path.relative_to(REPO_ROOT).as_posix(): lines for path in candidates if (lines := file_writes(path))}
     assert writes == {}
     assert file_writes(REPO_ROOT / "scripts" / "node_nfe.py")  # the scan finds a JSON written by hand
+
+
+#: The one checked writer (hf_variants/training/files.py): every file the package writes, copies, renames or
+#: appends to goes through it.
+CHECKED_WRITER = "hf_variants.training.files"
+#: Calls that write, copy or rename a file by themselves: ``os.replace``, ``shutil.copyfile``, ``Path.write_text``...
+WRITING_CALLS = {("os", "replace"), ("os", "rename"), ("os", "open"), ("shutil", "copy"), ("shutil", "copy2"),
+                 ("shutil", "copyfile"), ("shutil", "copytree"), ("shutil", "move")}  # fmt: skip
+WRITING_METHODS = {"write_text", "write_bytes", "rename", "replace", "symlink_to", "hardlink_to"}  # Path's
+
+
+def writes_in(path: Path) -> list[str]:
+    """``line: call`` of every write, copy or rename in ``path`` that does not go through the checked writer:
+    ``open``/``Path.open`` with a mode that writes, ``Path.write_text``/``write_bytes``/``rename``/``replace``,
+    ``os.replace``/``os.rename``/``os.open``, ``shutil.copy*``/``move``."""
+
+    def writing_mode(call: ast.Call, position: int) -> bool:
+        modes = [call.args[position]] if len(call.args) > position else []
+        modes += [keyword.value for keyword in call.keywords if keyword.arg == "mode"]
+        return any(isinstance(mode, ast.Constant) and isinstance(mode.value, str) and set(mode.value) & set("wax+")
+                   for mode in modes)  # fmt: skip
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Call):
+            continue
+        function = node.func
+        if isinstance(function, ast.Name) and function.id == "open" and writing_mode(node, 1):
+            found.append(f"{node.lineno}: open(..., {ast.unparse(node.args[1]) if len(node.args) > 1 else 'mode'})")
+        elif isinstance(function, ast.Attribute):
+            owner = function.value.id if isinstance(function.value, ast.Name) else None
+            if (owner, function.attr) in WRITING_CALLS:
+                found.append(f"{node.lineno}: {owner}.{function.attr}")
+            elif function.attr in WRITING_METHODS and owner not in ("os", "shutil", "dataclasses") and node.args and (
+                    function.attr not in ("rename", "replace") or len(node.args) == 1):  # str.replace takes two
+                found.append(f"{node.lineno}: .{function.attr}(...)")
+            elif function.attr == "open" and owner not in ("os", "io") and writing_mode(node, 0):
+                found.append(f"{node.lineno}: .open({ast.unparse(node.args[0]) if node.args else 'mode'})")
+    return found
+
+
+def test_every_write_goes_through_the_one_checked_writer() -> None:
+    """No module but :mod:`hf_variants.training.files` opens a file to write, copies or renames one itself: each
+    write resolves its target inside the folder the command owns and never writes through a link."""
+    offenders = {module: found for module, path in module_files().items()
+                 if module != CHECKED_WRITER and (found := writes_in(path))}  # fmt: skip
+    assert offenders == {}
+
+
+def test_the_writer_scan_finds_what_it_should(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "import os, shutil\nopen(p, 'w')\nopen(p)\np.open('a')\np.open()\np.write_text('x')\nos.replace(a, b)\n"
+        "shutil.copy2(a, b)\ntext.replace('a', 'b')\nos.open(p, flags)\nopen(p, mode='rb')\n"
+    )
+    assert [entry.split(":")[0] for entry in writes_in(sample)] == ["2", "4", "6", "7", "8", "10"]

@@ -82,7 +82,13 @@ def test_a_re_export_leaves_no_file_of_the_previous_export(tmp_path: Path) -> No
     export_for_hub(hf_variants.NodeTransformerForMaskedLM(hf_variants.NodeTransformerConfig(**sizes)), folder)
     assert (folder / "modeling_ode.py").is_file()
     (folder / "notes.txt").write_text("mine")
-    export_for_hub(hf_variants.BertControlForMaskedLM(hf_variants.BertControlConfig(**sizes)), folder)
+    before = {path.name: path.read_bytes() for path in folder.iterdir()}
+    control = hf_variants.BertControlForMaskedLM(hf_variants.BertControlConfig(**sizes))
+    with pytest.raises(CheckpointError, match=r"holds a previous export: pass --overwrite_output_dir"):
+        export_for_hub(control, folder)  # replacing an export is asked for, never assumed
+    assert {path.name: path.read_bytes() for path in folder.iterdir()} == before
+    export_for_hub(control, folder, overwrite=True)
     assert not (folder / "modeling_ode.py").exists() and not (folder / "modeling_node_transformer.py").exists()
     assert (folder / "notes.txt").read_text() == "mine"
-    assert set(verify_manifest(folder)["files"]) == {p.name for p in folder.iterdir()} - {MANIFEST_FILE, "notes.txt"}
+    assert set(verify_manifest(folder)["files"]) == {p.name for p in folder.iterdir()} - {
+        MANIFEST_FILE, "notes.txt", ".hf_variants.lock"}

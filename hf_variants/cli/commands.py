@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import errno
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -153,10 +154,30 @@ def main(argv: Sequence[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         run(argv)
-    except (ValueError, OSError, FloatingPointError) as error:
+    except Exception as error:
+        full = disk_full(error)
+        if not (full or isinstance(error, (ValueError, OSError, FloatingPointError))):
+            raise
         if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
             raise
         command = f"hf-variants {argv[0]}" if argv and argv[0] in COMMANDS else "hf-variants"
         message = " ".join(str(error).split()) or type(error).__name__
+        if full:
+            message = (f"the disk is full ({message}). Free some space and run the same command again: a run resumes "
+                       "from its last complete checkpoint")  # fmt: skip
         print(f"{command}: error: {message} (set {DEBUG_ENV}=1 for the traceback)", file=sys.stderr)
         raise SystemExit(1) from None
+
+
+def disk_full(error: BaseException | None) -> bool:
+    """Whether ``error`` or any error it was raised from is a full disk (``ENOSPC``), whatever its type:
+    safetensors' and tokenizers' errors carry it only in their message."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+            return True
+        if os.strerror(errno.ENOSPC) in str(error):
+            return True
+        error = error.__cause__ or error.__context__
+    return False

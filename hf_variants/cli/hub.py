@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from ..settings.arguments import ArgumentParser, HelpFormatter
@@ -12,14 +11,16 @@ EXPORT_DESCRIPTION = """\
 Write a checkpoint folder (save_pretrained, run_mlm or run_glue output) as a Hub folder: weights,
 config with auto_map, the modelling code it needs, the tokenizer and a model card. The folder loads with
 trust_remote_code=True on a machine without hf-variants. A run_glue results.json beside the weights puts
-its dev scores in the card's model-index.
+its dev scores in the card's model-index. The output folder must be new, empty or a previous export (replaced
+only with --overwrite_output_dir); it never overlaps the checkpoint.
 """
 
 PUSH_DESCRIPTION = """\
 Upload a Hub folder (written by 'hf-variants export') to the Hub in one commit with
-huggingface_hub.HfApi.upload_folder; authentication is the usual HF_TOKEN or 'hf auth login'.
---local_hub DIR writes the same files to DIR/<repo_id>/ instead (no network), a folder that
-from_pretrained loads like the Hub repository.
+huggingface_hub.HfApi.create_commit: exactly the files its manifest (hf_variants_manifest.json) lists,
+each checked first (size and SHA-256); a folder holding any other file is refused. Authentication is the
+usual HF_TOKEN or 'hf auth login'. --local_hub DIR writes the same files to DIR/<repo_id>/ instead (no
+network), a folder that from_pretrained loads like the Hub repository.
 """
 
 
@@ -31,6 +32,8 @@ def export_parser() -> argparse.ArgumentParser:
     parser.add_argument("--repo_id", help="The Hub repository the card names (and --push uploads to).")
     parser.add_argument("--push", action="store_true", help="Upload the folder to --repo_id afterwards.")
     parser.add_argument("--local_hub", type=Path, help="With --push: write to this folder instead of the Hub.")
+    parser.add_argument("--overwrite_output_dir", action="store_true",
+                        help="Replace a previous export in --output_dir (never a folder hf-variants did not write).")
     return parser
 
 
@@ -43,6 +46,9 @@ def push_parser() -> argparse.ArgumentParser:
     parser.add_argument("--token", help="Hub token (default: HF_TOKEN or the stored login).")
     parser.add_argument("--commit_message", default="Upload hf-variants model", help="The commit's message.")
     parser.add_argument("--local_hub", type=Path, help="Write to DIR/<repo_id>/ instead of the Hub.")
+    parser.add_argument("--unverified_folder", action="store_true",
+                        help="Upload a folder without an export's manifest: its regular files as they are (no link, "
+                        "no hidden file), unchecked.")
     return parser
 
 
@@ -56,10 +62,12 @@ def export(argv: list[str]) -> Path:
         parser.error(f"{args.checkpoint} is not a checkpoint folder (no config.json)")
 
     from ..hub import export_checkpoint
+    from ..training.record_schema import ANY_OBJECT, parse_record
 
     results_file = args.checkpoint / "results.json"
-    recorded = json.loads(results_file.read_text()) if results_file.is_file() else None
-    folder = export_checkpoint(args.checkpoint, args.output_dir, repo_id=args.repo_id, recorded=recorded)
+    recorded = parse_record(results_file, ANY_OBJECT) if results_file.is_file() else None
+    folder = export_checkpoint(args.checkpoint, args.output_dir, repo_id=args.repo_id, recorded=recorded,
+                               overwrite=args.overwrite_output_dir)  # fmt: skip
     print(f"Wrote {folder}.")
     if args.push:
         _push_folder(folder, args.repo_id, local_hub=args.local_hub)
@@ -69,7 +77,7 @@ def export(argv: list[str]) -> Path:
 def push(argv: list[str]) -> str:
     args = push_parser().parse_args(argv)
     return _push_folder(args.folder, args.repo_id, local_hub=args.local_hub, token=args.token, private=args.private,
-                        commit_message=args.commit_message)  # fmt: skip
+                        commit_message=args.commit_message, unverified=args.unverified_folder)  # fmt: skip
 
 
 def _push_folder(folder: Path, repo_id: str, *, local_hub: Path | None = None, **options) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -42,13 +43,31 @@ def check_override_fields(
     matched control carries its variant's sized fields (e.g. ``num_experts`` beside ``layer_scheme=vanilla``)."""
     from .composition import idea_field_names
 
+    for key in overrides:  # before any config is built: a method's or a dunder's name never reaches setattr
+        if key in NOT_OVERRIDABLE or key.startswith("_") or not key.isidentifier():
+            raise ValueError(f"{flag}: {key!r} is not a field a config override may set (fields only: no method, "
+                             "no private or special name, not model_type).")  # fmt: skip
     reference = build_reference(**{key: overrides[key] for key in IDEA_SWITCHES if key in overrides})
-    known = idea_field_names()
+    fields = declared_fields(reference) | idea_field_names()
     for key in overrides:
-        if not hasattr(reference, key) and key not in known:
-            close = difflib.get_close_matches(key, list(reference.to_dict()), n=1)
+        if key not in fields:
+            close = difflib.get_close_matches(key, sorted(fields), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else "."
             raise ValueError(f"{flag}: {type(reference).__name__} has no field {key!r}{hint}")
+
+
+#: Fields of every config that name what it is rather than how it computes: never overridden.
+NOT_OVERRIDABLE = frozenset({"model_type", "transformers_version", "architectures", "auto_map"})
+
+
+def declared_fields(config: Any) -> set[str]:
+    """The fields ``config`` declares: what it serialises (``to_dict``), the parameters of its ``__init__`` and
+    its settable properties (``num_labels``) — never a method, a read-only property, or a private or special
+    attribute."""
+    parameters = inspect.signature(type(config).__init__).parameters.values()
+    named = {p.name for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name != "self"}
+    settable = {name for name, value in inspect.getmembers(type(config)) if isinstance(value, property) and value.fset}
+    return {name for name in {*config.to_dict(), *named, *settable} if not name.startswith("_")} - NOT_OVERRIDABLE
 
 
 def format_overrides(fields: Mapping[str, Any]) -> str:

@@ -6,6 +6,7 @@ engines' settings (:class:`DataSource`)."""
 from __future__ import annotations
 
 import csv
+import io
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -187,16 +188,17 @@ def synthetic_source(
     generators = embedded_tasks()
     recall = "recall" in tasks
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "train.txt").write_text("\n".join(synthetic_corpus(6000, seed, levels, recall)) + "\n")
-    (folder / "valid.txt").write_text("\n".join(synthetic_corpus(600, seed + 1, levels, recall)) + "\n")
+    write_text_atomic(folder / "train.txt", "\n".join(synthetic_corpus(6000, seed, levels, recall)) + "\n")
+    write_text_atomic(folder / "valid.txt", "\n".join(synthetic_corpus(600, seed + 1, levels, recall)) + "\n")
     task_data = {}
     for task in tasks:
         train = generators[task](2000, seed + 2, levels)
         seen = {sentence for sentence, _ in train}
         dev = [row for row in generators[task](4000, seed + 3, levels) if row[0] not in seen][:400]
         for split, rows in (("train", train), ("dev", dev)):
-            with (folder / f"{task}_{split}.csv").open("w", newline="", encoding="utf-8") as handle:
-                csv.writer(handle, lineterminator="\n").writerows([("sentence", "label"), *rows])
+            table = io.StringIO(newline="")
+            csv.writer(table, lineterminator="\n").writerows([("sentence", "label"), *rows])
+            write_text_atomic(folder / f"{task}_{split}.csv", table.getvalue())
         task_data[task] = {"train_file": str(folder / f"{task}_train.csv"),
                            "validation_file": str(folder / f"{task}_dev.csv")}  # fmt: skip
     described = {"attractor_number": f"attractor number (is the subject plural, past up to {levels.attractors} "

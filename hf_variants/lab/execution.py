@@ -12,6 +12,8 @@ from pathlib import Path
 
 import torch
 
+from ..training.files import open_for_append
+
 
 def die_with(parent_pid: int) -> None:
     """On Linux, have this process killed when ``parent_pid`` (the study) ends, even by SIGKILL: an orphaned
@@ -95,5 +97,5 @@ def console_to_file(path: Path, quiet: bool):
         yield
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as handle, contextlib.redirect_stdout(handle):
+    with open_for_append(path) as handle, contextlib.redirect_stdout(handle):
         yield

@@ -23,8 +23,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..training.checkpoints import CheckpointError, load_json
+from ..training.checkpoints import CheckpointError
 from ..training.files import write_text_atomic
+from ..training.record_schema import ANY_OBJECT, parse_record
 
 
 class OtherSettings(CheckpointError):
@@ -46,7 +47,7 @@ def write_record(path: Path, record: Mapping[str, Any]) -> None:
 
 def read_record(path: Path) -> dict[str, Any] | None:
     """The record at ``path``; None when there is none; a damaged one is an error naming it."""
-    return load_json(path) if path.is_file() else None
+    return parse_record(path, ANY_OBJECT) if path.is_file() else None
 
 
 def differing_fields(

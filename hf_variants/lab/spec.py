@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..core.overrides import format_overrides, parse_overrides
+from ..core.overrides import check_override_fields, format_overrides, parse_overrides
 
 #: transformers' own BertForMaskedLM: an external reference, not a model of this package.
 EXTERNAL_REFERENCE = "bert"
@@ -72,14 +72,15 @@ class ModelSpec:
             raise ValueError(f"unknown model type {spec.model_type!r} in {text!r}; choose from {known}")
         if spec.overrides and spec.model_type == EXTERNAL_REFERENCE:
             raise ValueError(f"{text!r}: transformers' BERT takes no overrides here; use bert_control")
+        from transformers import AutoConfig
+
         try:
             parsed = parse_overrides(spec.overrides)
+            # the engines' one check: a field the config declares, never a method, a dunder or model_type
+            check_override_fields(parsed, lambda **pair: AutoConfig.for_model(spec.model_type, **pair), flag=repr(text))
             spec.pair()
         except ValueError as error:
-            raise ValueError(f"{text!r}: {error}") from error
-        unknown = sorted(set(parsed) - _known_fields(spec.model_type, parsed))
-        if unknown:
-            raise ValueError(f"{text!r}: {', '.join(unknown)} is not a field of {spec.model_type}'s config")
+            raise ValueError(str(error) if str(error).startswith(repr(text)) else f"{text!r}: {error}") from error
         return spec
 
     @property
@@ -159,15 +160,6 @@ def with_matched_controls(specs: Sequence[ModelSpec]) -> list[ModelSpec]:
         if control is not None:
             expanded.append(control)
     return expanded
-
-
-def _known_fields(model_type: str, overrides: dict[str, Any]) -> set[str]:
-    """The fields of ``model_type``'s config with the pair the overrides select (a config takes any
-    keyword, so a misspelt field would otherwise pass silently)."""
-    from transformers import AutoConfig
-
-    pair = {key: overrides[key] for key in ("attention_type", "layer_scheme") if key in overrides}
-    return set(AutoConfig.for_model(model_type, **pair).to_dict())
 
 
 #: The baseline of the calibration controls (:func:`with_calibration_controls`).

@@ -30,12 +30,10 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import re
 import shlex
-import shutil
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -44,7 +42,24 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from .files import CheckpointError, failpoint, fsync_directory, inside, is_temporary, write_json
+from .files import (
+    STAGING_FOLDER,
+    CheckpointError,
+    failpoint,
+    fsync_directory,
+    inside,
+    is_link,
+    is_regular_file,
+    is_temporary,
+    open_lock_file,
+    regular_files,
+    remove_path,
+    rename_folder,
+    target_inside,
+    write_json,
+)
+from .record_schema import ANY_OBJECT, MANIFEST_SCHEMA, MARKER_SCHEMA, PENDING_SCHEMA, parse_record
+from .record_schema import load_json as load_json  # the engines' and the lab's reader of JSON records
 from .run_identity import announce_version_changes, file_sha256, fingerprint_differences, library_versions
 
 try:
@@ -83,7 +98,7 @@ class OutputDirLock:
         self.created = not folder.exists()
         folder.mkdir(parents=True, exist_ok=True)
         self.path = folder / LOCK_FILE
-        self.handle = self.path.open("a+")
+        self.handle = open_lock_file(self.path)  # never through a link: a planted one is refused
         try:
             self._lock()
         except OSError:
@@ -123,7 +138,7 @@ class OutputDirLock:
 
 
 def check_output_dir(folder: Path, fingerprint: dict[str, Any], overwrite: bool,
-                     replaced_by: str | None = "--overwrite_output_dir") -> bool:
+                     replaced_by: str | None = "--overwrite_output_dir", replace_unstarted: bool = False) -> bool:
     """The one-run-per-folder rule, checked before anything is written; returns whether the folder holds
     *this* run (to resume or, when finished, to leave as it is).
 
@@ -136,7 +151,9 @@ def check_output_dir(folder: Path, fingerprint: dict[str, Any], overwrite: bool,
       and a new run would write over the user's files.
 
     ``replaced_by`` is the caller's flag that replaces a run, named in the refusal; ``None`` for a caller that
-    only resumes (the lab's grid), whose refusal names only another folder.
+    only resumes (the lab's grid), whose refusal names only another folder. With ``replace_unstarted`` (the
+    engines), a folder whose run stopped before its first checkpoint (:func:`holds_work`) is another run that
+    the new one replaces, with a warning, instead of a refusal.
     """
     folder = folder.resolve()
     refuse_foreign(folder)
@@ -151,9 +168,13 @@ def check_output_dir(folder: Path, fingerprint: dict[str, Any], overwrite: bool,
             f"--output_dir {folder} holds files of another hf-variants command (a {MANIFEST_FILE} without "
             f"{FINGERPRINT_FILE}). {remedy}"
         )
-    saved = load_json(fingerprint_file, fix=f"{replaced_by} replaces the run in it" if replaced_by else
-                      "give another --output_dir")  # fmt: skip
+    saved = parse_record(fingerprint_file, ANY_OBJECT, fix=f"{replaced_by} replaces the run in it" if replaced_by
+                         else "give another --output_dir")  # fmt: skip
     differences = fingerprint_differences(saved, fingerprint)
+    if differences and replace_unstarted and not holds_work(folder):
+        logger.warning("--output_dir %s held a run that stopped before its first checkpoint (%s); this run replaces "
+                       "it.", folder, "; ".join(differences[:6]))  # fmt: skip
+        return False
     if differences:
         raise CheckpointError(
             f"--output_dir {folder} holds another run ({len(differences)} difference(s): "
@@ -170,7 +191,7 @@ def refuse_foreign(folder: Path) -> None:
     ``--overwrite_output_dir`` included. Called before the lock file is written into the folder."""
     folder = folder.resolve()
     contents = sorted(path.name for path in folder.iterdir() if path.name != LOCK_FILE) if folder.is_dir() else []
-    if contents and not {FINGERPRINT_FILE, MANIFEST_FILE} & set(contents):
+    if contents and not {FINGERPRINT_FILE, MANIFEST_FILE, STAGING_FOLDER} & set(contents):
         raise CheckpointError(
             f"--output_dir {folder} is not empty and no hf-variants run wrote it (no {FINGERPRINT_FILE}; it holds "
             f"{', '.join(contents[:4])}{', ...' if len(contents) > 4 else ''}). hf-variants never removes or writes "
@@ -178,21 +199,36 @@ def refuse_foreign(folder: Path) -> None:
         )
 
 
+def holds_work(folder: Path) -> bool:
+    """Whether a run folder holds anything of its run's work: a manifest (the run finished) or a checkpoint
+    folder (complete, being written or partial). A run that stopped before its first checkpoint (a refused
+    setting met at step 2, a kill) holds none: its fingerprint alone never refuses the corrected command."""
+    if (folder / MANIFEST_FILE).exists():
+        return True
+    return any(checkpoint_step(path) is not None or PARTIAL_CHECKPOINT_PATTERN.match(path.name)
+               for path in folder.iterdir()) if folder.is_dir() else False  # fmt: skip
+
+
 def claim_output_dir(folder: Path, fingerprint: dict[str, Any], overwrite: bool) -> None:
     """Make ``folder`` this run's when it starts training (not before: a run refused or failed while it
-    was being set up leaves no fingerprint that would refuse the corrected command): with ``overwrite``,
-    the previous run's files are removed (:func:`remove_previous_run`); then the fingerprint is written,
-    unless the folder already holds this run."""
+    was being set up leaves no fingerprint that would refuse the corrected command): with ``overwrite``, or
+    in place of a run that stopped before its first checkpoint (:func:`holds_work`), the previous run's files
+    are removed (:func:`remove_previous_run`); then the fingerprint is written, unless the folder already
+    holds this run."""
     folder = folder.resolve()
     fingerprint_file = folder / FINGERPRINT_FILE
-    if fingerprint_file.is_file() and not overwrite:  # this run: check_output_dir refused any other
-        return
+    replaced = overwrite
+    if fingerprint_file.is_file() and not overwrite:
+        if not fingerprint_differences(parse_record(fingerprint_file, ANY_OBJECT), fingerprint):
+            return  # this run
+        if holds_work(folder):  # check_output_dir refused it already; never replaced without the flag
+            raise CheckpointError(f"--output_dir {folder} holds another run; give another --output_dir.")
+        replaced = True
     contents = [path for path in folder.iterdir() if path.name != LOCK_FILE] if folder.is_dir() else []
-    if contents and overwrite:
+    if contents and replaced:
         removed = remove_previous_run(folder)
         kept = len([path for path in folder.iterdir() if path.name != LOCK_FILE])
-        logger.warning("--overwrite_output_dir: removed the previous run's %d entries from %s (kept %d others)",
-                       len(removed), folder, kept)  # fmt: skip
+        logger.warning("Removed the previous run's %d entries from %s (kept %d others).", len(removed), folder, kept)
     folder.mkdir(parents=True, exist_ok=True)
     write_json(fingerprint_file, fingerprint)
 
@@ -224,8 +260,8 @@ def pending_checkpoint(folder: Path) -> str | None:
     if not (folder / PENDING_FILE).is_file():
         return None
     try:
-        return str(load_json(folder / PENDING_FILE)["checkpoint"])
-    except (CheckpointError, KeyError, TypeError):
+        return parse_record(folder / PENDING_FILE, PENDING_SCHEMA)["checkpoint"]
+    except CheckpointError:
         return None
 
 
@@ -253,10 +289,7 @@ def remove_entries(folder: Path, entries: list[Path]) -> list[str]:
     """Remove ``entries`` of ``folder`` (files or folders, already checked to be the package's and inside it);
     returns their names relative to the folder."""
     for path in entries:
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
+        remove_path(path, folder)
     return [path.relative_to(folder.resolve()).as_posix() for path in entries]
 
 
@@ -284,20 +317,21 @@ def check_inputs_kept(folder: Path, inputs: Mapping[str, str | Path | None]) -> 
 # Manifests of final folders
 # ------------------------------------------------------------------------------------------------
 def file_states(folder: Path) -> dict[str, tuple[int, int]]:
-    """``{relative path: (size, mtime_ns)}`` of the files below ``folder``, without checkpoints and the
-    package's bookkeeping (lock, manifest, pending note, temporary files): compared before and after a
-    write, it tells which files the write produced."""
+    """``{relative path: (size, mtime_ns)}`` of the regular files below ``folder`` (links and what lies behind
+    them never count), without checkpoints and the package's bookkeeping (lock, manifest, pending note,
+    temporary files, an export being staged): compared before and after a write, it tells which files the
+    write produced."""
     if not folder.is_dir():
         return {}
     states = {}
-    for path in folder.rglob("*"):
+    for path in regular_files(folder):
         relative = path.relative_to(folder)
         top = relative.parts[0]
-        if checkpoint_step(Path(top)) is not None or top.startswith(".checkpoint-") or not path.is_file():
+        if checkpoint_step(Path(top)) is not None or top.startswith(".checkpoint-") or STAGING_FOLDER in relative.parts:
             continue
         if relative.name in (LOCK_FILE, MANIFEST_FILE, PENDING_FILE) or is_temporary(relative.name):
             continue
-        stat = path.stat()
+        stat = path.lstat()
         states[relative.as_posix()] = (stat.st_size, stat.st_mtime_ns)
     return states
 
@@ -306,7 +340,8 @@ def write_manifest(folder: Path, before: dict[str, tuple[int, int]], command: st
     """Record the files of ``folder`` written since ``before`` (:func:`file_states`) by ``hf-variants
     COMMAND``, with their sizes and SHA-256, in :data:`MANIFEST_FILE`; files recorded by an earlier
     manifest of the same folder that are still unchanged stay recorded (a resumed run rewrites only some)."""
-    previous = load_json(folder / MANIFEST_FILE)["files"] if (folder / MANIFEST_FILE).is_file() else {}
+    previous = parse_record(folder / MANIFEST_FILE, MANIFEST_SCHEMA)["files"] if (folder / MANIFEST_FILE).is_file() \
+        else {}
     now = file_states(folder)
     names = sorted(name for name, state in now.items() if before.get(name) != state or name in previous)
     written_by = f"hf-variants {library_versions()['hf-variants']} {command}"
@@ -330,8 +365,9 @@ def verify_manifest(folder: Path) -> dict[str, Any] | None:
                 "again."
             )
         return None
-    manifest = load_json(path, fix=f"run the command that wrote {folder} again with --overwrite_output_dir")
-    check_recorded_files(folder, manifest.get("files", {}), path)
+    manifest = parse_record(path, MANIFEST_SCHEMA,
+                            fix=f"run the command that wrote {folder} again with --overwrite_output_dir")  # fmt: skip
+    check_recorded_files(folder, manifest["files"], path)
     return manifest
 
 
@@ -342,11 +378,17 @@ def record_files(folder: Path, names: Iterable[str]) -> dict[str, dict[str, Any]
 
 def check_recorded_files(folder: Path, files: dict[str, dict[str, Any]], listing: Path) -> None:
     """Every file ``listing`` recorded (:func:`record_files`) is inside ``folder`` and present, with its size
-    and SHA-256; otherwise a ``CheckpointError`` naming the file and what is wrong with it."""
+    and SHA-256, a regular file and not a link; otherwise a ``CheckpointError`` naming the file and what is wrong
+    with it."""
     for name, expected in files.items():
         path = inside(folder, name, f"{listing.name} entry")
-        if not path.is_file():
+        if is_link(target_inside(folder, name, f"{listing.name} entry")):
+            raise CheckpointError(f"{folder / name} is a symbolic link (listed in {listing}): hf-variants lists and "
+                                  "reads regular files only, never what a link points to.")  # fmt: skip
+        if not path.exists():
             raise CheckpointError(f"{folder / name} is missing (listed in {listing}).")
+        if not is_regular_file(path):
+            raise CheckpointError(f"{folder / name} is not a regular file (listed in {listing}).")
         if path.stat().st_size != expected["size"]:
             raise CheckpointError(
                 f"{folder / name} has {path.stat().st_size} bytes, {expected['size']} were written: the file was "
@@ -359,26 +401,20 @@ def check_recorded_files(folder: Path, files: dict[str, dict[str, Any]], listing
 
 
 def manifest_entries(folder: Path) -> list[Path]:
-    """The files ``folder``'s manifest lists, resolved and each checked to lie inside the folder (one that
-    escapes is an error naming it). A damaged manifest lists nothing, with a warning: the files it listed
-    can no longer be told from the user's, and are kept."""
+    """The files ``folder``'s manifest lists, each checked to lie inside the folder (one that escapes, itself or
+    through a link, is an error naming it); a link listed there is named by its own path, so that removing it
+    removes the link, never what it points to. A damaged or malformed manifest (:data:`MANIFEST_SCHEMA`) lists
+    nothing, with a warning: the files it listed can no longer be told from the user's, and are kept."""
     folder = folder.resolve()
     if not (folder / MANIFEST_FILE).is_file():
         return []
     try:
-        listed = load_json(folder / MANIFEST_FILE).get("files", {})
+        listed = parse_record(folder / MANIFEST_FILE, MANIFEST_SCHEMA)["files"]
     except CheckpointError as error:
         logger.warning("%s; it is removed alone (the files it listed are kept).", error)
         return []
-    return [inside(folder, name, f"{MANIFEST_FILE} entry") for name in listed]
-
-
-def remove_recorded_files(folder: Path) -> list[str]:
-    """Remove the files the folder's manifest lists, and the manifest (before a new export into the folder),
-    all checked (:func:`manifest_entries`) before the first is removed."""
-    folder = folder.resolve()
-    entries = [path for path in [*manifest_entries(folder), folder / MANIFEST_FILE] if path.is_file()]
-    return remove_entries(folder, entries)
+    what = f"{MANIFEST_FILE} entry"
+    return [target_inside(folder, name, what) for name in listed if inside(folder, name, what)]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -492,9 +528,15 @@ def checkpoint_step(path: Path) -> int | None:
 
 
 def latest_checkpoint(folder: Path) -> tuple[Path | None, list[Path]]:
-    """The newest ``checkpoint-N`` with a valid completeness marker, and the newer ones skipped."""
+    """The newest ``checkpoint-N`` with a valid completeness marker, and the newer ones skipped. A checkpoint
+    name that is a symbolic link is never resumed from (the package writes checkpoints, not links)."""
+    links = sorted(path.name for path in folder.iterdir() if is_link(path) and checkpoint_step(path) is not None) \
+        if folder.is_dir() else []  # fmt: skip
+    if links:
+        logger.warning("Not resuming from %s in %s: a symbolic link is never resumed from.", ", ".join(links), folder)
     candidates = sorted(
-        (path for path in folder.iterdir() if path.is_dir() and checkpoint_step(path) is not None),
+        (path for path in folder.iterdir()
+         if path.is_dir() and not is_link(path) and checkpoint_step(path) is not None),
         key=checkpoint_step,
         reverse=True,
     ) if folder.is_dir() else []  # fmt: skip
@@ -529,7 +571,7 @@ def rotate_checkpoints(folder: Path, limit: int | None, keep: str | Path | None 
         kept.add(Path(folder) / Path(keep).name)
     removed = [path for path in complete if path not in kept]
     for path in removed:
-        shutil.rmtree(path)
+        remove_path(path, folder)
     return [path.name for path in removed]
 
 
@@ -540,26 +582,23 @@ def finished_run(folder: Path, record: str = "results.json") -> dict[str, Any] |
     if not (folder / MANIFEST_FILE).is_file():
         return None
     manifest = verify_manifest(folder)
-    if record not in manifest.get("files", {}):
+    if record not in manifest["files"]:
         return None
-    return load_json(folder / record)
+    return parse_record(folder / record, ANY_OBJECT)
 
 
 def checkpoint_to_resume(asked: str | None, folder: Path, fingerprint: dict[str, Any]) -> Path | None:
-    """The checkpoint a run continues from: ``asked`` when it is a path (it must be complete and
-    belong to this run), else — ``"latest"`` or nothing — the newest complete checkpoint in ``folder``
-    (announced at WARNING); ``None`` to start afresh."""
+    """The checkpoint a run continues from: ``asked`` when it is a path, else — ``"latest"`` or nothing — the
+    newest complete checkpoint in ``folder`` (announced at WARNING); ``None`` to start afresh. Either way it must
+    be complete and belong to this run (:func:`check_checkpoint_owner`)."""
     if asked and asked != "latest":
         path = Path(asked)
         verify_checkpoint(path)
-        saved = load_json(path / FINGERPRINT_FILE)
-        differences = fingerprint_differences(saved, fingerprint)
-        if differences:
-            raise CheckpointError(f"{path} belongs to another run: " + "; ".join(differences[:6]))
-        announce_version_changes(saved, fingerprint, path)
+        check_checkpoint_owner(path, fingerprint)
         return path
     latest, skipped = latest_checkpoint(folder)
     if latest is not None:
+        check_checkpoint_owner(latest, fingerprint)
         logger.warning("Resuming this run from %s (its newest complete checkpoint).", latest)
     elif skipped:
         logger.warning("%s has no complete checkpoint (%s skipped, see above): this run starts from step 0.", folder,
@@ -569,32 +608,45 @@ def checkpoint_to_resume(asked: str | None, folder: Path, fingerprint: dict[str,
     return latest
 
 
+def check_checkpoint_owner(path: Path, fingerprint: dict[str, Any]) -> None:
+    """Refuse a checkpoint whose own recorded fingerprint is another run's (copied in from elsewhere, or left by
+    a run this folder no longer holds): resuming from it would continue someone else's training."""
+    recorded = path / FINGERPRINT_FILE
+    if not recorded.is_file():
+        raise CheckpointError(f"{path} records no {FINGERPRINT_FILE}: it cannot be told to belong to this run, so it "
+                              "is not resumed from. Remove it, or give another --output_dir.")  # fmt: skip
+    saved = parse_record(recorded, ANY_OBJECT)
+    differences = fingerprint_differences(saved, fingerprint)
+    if differences:
+        raise CheckpointError(f"{path} belongs to another run ({'; '.join(differences[:6])}): it is not resumed from. "
+                              "Remove it, or give another --output_dir.")  # fmt: skip
+    announce_version_changes(saved, fingerprint, path)
+
+
 def write_checkpoint(final: Path, write_files: Callable[[Path], None], step: int) -> None:
     """Write a checkpoint atomically: ``write_files(partial_folder)``, then the completeness marker,
     then one rename. A crash at any point leaves either the old state or the complete checkpoint."""
     partial = final.with_name(f".{final.name}.partial")
-    if partial.exists():
-        shutil.rmtree(partial)
+    remove_path(partial, final.parent)
     partial.mkdir(parents=True)
     write_files(partial)
     failpoint("checkpoint_files_written", step)
     mark_complete(partial)
-    if final.exists():  # the same step written again (a resumed run): replace it whole
+    if final.exists() or is_link(final):  # the same step written again (a resumed run): replace it whole
         stale = final.with_name(f".{final.name}.stale")
-        if stale.exists():
-            shutil.rmtree(stale)
-        os.replace(final, stale)
-        os.replace(partial, final)
-        shutil.rmtree(stale)
+        remove_path(stale, final.parent)
+        rename_folder(final, stale)
+        rename_folder(partial, final)
+        remove_path(stale, final.parent)
     else:
-        os.replace(partial, final)
+        rename_folder(partial, final)
     fsync_directory(final.parent)
 
 
 def mark_complete(folder: Path) -> None:
     """Write the completeness marker of a fully written checkpoint folder (every file's size and
     SHA-256) and flush the folder to disk."""
-    files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p.name != COMPLETE_MARKER)
+    files = [p.relative_to(folder).as_posix() for p in regular_files(folder) if p.name != COMPLETE_MARKER]
     write_json(folder / COMPLETE_MARKER, {"files": record_files(folder, files)})
     _fsync_tree(folder)
 
@@ -610,43 +662,29 @@ def verify_checkpoint(folder: Path) -> dict[str, Any]:
                 "an older version or another tool and is not loaded (unpickling can run code)."
             )
         raise CheckpointError(f"{folder} has no {COMPLETE_MARKER}: the checkpoint was not completely written.")
-    marker = load_json(marker_path)
-    written = set(marker.get("files", {})) | {COMPLETE_MARKER}
-    unexpected = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
-    unexpected = [name for name in unexpected if name not in written]
+    marker = parse_record(marker_path, MARKER_SCHEMA)
+    written = set(marker["files"]) | {COMPLETE_MARKER}
+    present = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file() or is_link(p))
+    unexpected = [name for name in present if name not in written]
     if unexpected:
         raise CheckpointError(
             f"{folder / unexpected[0]} was not written with this checkpoint (not in {COMPLETE_MARKER}); a checkpoint "
             "is loaded only as it was written."
         )
-    check_recorded_files(folder, marker.get("files", {}), marker_path)
+    check_recorded_files(folder, marker["files"], marker_path)
     return marker
 
 
 def _fsync_tree(folder: Path) -> None:
-    for path in folder.rglob("*"):
-        if path.is_file():
-            with path.open("rb") as handle:
-                os.fsync(handle.fileno())
+    for path in regular_files(folder):
+        with path.open("rb") as handle:
+            os.fsync(handle.fileno())
     fsync_directory(folder)
 
 
 # ------------------------------------------------------------------------------------------------
 # Files: JSON and safetensors only
 # ------------------------------------------------------------------------------------------------
-def load_json(path: Path, fix: str | None = None) -> Any:
-    """A JSON file the package wrote; a missing or damaged one is a ``CheckpointError`` naming it (and
-    ``fix``, what recovers it, when given)."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CheckpointError(f"{path} is missing.") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CheckpointError(
-            f"{path} is not valid JSON ({error}): the file is damaged" + (f"; {fix}." if fix else ".")
-        ) from None
-
-
 def save_tensors(path: Path, tensors: dict[str, torch.Tensor]) -> None:
     """safetensors needs distinct, contiguous storages (tied weights share one): clone each tensor."""
     save_file({name: tensor.detach().clone().contiguous().cpu() for name, tensor in tensors.items()}, str(path))

@@ -8,7 +8,7 @@ multi-process run sees the same global batches as a single process.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from datasets import DatasetDict, load_dataset
 from transformers import DataCollatorForLanguageModeling, PreTrainedTokenizerBase
 
 from ..glue.data import read_text_file
+from .files import require_regular_file
 
 LOADER_BY_SUFFIX = {".txt": "text", ".text": "text", ".raw": "text", ".csv": "csv", ".tsv": "csv", ".json": "json",
                     ".jsonl": "json"}
@@ -50,8 +51,7 @@ def load_text_corpus(
         if validation_file is not None:
             files["validation"] = Path(validation_file)
         for split, path in files.items():
-            if not path.is_file():
-                raise FileNotFoundError(f"The {split} corpus {path} does not exist.")
+            require_regular_file(path, f"The {split} corpus")
         suffixes = {path.suffix.lower() for path in files.values()}
         if len(suffixes) != 1 or next(iter(suffixes)) not in LOADER_BY_SUFFIX:
             raise ValueError(
@@ -145,16 +145,22 @@ def tokenize_corpus(
     return check_maskable(grouped)
 
 
-def check_maskable(tokenized: DatasetDict) -> DatasetDict:
-    """Refuse a training corpus in which no token can be masked (every text empty after the tokenizer's
-    normalisation, e.g. zero-width or control characters only): it would "train" at loss 0 on nothing."""
-    masks = tokenized["train"]["special_tokens_mask"]
-    if not any(0 in mask for mask in masks):
-        raise ValueError(
-            f"The training corpus has no token to mask: all {len(masks)} examples are special tokens only (every text "
-            "is empty after the tokenizer's normalisation, e.g. zero-width or control characters). Check the training "
-            "file's content and encoding."
-        )
+def check_maskable(tokenized: DatasetDict, limits: Mapping[str, int | None] | None = None) -> DatasetDict:
+    """Refuse a corpus split in which no token can be masked (every text empty after the tokenizer's
+    normalisation, e.g. zero-width or control characters only): training would "train" at loss 0 on nothing,
+    and a validation split would have no loss to report. ``limits`` gives the examples of a split that are
+    used (``--max_eval_samples``); the whole split otherwise."""
+    for split, dataset in tokenized.items():
+        limit = (limits or {}).get(split)
+        masks = dataset["special_tokens_mask"] if limit is None else dataset.select(
+            range(min(limit, len(dataset))))["special_tokens_mask"]  # fmt: skip
+        if not any(0 in mask for mask in masks):
+            name = {"train": "training"}.get(split, split)
+            raise ValueError(
+                f"The {name} corpus has no token to mask: all {len(masks)} examples used are special tokens only "
+                "(every text is empty after the tokenizer's normalisation, e.g. zero-width or control characters). "
+                f"Check the {name} file's content and encoding."
+            )
     return tokenized
 
 

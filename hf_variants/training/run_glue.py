@@ -30,7 +30,9 @@ typed settings; only :func:`main` parses a command line.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
+import dataclasses
 import json
 import logging
 import math
@@ -56,11 +58,12 @@ from transformers import (
     EvalPrediction,
     Trainer,
     TrainerCallback,
+    TrainerState,
     TrainingArguments,
     default_data_collator,
     set_seed,
 )
-from transformers.trainer import TRAINING_ARGS_NAME
+from transformers.trainer import TRAINER_STATE_NAME, TRAINING_ARGS_NAME
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
 from ..core.overrides import check_override_fields, parse_overrides
@@ -71,7 +74,7 @@ from ..settings import finetuning
 from ..settings.checks import above, at_least, half_open_interval, seed_range
 from ..settings.finetuning import DataTrainingArguments, ModelArguments, RunArguments
 from . import checkpoints, run_identity
-from .files import write_text_atomic
+from .files import is_link, remove_path, require_regular_file, staged_into, write_text_atomic
 from .interrupts import StopOnSignal, TrainingInterrupted
 from .nonfinite import StopOnNonFiniteGradients
 from .processes import end_process_group
@@ -149,7 +152,7 @@ class GlueTrainer(Trainer):
     @property
     def train_loss_sum(self) -> float:
         """The training loss summed over every step of the run, those before a resume included."""
-        return self.loss_sum_before_resume + self._total_loss_scalar
+        return self.loss_sum_before_resume + getattr(self, "_total_loss_scalar", 0.0)  # set once training starts
 
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any):
         if isinstance(resume_from_checkpoint, str) and (Path(resume_from_checkpoint) / LOSS_FILE).is_file():
@@ -172,6 +175,10 @@ class GlueTrainer(Trainer):
         folder = run_dir / f"checkpoint-{step}"
         if self.args.should_save:
             run_dir.mkdir(parents=True, exist_ok=True)
+            if is_link(folder):  # the Trainer would write into what the link points to
+                logger.warning("%s is a symbolic link: it is removed (never what it points to) before the "
+                               "checkpoint of step %d is written there.", folder, step)  # fmt: skip
+                remove_path(folder, run_dir)
             checkpoints.write_json(run_dir / checkpoints.PENDING_FILE, {"checkpoint": folder.name})
         limit, self.args.save_total_limit = self.args.save_total_limit, None  # rotated below, once marked
         try:
@@ -189,6 +196,24 @@ class GlueTrainer(Trainer):
         (run_dir / checkpoints.PENDING_FILE).unlink(missing_ok=True)
         checkpoints.failpoint("checkpoint_marked", step)
         checkpoints.rotate_checkpoints(run_dir, limit, keep=self.state.best_model_checkpoint)
+
+
+    def save_metrics(self, split: str, metrics: dict[str, float], combined: bool = True) -> None:
+        """``Trainer.save_metrics`` through the package's checked writer (never through a link)."""
+        if not self.is_world_process_zero():
+            return
+        folder = Path(self.args.output_dir)
+        write_text_atomic(folder / f"{split}_results.json", json.dumps(metrics, indent=4, sort_keys=True))
+        if combined:
+            combined_file = folder / "all_results.json"
+            every = checkpoints.load_json(combined_file) if combined_file.is_file() else {}
+            write_text_atomic(combined_file, json.dumps({**every, **metrics}, indent=4, sort_keys=True))
+
+    def save_state(self) -> None:
+        """``Trainer.save_state`` through the package's checked writer (never through a link)."""
+        if self.is_world_process_zero():
+            state = json.dumps(dataclasses.asdict(self.state), indent=2, sort_keys=True) + "\n"
+            write_text_atomic(Path(self.args.output_dir) / TRAINER_STATE_NAME, state)
 
 
 class SilentLogProgressCallback(ProgressCallback):
@@ -262,8 +287,7 @@ def load_files(data_args: DataTrainingArguments) -> DatasetDict:
         if path is not None
     }  # fmt: skip
     for split, path in files.items():
-        if not path.is_file():
-            raise FileNotFoundError(f"The {split} file {path} does not exist.")
+        require_regular_file(path, f"The {split} file")
     task = get_task(data_args.task_name) if data_args.task_name is not None else None
     return load_task_files(files, task, task.keys if task is not None else None, data_args.label_type)
 
@@ -419,14 +443,14 @@ def write_predictions(
     path: Path, task: str | None, labels: LabelSpace, predicted: np.ndarray, label_names: bool
 ) -> None:
     """``index<TAB>prediction`` rows: scores (STS-B clipped to GLUE's 0–5), class ids or names."""
-    with path.open("w") as handle:
-        handle.write("index\tprediction\n")
-        for index, value in enumerate(predicted):
-            if labels.is_regression:
-                score = float(np.clip(value, 0.0, 5.0)) if task == "stsb" else float(value)
-                handle.write(f"{index}\t{score:.3f}\n")
-            else:
-                handle.write(f"{index}\t{labels.names[int(value)] if label_names else int(value)}\n")
+    rows = ["index\tprediction\n"]
+    for index, value in enumerate(predicted):
+        if labels.is_regression:
+            score = float(np.clip(value, 0.0, 5.0)) if task == "stsb" else float(value)
+            rows.append(f"{index}\t{score:.3f}\n")
+        else:
+            rows.append(f"{index}\t{labels.names[int(value)] if label_names else int(value)}\n")
+    write_text_atomic(path, "".join(rows))
 
 
 # --------------------------------------------------------------------------------------------
@@ -665,7 +689,8 @@ def fine_tune(model_args, data_args, training_args, run_args, command: str | Non
 
     fingerprint = run_fingerprint(model_args, data_args, training_args, run_args, tokenizer)
     output_dir = Path(training_args.output_dir)
-    this_run = checkpoints.check_output_dir(output_dir, fingerprint, run_args.overwrite_output_dir)
+    this_run = checkpoints.check_output_dir(output_dir, fingerprint, run_args.overwrite_output_dir,
+                                            replace_unstarted=True)  # fmt: skip
     if run_args.overwrite_output_dir:
         checkpoints.check_inputs_kept(output_dir, input_paths(model_args, data_args, training_args))
     finished = checkpoints.finished_run(output_dir) if this_run else None
@@ -756,20 +781,25 @@ def fine_tune(model_args, data_args, training_args, run_args, command: str | Non
         resume_from = checkpoints.checkpoint_to_resume(training_args.resume_from_checkpoint, output_dir, fingerprint)
         if resume_from is not None and training_args.world_size > 1 and training_args.device.type == "cpu":
             check_cpu_processes_can_resume()
-        with stop_on_signal:
-            train_result = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+        if resume_from is not None and reached_its_last_step(resume_from):  # the Trainer would take one more step
+            train_metrics = finish_at_last_checkpoint(trainer, resume_from)
+        else:
+            with stop_on_signal:
+                train_metrics = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None).metrics
         if stop_on_signal.received is not None:
             interrupted = TrainingInterrupted(stop_on_signal.received, trainer.state.global_step,
                                               str(output_dir / f"checkpoint-{trainer.state.global_step}"))  # fmt: skip
             logger.warning(interrupted.message)
             raise interrupted
-        metrics = {**train_result.metrics, "train_samples": len(train_dataset),
+        metrics = {**train_metrics, "train_samples": len(train_dataset),
                    "skipped_nonfinite_steps": trainer.skipped_steps}  # fmt: skip
         # the Trainer's own train_loss covers only the steps since the last resume
         metrics["train_loss"] = trainer.train_loss_sum / max(trainer.state.global_step, 1)
-        trainer.save_model()
-        if trainer.is_world_process_zero():  # Trainer.save_model pickles the TrainingArguments: results.json has them
-            (output_dir / TRAINING_ARGS_NAME).unlink(missing_ok=True)
+        saving = staged_into(output_dir) if trainer.is_world_process_zero() else contextlib.nullcontext(output_dir)
+        with saving as staging:  # never through a link in the folder
+            trainer.save_model(str(staging))
+            if trainer.is_world_process_zero():  # save_model pickles the TrainingArguments: results.json has them
+                (staging / TRAINING_ARGS_NAME).unlink(missing_ok=True)
         trainer.log_metrics("train", metrics)
         trainer.save_metrics("train", metrics)
         trainer.save_state()
@@ -814,6 +844,41 @@ def fine_tune(model_args, data_args, training_args, run_args, command: str | Non
     return results
 
 
+def reached_its_last_step(checkpoint: Path) -> bool:
+    """Whether the Trainer checkpoint holds its run's last step (a run stopped by a signal at its last step, or
+    killed between its last checkpoint and its manifest)."""
+    state = checkpoints.load_json(checkpoint / TRAINER_STATE_NAME)
+    return isinstance(state, dict) and 0 < int(state.get("max_steps") or 0) <= int(state.get("global_step") or 0)
+
+
+def finish_at_last_checkpoint(trainer: GlueTrainer, checkpoint: Path) -> dict[str, Any]:
+    """Finish a run whose checkpoint holds its last step without training (``Trainer.train`` resumed there takes
+    one more step): its state and weights (the best checkpoint's with ``load_best_model_at_end``) are restored
+    and its training metrics read from the checkpoint — the train loss summed over every step, as
+    :attr:`GlueTrainer.train_loss_sum` would give. Returns those metrics."""
+    trainer.state = TrainerState.load_from_json(str(checkpoint / TRAINER_STATE_NAME))
+    weights_from = checkpoint
+    if trainer.args.load_best_model_at_end and trainer.state.best_model_checkpoint:
+        weights_from = Path(trainer.state.best_model_checkpoint)
+    load_model_weights(trainer.model, weights_from / "model.safetensors")
+    loss_sum = checkpoints.load_json(checkpoint / LOSS_FILE)["loss_sum"]
+    trainer.loss_sum_before_resume = float(loss_sum)
+    logger.warning("%s holds this run's last step (%d): the run finishes without training.", checkpoint,
+                   trainer.state.global_step)  # fmt: skip
+    return {"epoch": trainer.state.epoch, "total_flos": trainer.state.total_flos,
+            "train_loss": float(loss_sum) / max(trainer.state.global_step, 1)}  # fmt: skip
+
+
+def load_model_weights(model: torch.nn.Module, weights: Path) -> None:
+    """Load a checkpoint's ``model.safetensors`` into ``model``: every weight but those tied to another (saved
+    once) must be there, and nothing else."""
+    missing, unexpected = model.load_state_dict(checkpoints.load_tensors(weights), strict=False)
+    tied = {name for name, _ in model.named_parameters(remove_duplicate=False)} - dict(model.named_parameters()).keys()
+    if unexpected or set(missing) - tied:
+        raise checkpoints.CheckpointError(f"{weights} does not fit this model: missing {sorted(missing)[:5]}, "
+                                          f"unexpected {sorted(unexpected)[:5]}.")  # fmt: skip
+
+
 def export_if_asked(data_args, training_args, push_to_hub: bool, model, tokenizer, results: dict) -> None:
     if data_args.export_dir is None and not push_to_hub:
         return
@@ -829,7 +894,8 @@ def export_if_asked(data_args, training_args, push_to_hub: bool, model, tokenize
         f" ({steps:,} examples)." if steps else "."
     )
     export_for_hub(model, folder, tokenizer, repo_id=training_args.hub_model_id, datasets=["nyu-mll/glue"],
-                   results=glue_task_results(data_args.task_name, results), training_summary=summary)  # fmt: skip
+                   results=glue_task_results(data_args.task_name, results), training_summary=summary,
+                   overwrite=True)  # fmt: skip  # the run's own export: its previous one is replaced
     if push_to_hub:
         if not training_args.hub_model_id:
             raise ValueError("--push_to_hub needs --hub_model_id.")

@@ -59,8 +59,8 @@ from ..settings.pretraining import PretrainingArguments
 from ..tokenization import train_wordpiece_tokenizer
 from . import checkpoints, run_identity, tracking
 from .checkpoints import CheckpointError
-from .data import SeededMaskingCollator, global_batches, load_text_corpus, tokenize_corpus
-from .files import write_text_atomic
+from .data import SeededMaskingCollator, check_maskable, global_batches, load_text_corpus, tokenize_corpus
+from .files import staged_into, write_text_atomic
 from .interrupts import StopOnSignal, TrainingInterrupted
 from .nonfinite import NonFiniteStepError, nonfinite_gradients
 from .processes import end_process_group
@@ -303,6 +303,7 @@ def train(
         tokenized = tokenize_corpus(
             corpus, tokenizer, args.max_seq_length, args.line_by_line, args.preprocessing_num_workers
         )
+    check_maskable(tokenized, {"validation": args.max_eval_samples})  # before training, not after it
     train_set, eval_set = tokenized["train"], tokenized["validation"]
 
     world, rank = accelerator.num_processes, accelerator.process_index
@@ -320,7 +321,8 @@ def train(
     fingerprint = run_fingerprint(args, tokenizer, accelerator.mixed_precision)
     if schedule_depends_on_length(args):  # the steps already taken depend on the length: another length, another run
         fingerprint["schedule_steps"] = max_steps
-    this_run = checkpoints.check_output_dir(args.output_dir, fingerprint, args.overwrite_output_dir)
+    this_run = checkpoints.check_output_dir(args.output_dir, fingerprint, args.overwrite_output_dir,
+                                            replace_unstarted=True)  # fmt: skip
     if args.overwrite_output_dir:
         checkpoints.check_inputs_kept(args.output_dir, input_paths(args))
     finished = checkpoints.finished_run(args.output_dir) if this_run else None
@@ -394,9 +396,11 @@ def train(
                 for m, indices in enumerate(micro_batches)
             ]
             masked_total = sum(int((b["labels"] != -100).sum()) for b in full)
+            # a batch that masks no token has no loss: skipped and counted, never logged as a step at loss 0
+            nothing_masked = masked_total == 0
             local_loss = torch.zeros((), dtype=torch.float64, device=accelerator.device)
             checkpoints.failpoint("train_step", step + 1)
-            for m, batch in enumerate(full):
+            for m, batch in enumerate([] if nothing_masked else full):
                 local = {
                     k: v[rank * per_device : (rank + 1) * per_device].to(accelerator.device) for k, v in batch.items()
                 }
@@ -416,7 +420,12 @@ def train(
             # the norm before clipping (0 = no clipping, as in transformers: the norm is still measured)
             grad_norm = accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm or math.inf)
             step_loss = float(accelerator.reduce(local_loss, reduction="sum")) / max(masked_total, 1)
-            if math.isfinite(step_loss) and not nonfinite and math.isfinite(float(grad_norm)):
+            if nothing_masked:
+                state["steps_without_masked_tokens"] = state.get("steps_without_masked_tokens", 0) + 1
+                examples = [int(i) for indices in micro_batches for i in indices]
+                accelerator.print(f"Step {step + 1}: its batch (training examples {examples[:16]}) masked no token, so "
+                                  "it has no loss: skipped, no optimizer step.")  # fmt: skip
+            elif math.isfinite(step_loss) and not nonfinite and math.isfinite(float(grad_norm)):
                 optimizer.step()
             else:
                 examples = [int(i) for indices in micro_batches for i in indices]
@@ -440,10 +449,11 @@ def train(
             state["train_tokens"] += tokens
             record = {"loss": step_loss, "learning_rate": scheduler.get_last_lr()[0], "grad_norm": float(grad_norm),
                       "tokens_per_second": state["train_tokens"] / max(state["train_seconds"], 1e-9)}  # fmt: skip
-            history.append({"step": state["global_step"], **record})
             progress.update(1)
-            progress.set_postfix(loss=f"{step_loss:.3f}", tok_s=f"{record['tokens_per_second']:.0f}")
-            if state["global_step"] % args.logging_steps == 0:
+            if not nothing_masked:
+                history.append({"step": state["global_step"], **record})
+                progress.set_postfix(loss=f"{step_loss:.3f}", tok_s=f"{record['tokens_per_second']:.0f}")
+            if state["global_step"] % args.logging_steps == 0 and not nothing_masked:
                 accelerator.log(record, step=state["global_step"])
             if args.eval_steps and state["global_step"] % args.eval_steps == 0:
                 accelerator.log(
@@ -494,13 +504,15 @@ def train(
         "tokens_per_second": state["train_tokens"] / max(state["train_seconds"], 1e-9),
         "final_train_loss": history[-1]["loss"] if history else None,
         "skipped_nonfinite_steps": state["skipped_steps"],
+        "steps_without_masked_tokens": state.get("steps_without_masked_tokens", 0),
         "processes": world,
         "mixed_precision": accelerator.mixed_precision,
         **metrics,
     }
     if accelerator.is_main_process:
-        unwrapped.save_pretrained(args.output_dir, safe_serialization=True)
-        tokenizer.save_pretrained(args.output_dir)
+        with staged_into(args.output_dir) as staging:  # never through a link in the folder
+            unwrapped.save_pretrained(staging, safe_serialization=True)
+            tokenizer.save_pretrained(staging)
         write_text_atomic(args.output_dir / "results.json", json.dumps(results, indent=2) + "\n")
         write_text_atomic(args.output_dir / "train_history.json", json.dumps(history) + "\n")
         export_if_asked(args, unwrapped, tokenizer, results)
@@ -644,7 +656,8 @@ def export_if_asked(args: PretrainingArguments, model, tokenizer, results: dict)
         f"Pretrained with masked-language modelling for {results['steps']} steps "
         f"({results['train_tokens']:,} tokens); validation perplexity {results['perplexity']:.2f}."
     )
-    export_for_hub(model, folder, tokenizer, repo_id=args.hub_model_id, training_summary=summary)
+    # the run's own export: its previous one (of a run replaced or resumed) is replaced
+    export_for_hub(model, folder, tokenizer, repo_id=args.hub_model_id, training_summary=summary, overwrite=True)
     if args.push_to_hub:
         push_folder_to_hub(folder, args.hub_model_id)
 

@@ -9,12 +9,15 @@ main process writes.
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from accelerate.tracking import GeneralTracker, get_available_trackers
 from accelerate.utils import LoggerType
+
+from .files import write_text_atomic
 
 
 class CSVTracker(GeneralTracker):
@@ -40,10 +43,11 @@ class CSVTracker(GeneralTracker):
     def log(self, values: dict, step: int | None = None, **kwargs: Any) -> None:
         self.rows.append({"step": step, **values})
         fields = sorted({key for row in self.rows for key in row} - {"step"})
-        with self.path.open("w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=["step", *fields])
-            writer.writeheader()
-            writer.writerows(self.rows)
+        table = io.StringIO(newline="")
+        writer = csv.DictWriter(table, fieldnames=["step", *fields])
+        writer.writeheader()
+        writer.writerows(self.rows)
+        write_text_atomic(self.path, table.getvalue())
 
 
 def trackers(report_to: Sequence[str], directory: Path, rows: Sequence[dict[str, Any]] = ()) -> list:
