@@ -560,8 +560,8 @@ def files_to_upload(folder: Path, unverified: bool = False) -> list[str]:
         raise CheckpointError(f"{folder} was written by `{manifest['written_by']}`, not by `hf-variants export`: "
                               "export it first (hf-variants export FOLDER --output_dir HUB_FOLDER).")  # fmt: skip
     listed = [*manifest["files"], MANIFEST_FILE]
-    present = sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*")
-                     if (path.is_file() or is_link(path)) and path.name not in EXPORT_BOOKKEEPING)  # fmt: skip
+    entries = (path.relative_to(folder) for path in folder.rglob("*") if path.is_file() or is_link(path))
+    present = sorted(entry.as_posix() for entry in entries if not set(entry.parts) & set(EXPORT_BOOKKEEPING))
     unlisted = [name for name in present if name not in listed]
     if unlisted:
         raise CheckpointError(f"{folder} holds {len(unlisted)} file(s) its {MANIFEST_FILE} does not list "

@@ -22,6 +22,7 @@ from pathlib import Path
 from transformers import AutoTokenizer
 
 from hf_variants.lab import records
+from hf_variants.training.record_schema import load_json
 from hf_variants.training.run_identity import describe_files, tokenizer_sha256
 
 
@@ -47,7 +48,9 @@ def curve(run: Path, points: int = 20) -> dict:
             "eval_loss_by_step": {int(row["step"]): float(row["eval_loss"]) for row in rows if row.get("eval_loss")},
             "train_loss_by_step": {int(row["step"]): float(row["loss"]) for row in rows if row.get("loss")},
         }
-    history, results = records.read_record(run / "train_history.json"), records.read_record(run / "results.json")
+    history_file = run / "train_history.json"  # a list of steps, not a record
+    history = load_json(history_file) if history_file.is_file() else None
+    results = records.read_record(run / "results.json")
     if history is None or results is None:
         raise FileNotFoundError(f"--runs: {run} has neither metrics.csv nor train_history.json and results.json")
     width = max(1, len(history) // points)

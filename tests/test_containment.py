@@ -17,7 +17,7 @@ import pytest
 from hf_variants.cli.commands import disk_full
 from hf_variants.cli.commands import main as cli_main
 from hf_variants.hub import LocalHub, export_checkpoint, push_folder_to_hub
-from hf_variants.training import run_mlm
+from hf_variants.training import checkpoints, run_mlm
 from hf_variants.training.checkpoints import LOCK_FILE, MANIFEST_FILE, CheckpointError, verify_manifest
 from hf_variants.training.files import target_inside, write_text_atomic
 
@@ -372,3 +372,30 @@ def test_a_directory_a_fifo_or_a_device_as_a_file_is_named_as_such(
     os.mkfifo(table_fifo)
     line = one_line_error(cli("finetune", *glue_run_args((model, table_fifo), tmp_path / "glue")))
     assert f"The train file {table_fifo} is not a regular file" in line
+
+
+def test_a_runs_default_export_folder_that_links_out_is_refused(tmp_path: Path, victim: Path) -> None:
+    from types import SimpleNamespace
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "hub_export").symlink_to(victim.parent, target_is_directory=True)
+    args = SimpleNamespace(export_dir=None, push_to_hub=True, output_dir=run, hub_model_id="me/model")
+    model = SimpleNamespace(config=SimpleNamespace(model_type="macaron_bert"))
+    with pytest.raises(CheckpointError, match="the run's export folder 'hub_export' lies outside"):
+        run_mlm.export_if_asked(args, model, None, {})
+    assert sorted(p.name for p in victim.parent.iterdir()) == ["victim.txt"]
+
+
+def test_a_checkpoint_record_altered_with_its_marker_is_one_line(
+    corpus: Path, tokenizer_dir: Path, tmp_path: Path
+) -> None:
+    output = tmp_path / "run"
+    args = mlm_args(corpus, tokenizer_dir, output, "macaron_bert", "--max_train_steps", "2", "--checkpointing_steps",
+                    "1")  # fmt: skip
+    run_mlm.main(args)
+    (output / MANIFEST_FILE).unlink()  # not finished: the same command resumes from checkpoint-2
+    (output / "checkpoint-2" / "optimizer.json").write_text(json.dumps({"param_groups": []}))
+    checkpoints.mark_complete(output / "checkpoint-2")  # the marker rewritten to match, as an adversary would
+    line = one_line_error(cli("pretrain", *args))
+    assert "checkpoint-2 holds a malformed record (KeyError" in line

@@ -74,7 +74,7 @@ from ..settings import finetuning
 from ..settings.checks import above, at_least, half_open_interval, seed_range
 from ..settings.finetuning import DataTrainingArguments, ModelArguments, RunArguments
 from . import checkpoints, run_identity
-from .files import is_link, remove_path, require_regular_file, staged_into, write_text_atomic
+from .files import inside, is_link, remove_path, require_regular_file, staged_into, write_text_atomic
 from .interrupts import StopOnSignal, TrainingInterrupted
 from .nonfinite import StopOnNonFiniteGradients
 from .processes import end_process_group
@@ -888,7 +888,8 @@ def export_if_asked(data_args, training_args, push_to_hub: bool, model, tokenize
         return
     from ..hub import export_for_hub, glue_task_results, push_folder_to_hub
 
-    folder = Path(data_args.export_dir or Path(training_args.output_dir) / "hub_export")
+    # the default export folder is the run's own: a link there that leads out is refused
+    folder = Path(data_args.export_dir or inside(training_args.output_dir, "hub_export", "the run's export folder"))
     steps = results.get("train", {}).get("train_samples")
     summary = f"Fine-tuned on GLUE {data_args.task_name or 'custom data'}" + (
         f" ({steps:,} examples)." if steps else "."

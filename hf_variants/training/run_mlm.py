@@ -60,7 +60,7 @@ from ..tokenization import train_wordpiece_tokenizer
 from . import checkpoints, run_identity, tracking
 from .checkpoints import CheckpointError
 from .data import SeededMaskingCollator, check_maskable, global_batches, load_text_corpus, tokenize_corpus
-from .files import staged_into, write_text_atomic
+from .files import inside, staged_into, write_text_atomic
 from .interrupts import StopOnSignal, TrainingInterrupted
 from .nonfinite import NonFiniteStepError, nonfinite_gradients
 from .processes import end_process_group
@@ -601,6 +601,17 @@ def load_checkpoint(
     """Restore everything :func:`save_checkpoint` wrote, or raise naming the file that is missing,
     damaged or incompatible; returns the training state (step, history, logged metrics)."""
     checkpoints.verify_checkpoint(folder)
+    try:
+        return restore_checkpoint(folder, accelerator, model, optimizer, scheduler)
+    except (KeyError, TypeError, IndexError, AttributeError) as error:  # a record altered together with its marker
+        raise CheckpointError(f"{folder} holds a malformed record ({type(error).__name__}: {error}): it is not "
+                              "resumed from.") from None  # fmt: skip
+
+
+def restore_checkpoint(
+    folder: Path, accelerator: Accelerator, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any
+) -> dict[str, Any]:
+    """The restoring half of :func:`load_checkpoint`, on a checkpoint whose files are verified."""
     weights = checkpoints.load_tensors(folder / "model.safetensors")
     unwrapped = accelerator.unwrap_model(model)
     expected = set(unwrapped.state_dict())
@@ -651,7 +662,8 @@ def export_if_asked(args: PretrainingArguments, model, tokenizer, results: dict)
         raise ValueError("--export_dir/--push_to_hub write hf-variants model cards; the bert baseline has none.")
     from ..hub import export_for_hub, push_folder_to_hub
 
-    folder = args.export_dir or (args.output_dir / "hub_export")
+    # the default export folder is the run's own: a link there that leads out is refused
+    folder = args.export_dir or inside(args.output_dir, "hub_export", "the run's export folder")
     summary = (
         f"Pretrained with masked-language modelling for {results['steps']} steps "
         f"({results['train_tokens']:,} tokens); validation perplexity {results['perplexity']:.2f}."
