@@ -97,12 +97,10 @@ def target_inside(folder: Path | str, entry: Path | str, what: str) -> Path:
 
 
 def owned_path(path: Path, within: Path | str | None, what: str) -> Path:
-    """``path`` checked by :func:`target_inside`: its folder must lie inside ``within`` (default: the folder
-    itself, which then only has to exist as it resolves)."""
+    """``path`` as :func:`target_inside` gives it, its folder checked to lie inside ``within`` (default: that
+    folder itself, which then only has to resolve)."""
     path = Path(path)
-    if within is None:
-        return target_inside(path.parent, path.name, what)
-    root, parent = Path(within).resolve(), path.parent.resolve()
+    root, parent = Path(within if within is not None else path.parent).resolve(), path.parent.resolve()
     if parent != root and root not in parent.parents:
         raise CheckpointError(
             f"{what} {path} lies outside {root} (its folder resolves to {parent}): hf-variants writes files only "
