@@ -179,15 +179,31 @@ def recall_sequence(rng: random.Random, pairs: int) -> tuple[list[str], str, int
 def synthetic_recall(count: int, seed: int = 0, pairs: int = DEFAULT_RECALL_PAIRS) -> list[tuple[str, int]]:
     """Which value did the query key come with? ``("k12 v3 k40 v7 ? k40", 7)``: one of 16 classes (chance 1/16;
     a model that ignores which key was asked, or which value followed which key, can at best guess among the
-    values present, about ``1/pairs``). ``pairs`` is the difficulty. A bag of words cannot solve it, and a
-    single attention layer cannot either (a value must first take in the key before it, then the query find
-    it): the task measures in-context recall, on which softmax attention and its linear forms differ."""
+    values present: :func:`recall_guessing_level`, about ``1/pairs``). ``pairs`` is the difficulty. A bag of
+    words cannot solve it, and a single attention layer cannot either (a value must first take in the key before
+    it, then the query find it): the task measures in-context recall, on which softmax attention and its linear
+    forms differ."""
     rng = random.Random(seed)
     examples = []
     for _ in range(count):
         words, query, value = recall_sequence(rng, pairs)
         examples.append((" ".join([*words, "?", query]), value))
     return examples
+
+
+def recall_guessing_level(pairs: int = DEFAULT_RECALL_PAIRS) -> float:
+    """The recall task's guessing level: the expected accuracy of a model that picks uniformly among the
+    distinct values shown in the sequence (it read the values, not which key each came with). With ``D``
+    distinct values among ``pairs`` drawn from :data:`RECALL_VALUES`, it is ``E[1/D]``, a little above
+    ``1/pairs`` because values repeat (2 pairs: 1/16 · 1 + 15/16 · 1/2 = 0.53125)."""
+    if not 1 <= pairs <= RECALL_KEYS:
+        raise ValueError(f"pairs: needs 1 to {RECALL_KEYS} key–value pairs, got {pairs}")
+    # distinct[d]: the probability that the first k draws show d distinct values, grown one draw at a time
+    distinct = [1.0] + [0.0] * pairs
+    for _ in range(pairs):
+        distinct = [distinct[d] * d / RECALL_VALUES + (distinct[d - 1] * (RECALL_VALUES - d + 1) / RECALL_VALUES
+                                                        if d else 0.0) for d in range(pairs + 1)]  # fmt: skip
+    return sum(probability / d for d, probability in enumerate(distinct) if d)
 
 
 def recall_lines(count: int, seed: int, pairs: int = DEFAULT_RECALL_PAIRS) -> list[str]:

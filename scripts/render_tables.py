@@ -130,8 +130,10 @@ def never_from_scratch_block(folder: Path, command: str, scratch_alone: bool = F
     if payoff.strip():
         parts.append(f"*Does self-pretraining pay off?* (each model: self-pretrained − scratch)\n\n{payoff}\n"
                      f"*Does it change the verdicts?* (variant − control in each condition)\n\n{verdicts}\n"
-                     f"*How many differences exclude 0*, against the chance that one would with no true difference "
-                     f"(as if the intervals were independent; pairs that share a control are not)\n\n"
+                     f"*How many differences exclude 0*, against the chance that at least that many would with no true "
+                     f"difference (the binomial tail at 5%, as if the intervals were independent; pairs that share a "
+                     f"control are not); a difference two pairs read counts once, and a verdict whose control did "
+                     f"not learn in some seed is counted apart\n\n"
                      f"{tally_table(folder, NFS_TASKS)}\n")
     elif not parts:
         parts.append("Not run yet.\n\n")

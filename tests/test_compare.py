@@ -168,36 +168,59 @@ def seed_runs(values: list[float], statuses: list[str] | None = None) -> dict:
 @pytest.mark.parametrize(
     ("variant", "control", "statuses", "difference", "conclusion"),
     [
-        # differences 0.02, 0.03, 0.01: mean 0.02, s = 0.01, t(0.975, 2) = 4.303 → ± 2.48 points
+        # differences 0.02, 0.03, 0.01: mean 0.02, s = 0.01, t(0.975, 2) = 4.303 → ± 2.48 points; p = 0.074
         ([0.92, 0.93, 0.91], [0.90, 0.90, 0.90], None, "+2.0 [-0.5, +4.5]",
-         "no difference detected: +2.0 [-0.5, +4.5] points over 3 seeds (the interval holds 0; could detect ±3.1)"),
+         "not resolved: +2.0 [-0.5, +4.5] points over 3 seeds (p = 0.074); the data still allow anything from -0.5 "
+         "to +4.5 points"),
         # differences 0.09, 0.07, 0.09: s = 0.0115 → ± 4.303 · 0.0115 / √3 = 2.87 points; bold: excludes 0;
-        # detectable: (4.303 + 1.061) · 0.0115 / √3 = 3.6 points
+        # t = 12.5: p = 1 − 12.5 / √158.25 = 0.0063 (n = 3 has a closed form)
         ([0.99, 0.98, 0.99], [0.90, 0.91, 0.90], None, "**+8.3 [+5.5, +11.2]**",
-         "above its control: **+8.3 [+5.5, +11.2]** points over 3 seeds (could detect ±3.6)"),
+         "above its control: **+8.3 [+5.5, +11.2]** points over 3 seeds (p = 0.006)"),
         # seed 44: the variant stayed on the plateau; paired over 42 and 43 only (t(0.975, 1) = 12.706)
         ([0.80, 0.82, 0.55], [0.90, 0.91, 0.90], ["learned", "learned", "stayed on the plateau"],
          "**-9.5 [-15.9, -3.1]**", "Left out: variant seed 44: stayed on the plateau."),
+        # counting every run, the two that did not learn at the guessing level 0.5: -40, -40, -20 → below
         ([0.5, 0.5, 0.7], [0.9, 0.9, 0.9], ["did not learn", "did not learn", "learned"], "—",
-         "inconclusive at this budget: fewer than 2 of 3 seeds where both learned"),
+         "not comparable: fewer than 2 seeds where both learned; learned 1/3 against 3/3 (Fisher's exact p = 0.40); "
+         "counting every run, one that did not learn at the guessing level 50.0: below its control: "
+         "**-33.3 [-62.0, -4.6]** points over 3 seeds (p = 0.038); the two readings disagree"),
     ],
-)
+)  # fmt: skip
 def test_answer_gives_paired_verdicts_over_seeds_and_names_runs_left_out(
     variant, control, statuses, difference, conclusion
 ):
-    results = {"tasks": [TASK], "models": {
+    results = {"tasks": [TASK], "data": {"kind": "synthetic"}, "settings": {}, "models": {
         "mgk_bert": {"control_of": None, "fine_tuning": {TASK: {"metric": "accuracy", "learning_rate": 1e-3,
                                                                 "runs": seed_runs(variant, statuses)}}},
         "control of mgk_bert": {"control_of": "mgk_bert", "control_changes": {"attention_type": "softmax"},
-                                "fine_tuning": {TASK: {"metric": "accuracy", "learning_rate": 3e-3,
+                                "fine_tuning": {TASK: {"metric": "accuracy", "learning_rate": 1e-3,
                                                        "runs": seed_runs(control)}}},
     }}  # fmt: skip
     text = "\n".join(report_writer.answer_lines(results))
     row = next(line for line in text.splitlines() if line.startswith("| mgk_bert |"))
     assert f"| {difference} |" in row, row
     assert conclusion in text
+    assert "±2.0 points on " + TASK in text and "the documented default" in text  # the margin, said
     if difference == "—":
-        assert "says nothing about mgk_bert's idea" in text and "(1/3 learned: 2 did not learn)" in row
+        assert "| 1/3, 3/3 |" in row and "| **-33.3 [-62.0, -4.6]** |" in row
+
+
+def test_different_learning_rates_are_said_with_the_held_out_margin_that_chose_them() -> None:
+    """The two sides of a pair chose different rates: the conclusion names each choice and the held-out scores
+    that decided it."""
+    def tuned(rate: float, scores: dict[str, float]) -> dict:
+        return {"metric": "accuracy", "learning_rate": rate, "heldout_scores_by_learning_rate": scores,
+                "runs": seed_runs([0.9, 0.91, 0.92])}  # fmt: skip
+
+    results = {"tasks": [TASK], "data": {"kind": "synthetic"}, "settings": {"equivalence_margin": ["3"]}, "models": {
+        "mgk_bert": {"control_of": None, "fine_tuning": {TASK: tuned(1e-3, {"0.001": 0.87, "0.003": 0.865})}},
+        "control of mgk_bert": {"control_of": "mgk_bert", "control_changes": {"attention_type": "softmax"},
+                                "fine_tuning": {TASK: tuned(3e-3, {"0.001": 0.84, "0.003": 0.845})}},
+    }}  # fmt: skip
+    text = "\n".join(report_writer.answer_lines(results))
+    assert ("mgk_bert chose 0.001 (held-out 87.0 against 86.5 at 0.003); control of mgk_bert chose 0.003 (held-out "
+            "84.5 against 84.0 at 0.001)") in text  # fmt: skip
+    assert "±3.0 points on " + TASK in text and "declared before the run" in text
 
 
 def test_learning_rate_is_chosen_on_held_out_training_data(report: Path) -> None:
@@ -584,8 +607,8 @@ def test_the_verdict_is_the_same_with_one_or_two_threads(thread_runs: dict[str, 
     for results in (one["results"], two["results"]):
         for entry in results["models"].values():
             assert {run["status"] for run in entry["fine_tuning"][LEARNING_TASK]["runs"].values()} == {"learned"}
-    verdicts = ("no difference detected", "its control:", "cannot separate these models")  # a verdict, not "none"
-    assert any(verdict in one["conclusions"] for verdict in verdicts)
+    outcomes = ("not resolved:", "equivalent within", "its control:")  # a verdict, not "not comparable"
+    assert any(outcome in one["conclusions"] for outcome in outcomes)
     assert one["conclusions"] == two["conclusions"]
 
 
@@ -680,16 +703,36 @@ def test_self_pretraining_reads_only_the_tasks_training_inputs(tmp_path: Path) -
 
 def test_the_committed_default_reports_at_two_seeds_conclude_the_same() -> None:
     """The main job's committed reports (``--seed 42`` and ``--seed 7``: data, initialisations and masks drawn
-    anew) are calibrated and reach the same conclusion for every pair — detected above or below, no difference,
-    or inconclusive at this budget — re-derived from their records."""
+    anew) reach the same conclusion, re-derived from their records: at 3 seeds the negative control (the BERT
+    control against itself) is not equivalent within the default ±2-point margin, so the budget is not calibrated
+    and no pair is comparable — what the 3-seed default cannot settle."""
     from hf_variants.lab.report import answer_lines, calibration_checks
 
     def conclusions(folder: str) -> dict[str, str]:
         results = json.loads((REPO_ROOT / "docs" / "compare" / folder / "results.json").read_text())
-        assert all(passed for _, _, passed, _ in calibration_checks(results))
+        checks = {kind: passed for kind, _, passed, _ in calibration_checks(results)}
+        assert checks == {"positive": True, "negative": False}
         lines = [line for line in answer_lines(results) if line.startswith("- ")]
         return {line.split(" — ")[0]: line.split(" — ")[1].split(":")[0] for line in lines}
 
     first, second = conclusions("default"), conclusions("seed7")
     assert first == second
-    assert set(first.values()) == {"no difference detected", "inconclusive at this budget"}
+    assert set(first.values()) == {"not comparable"}
+
+
+@pytest.mark.parametrize(
+    ("margins", "problem"),
+    [(["=2"], "names no task"), (["0"], "greater than 0"), (["x"], "not a number"),
+     (["2", "3"], "twice"), (["recall=2", "recall=3"], "twice")],
+)  # fmt: skip
+def test_a_bad_equivalence_margin_is_a_one_line_error(margins: list[str], problem: str, capsys) -> None:
+    with pytest.raises(SystemExit):
+        compare.parse_args(["--equivalence_margin", *margins])
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "argument --equivalence_margin" in error and problem in error
+
+
+def test_the_equivalence_margin_is_per_task_with_one_for_every_task() -> None:
+    args = compare.parse_args(["--equivalence_margin", "3", "recall=5"])
+    assert (args.margin("recall"), args.margin("attractor_number")) == (5.0, 3.0)
+    assert compare.parse_args([]).margin("recall") == 2.0

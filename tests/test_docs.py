@@ -119,3 +119,17 @@ def test_no_page_carries_the_projects_bookkeeping() -> None:
     found = {path.relative_to(REPO_ROOT).as_posix(): match.group(0) for path in pages
              if (match := bookkeeping.search(path.read_text(encoding="utf-8")))}  # fmt: skip
     assert found == {}
+
+
+def test_no_page_report_or_card_claims_no_difference_without_an_equivalence_test() -> None:
+    """An interval that holds 0 bounds nothing beyond its ends: only an equivalence test against a declared margin
+    says "equivalent within ±m". No page, committed report or model card says "no difference" or
+    "indistinguishable" (``hf_variants.lab.verdicts`` gives the words: above, below, equivalent within ±m, not
+    resolved, not comparable)."""
+    pages = [REPO_ROOT / "README.md", *(REPO_ROOT / "docs").rglob("*.md"),
+             *(REPO_ROOT / "hf_variants" / "model_cards").glob("*.md")]  # fmt: skip
+    claim = re.compile(r"\bno (?:significant |real |practical |detectable )?difference\b|\bindistinguishable\b|"
+                       r"\bno difference detected\b", re.IGNORECASE)  # fmt: skip
+    found = {path.relative_to(REPO_ROOT).as_posix(): match.group(0) for path in pages
+             if (match := claim.search(path.read_text(encoding="utf-8")))}  # fmt: skip
+    assert found == {}

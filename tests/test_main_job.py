@@ -112,7 +112,7 @@ def calibrated_results(positive: list[float], replica: list[float]) -> dict:
     task = "attractor_number"
     model = lambda values: {"control_of": None, "fine_tuning": {task: {"metric": "accuracy", "runs": runs(values)}}}  # noqa: E731
     return {
-        "tasks": [task],
+        "tasks": [task], "data": {"kind": "synthetic"}, "settings": {},
         "calibration": {"baseline": "bert_control", "negative": "bert_control (other seeds)",
                         "positive": "bert_control:attention_type=mean", "positive_tasks": [task]},
         "models": {"bert_control": model([0.85, 0.88, 0.86]), "bert_control:attention_type=mean": model(positive),
@@ -121,17 +121,23 @@ def calibrated_results(positive: list[float], replica: list[float]) -> dict:
 
 
 def test_the_first_line_says_whether_the_calibration_controls_passed() -> None:
-    good = report.trust_lines(calibrated_results([0.55, 0.58, 0.52], [0.86, 0.87, 0.88]))
+    """Calibrated: the positive control below the baseline and the negative control equivalent to it within the
+    default ±2-point margin (differences +0.5, −0.5, +0.5 points: 90% interval [−0.8, +1.1])."""
+    good = report.trust_lines(calibrated_results([0.55, 0.58, 0.52], [0.855, 0.875, 0.865]))
     assert good[0].startswith("**Calibrated:**")
-    # the positive control's runs at chance count (that is what it shows): -31 points, detected
-    assert "below its control: **-31.3" in "\n".join(good) and "Detected below 0, as it must be." in "\n".join(good)
-    assert "Held 0, as it must." in "\n".join(good)
-    undetected = report.trust_lines(calibrated_results([0.80, 0.90, 0.85], [0.86, 0.87, 0.88]))
+    # the positive control's runs at chance count (that is what it shows): -31 points, below
+    assert "below its control: **-31.3" in "\n".join(good) and "Below, as it must be." in "\n".join(good)
+    assert "equivalent within ±2.0 points" in "\n".join(good)
+    assert "Equivalent within the margin, as it must be." in "\n".join(good)
+    undetected = report.trust_lines(calibrated_results([0.80, 0.90, 0.85], [0.855, 0.875, 0.865]))
     assert undetected[0].startswith("**This budget cannot be trusted:** the positive control on attractor_number "
                                     "was not detected")  # fmt: skip
+    # differences +1, −1, +2 points hold 0 but their 90% interval [−1.9, +3.2] is not inside ±2: not calibrated
+    noisy = report.trust_lines(calibrated_results([0.55, 0.58, 0.52], [0.86, 0.87, 0.88]))
+    assert noisy[0].startswith("**This budget cannot be trusted:** the negative control on attractor_number "
+                               "was not equivalent (not resolved: +0.7 [-3.1, +4.5]")  # fmt: skip
     drifting = report.trust_lines(calibrated_results([0.55, 0.58, 0.52], [0.95, 0.97, 0.96]))
-    assert drifting[0].startswith("**This budget cannot be trusted:** the negative control on attractor_number "
-                                  "did not hold 0")  # fmt: skip
+    assert "the negative control on attractor_number was not equivalent (above its control" in drifting[0]
     assert report.trust_lines({"tasks": ["x"], "models": {}, "calibration": {}})[0].startswith("No calibration")
 
 

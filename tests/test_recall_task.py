@@ -131,3 +131,17 @@ def test_the_default_levels_are_the_calibrated_ones(name: str, level: str, low: 
     record = json.loads((folder / (name.format(getattr(synthetic, level), RECALL_STEPS) + ".json")).read_text())
     assert low < record["dev_accuracy_mean"] < high
     assert record["statuses"] == dict.fromkeys(record["statuses"], "learned")
+
+
+@pytest.mark.parametrize("pairs", [1, 2, 3, 5])
+def test_the_guessing_level_is_guessing_among_the_values_shown(pairs: int) -> None:
+    """The declared guessing level, E[1/distinct values shown], against the task's own generator: a model that
+    picks uniformly among the sequence's distinct values scores it (within 3 binomial standard errors)."""
+    from hf_variants.synthetic import recall_guessing_level
+
+    rows = synthetic_recall(20_000, seed=3, pairs=pairs)
+    expected = sum(1 / len({word for word in sentence.split() if word.startswith("v")}) for sentence, _ in rows)
+    level = recall_guessing_level(pairs)
+    assert abs(expected / len(rows) - level) < 3 * (level * (1 - level) / len(rows)) ** 0.5 + 1e-9
+    assert data_sources.declared_guessing_level("recall", data_sources.EmbeddedLevels(recall_pairs=pairs)) == level
+    assert data_sources.declared_guessing_level("attractor_number") is None  # its majority share applies

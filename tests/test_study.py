@@ -186,7 +186,10 @@ def test_the_two_answers_pair_each_model_by_seed_across_conditions(tmp_path: Pat
 
 def test_the_tally_counts_the_differences_that_exclude_zero_against_chance_alone(tmp_path: Path) -> None:
     """Per condition and answer, the rendered differences, those whose paired 95% interval (scipy's t) excludes 0,
-    and 1 − 0.95^n; a pair with one role missing has no verdict, a one-class seed is left out of its pair."""
+    and the binomial tail P(at least k of n) at 5%; a pair with one role missing has no verdict, a one-class seed is
+    left out of its pair, and a verdict whose control did not learn in a seed is counted apart."""
+    from math import comb
+
     from scipy import stats
 
     from hf_variants.lab.never_from_scratch import tally_table
@@ -198,7 +201,8 @@ def test_the_tally_counts_the_differences_that_exclude_zero_against_chance_alone
         ("scratch", "transject", "control"): {1: 0.72, 2: 0.71, 3: 0.74},  # −0.02, +0.04, −0.02: holds 0
         ("self_pretrained", "mgk_bert", "variant"): {1: 0.81, 2: 0.85, 3: None},  # two learned seeds
         ("self_pretrained", "mgk_bert", "control"): {1: 0.80, 2: 0.82, 3: 0.90},
-        ("self_pretrained", "transject", "variant"): {1: 0.90, 2: 0.95, 3: 0.93},  # its control not run yet
+        ("self_pretrained", "transject", "variant"): {1: 0.90, 2: 0.95, 3: 0.93},
+        ("self_pretrained", "transject", "control"): {1: 0.72, 2: None, 3: 0.70},  # its control failed a seed
     }
     for (condition, spec, role), accuracies in cells.items():
         folder = tmp_path / condition / "sst2"
@@ -210,14 +214,19 @@ def test_the_tally_counts_the_differences_that_exclude_zero_against_chance_alone
         low, high = stats.ttest_rel(a, b).confidence_interval(0.95)
         return low > 0 or high < 0
 
+    def at_least(k: int, n: int) -> str:
+        tail = 100 * (1 - sum(comb(n, i) * 0.05**i * 0.95 ** (n - i) for i in range(k)))
+        return f"{tail:.1f}%"
+
     payoffs = [excludes_zero([0.81, 0.85], [0.80, 0.82]), excludes_zero([0.80, 0.82, 0.90], [0.70, 0.71, 0.72]),
-               excludes_zero([0.90, 0.95, 0.93], [0.70, 0.75, 0.72])]  # fmt: skip
-    rows = {tuple(cell.strip() for cell in line.split("|")[1:3]): [cell.strip() for cell in line.split("|")[3:6]]
+               excludes_zero([0.90, 0.95, 0.93], [0.70, 0.75, 0.72]), excludes_zero([0.72, 0.70], [0.72, 0.74])]
+    pretrained = int(excludes_zero([0.81, 0.85], [0.80, 0.82]))
+    rows = {tuple(cell.strip() for cell in line.split("|")[1:3]): [cell.strip() for cell in line.split("|")[3:7]]
             for line in tally_table(tmp_path, ["sst2"]).splitlines()[2:]}  # fmt: skip
     assert rows == {
-        ("scratch", "variant − control"): ["2", "1", f"{100 * (1 - 0.95**2):.0f}%"],
-        ("self_pretrained", "variant − control"): ["1", str(int(excludes_zero([0.81, 0.85], [0.80, 0.82]))), "5%"],
-        ("self_pretrained", "self_pretrained − scratch"): ["3", str(sum(payoffs)), f"{100 * (1 - 0.95**3):.0f}%"],
+        ("scratch", "variant − control"): ["2", "1", at_least(1, 2), "0"],
+        ("self_pretrained", "variant − control"): ["1", str(pretrained), at_least(pretrained, 1), "1"],
+        ("self_pretrained", "self_pretrained − scratch"): ["4", str(sum(payoffs)), at_least(sum(payoffs), 4), "—"],
     }
 
 
@@ -281,7 +290,7 @@ def test_which_variant_reads_each_condition_of_the_study(tmp_path: Path) -> None
     found = study_verdicts(tmp_path, ["sst2"])
     assert list(found) == ["mgk_bert"]
     scratch, pretrained = found["mgk_bert"]
-    assert scratch.startswith("sst2 (scratch): ") and "over 2 seeds" in scratch
+    assert scratch.startswith("sst2 (scratch): ") and "+0.5 [" in scratch  # (0 + 1) / 2, over 2 seeds
     assert pretrained.startswith("sst2 (self_pretrained): ") and "+11.7 [" in pretrained  # (10 + 11 + 14) / 3
-    assert "over 3 seeds" in pretrained
+    assert "(learned" not in pretrained  # every run learned: no count shown
     assert study_verdicts(tmp_path / "absent", ["sst2"]) == {}

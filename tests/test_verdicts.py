@@ -53,18 +53,19 @@ def test_run_status_names_why_a_run_does_not_count() -> None:
     assert verdicts.run_status(Outcome(0.9)) == verdicts.LEARNED
 
 
-def test_summary_and_pair_verdict_use_only_runs_that_learned() -> None:
+def test_summary_and_the_paired_difference_use_only_runs_that_learned() -> None:
     run = Outcome(None, chance=0.5, examples=400, losses=FALLING)
     stopped = Outcome(None, failed="NonFiniteStepError: Step 45: non-finite gradient in fc.weight. Nothing was updated")
     variant = {"1": replace(run, value=0.9), "2": replace(run, value=0.8), "3": stopped}
     control = {"1": replace(run, value=0.7), "2": replace(run, value=0.7), "3": replace(run, value=0.95)}
     interval = verdicts.summary(variant)
     assert (interval.mean, interval.n) == (pytest.approx(0.85), 2)
-    verdict = verdicts.pair_verdict(variant, control)
-    assert verdict.difference.mean == pytest.approx(0.15) and verdict.difference.n == 2
-    assert verdict.left_out == {"variant": ["seed 3: failed (NonFiniteStepError: Step 45: non-finite gradient)"],
-                                "control": []}
-    assert verdict.seeds == 3
+    comparison = verdicts.compare_pair(variant, control)
+    assert comparison.per_protocol.difference.mean == pytest.approx(0.15)
+    assert comparison.per_protocol.difference.n == 2
+    assert comparison.left_out == {"variant": ["seed 3: failed (NonFiniteStepError: Step 45: non-finite gradient)"],
+                                   "control": []}
+    assert comparison.learned == {"variant": (2, 3), "control": (3, 3)}
     assert verdicts.summary({"1": Outcome(None, failed="x")}) is None
     solver = Outcome(None, failed="ODESolverError: Step 12: N-ODE block 0: the dopri5 solver failed (underflow in dt "
                                   "nan) after 80 function evaluations. The input may be stiff")  # fmt: skip
@@ -72,23 +73,20 @@ def test_summary_and_pair_verdict_use_only_runs_that_learned() -> None:
                                        "(underflow in dt nan) after 80 function evaluations)")  # fmt: skip
 
 
-def test_a_difference_without_spread_is_no_interval() -> None:
+def test_a_difference_without_spread_is_not_comparable() -> None:
     """Every seed at the same score for both models (a task at its ceiling) gives a zero-width interval, which
-    measures nothing: the verdict says the task cannot separate them; a constant non-zero difference gets no
-    interval either, and neither is ever reported as a detected difference."""
+    measures nothing; a constant non-zero difference gets no interval either: neither is above, below or
+    equivalent."""
     run = Outcome(None, chance=0.5, examples=400, losses=FALLING)
     ceiling = {str(seed): replace(run, value=1.0) for seed in (1, 2, 3)}
-    tied = verdicts.pair_verdict(ceiling, ceiling)
-    assert tied.text == "cannot separate these models: every seed of both scored 100.0"
+    tied = verdicts.compare_pair(ceiling, ceiling).per_protocol
+    assert tied.outcome == verdicts.NOT_COMPARABLE
+    assert tied.text == ("not comparable: the difference was +0.0 points in every one of 3 seeds (both scored the "
+                         "same in every seed)")
     assert tied.difference.difference_text(100) == "+0.0 in every seed" and not tied.difference.excludes_zero
-    below = verdicts.pair_verdict({seed: replace(r, value=0.9) for seed, r in ceiling.items()}, ceiling)
-    assert below.text == "no interval: the difference was -10.0 points in every one of 3 seeds (no spread)"
-    assert not below.difference.excludes_zero
-    spread = verdicts.pair_verdict({"1": replace(run, value=0.9), "2": replace(run, value=0.8)}, ceiling)
-    # differences -10 and -20 points: mean -15, s = 7.07, t(0.975, 1) = 12.706: ±63.5 points; detectable with
-    # 80% power: (t(0.975, 1) + t(0.8, 1)) · s / √2 = (12.706 + 1.376) · 5 = 70.4 points
-    assert spread.text == ("no difference detected: -15.0 [-78.5, +48.5] points over 2 seeds (the interval holds 0; "
-                           "could detect ±70.4)")
+    below = verdicts.compare_pair({seed: replace(r, value=0.9) for seed, r in ceiling.items()}, ceiling).per_protocol
+    assert below.text == ("not comparable: the difference was -10.0 points in every one of 3 seeds (no spread: no "
+                          "interval)")
 
 
 def test_the_detectable_difference_against_hand_computed_values() -> None:
@@ -138,17 +136,126 @@ def test_run_glue_collapse_measures_say_one_class(metrics: dict, expected: bool)
     assert verdicts.collapsed(metrics) is expected
 
 
-def test_a_verdict_that_could_not_see_what_the_budget_resolves_is_inconclusive() -> None:
-    """A difference whose interval holds 0 is "no difference detected" only when its seeds could have detected
-    the effect the positive control showed the budget resolves; otherwise it is inconclusive, as a verdict
-    with fewer than two seeds is — so that two runs at other seeds do not read one as "no difference" and the
-    other as "no verdict"."""
-    run = Outcome(None, chance=0.5, examples=400, losses=FALLING)
-    control = {str(seed): replace(run, value=1.0) for seed in (1, 2, 3)}
-    variant = {"1": replace(run, value=0.9), "2": replace(run, value=0.8)}  # detectable ±70.4 (table above)
-    assert verdicts.pair_verdict(variant, control, resolution=0.80).text.startswith("no difference detected: -15.0")
-    assert verdicts.pair_verdict(variant, control, resolution=0.50).text == (
-        "inconclusive at this budget: -15.0 [-78.5, +48.5] points over 2 seeds (the interval holds 0, but it could "
-        "only detect ±70.4, more than the 50.0-point effect the positive control showed this budget resolves)")
-    one_seed = verdicts.pair_verdict({"1": replace(run, value=0.9)}, control, resolution=0.50)
-    assert one_seed.text == "inconclusive at this budget: fewer than 2 of 3 seeds where both learned"
+# --------------------------------------------------------------------------------------------
+# The verdict: above / below / equivalent within ±m / not resolved / not comparable
+# --------------------------------------------------------------------------------------------
+def runs_scoring(*values: float | None, chance: float | None = None) -> dict[str, Outcome]:
+    """Seed → a run with each score (None: one that failed); with ``chance``, a score within the guessing bound
+    of 400 examples is at chance."""
+    return {str(seed): Outcome(None, failed="NonFiniteStepError: x") if value is None else
+            Outcome(value, chance=chance, examples=400, losses=FALLING) for seed, value in enumerate(values)}
+
+
+def test_the_statistics_against_hand_computed_values() -> None:
+    """With n = 3 (two degrees of freedom) Student's t has a closed form, P(T > t) = ½ (1 − t / √(t² + 2)):
+    differences 2, 3, 1 points have mean 2, s = 1, t = 2√3 = 3.4641, p = 1 − 3.4641/√14 = 0.0742; the 90%
+    interval is 2 ± 2.9200 / √3 = [0.3141, 3.6859]; against ±2 the two one-sided tests give
+    max(P(T > 4/0.5774), P(T < 0)) = 0.5."""
+    interval = statistics.mean_interval([2.0, 3.0, 1.0])
+    assert interval.standard_error == pytest.approx(1 / 3**0.5)
+    assert interval.p_value() == pytest.approx(1 - 3.4641016 / 14**0.5, abs=1e-6)
+    low, high = interval.bounds(0.90)
+    assert (low, high) == (pytest.approx(0.314, abs=1e-3), pytest.approx(3.686, abs=1e-3))
+    assert interval.equivalence_p(2.0) == pytest.approx(0.5)
+    # TOST at 5% ⇔ the 90% interval inside the margin: 3.686 < 3.69 but not < 3.68
+    assert interval.equivalence_p(3.69) < 0.05 < interval.equivalence_p(3.68)
+    assert statistics.mean_interval([1.0, 1.0]).p_value() is None
+
+
+def test_holm_adjusts_a_family_step_down() -> None:
+    """p = 0.01, 0.04, 0.03, 0.20 (m = 4): sorted 0.01·4 = 0.04, 0.03·3 = 0.09, 0.04·2 = 0.08 → 0.09 (kept
+    non-decreasing), 0.20·1 = 0.20; only the first stays below 0.05."""
+    adjusted = statistics.holm({"a": 0.01, "b": 0.04, "c": 0.03, "d": 0.20})
+    assert adjusted == {"a": pytest.approx(0.04), "c": pytest.approx(0.09), "b": pytest.approx(0.09),
+                        "d": pytest.approx(0.20)}  # fmt: skip
+    assert statistics.holm({"a": 0.6, "b": 0.7}) == {"a": 1.0, "b": 1.0}  # capped at 1
+    assert statistics.holm({}) == {}
+
+
+def test_fisher_and_the_binomial_tail_against_hand_computed_values() -> None:
+    """Fisher: 3/3 against 0/3 learned — the one table at least as extreme either way has probability
+    1/C(6,3) = 1/20 each: p = 0.1. Binomial: at least 3 of 15 tests at 5%: 1 − (0.95^15 + 15·0.05·0.95^14 +
+    105·0.05²·0.95^13) = 0.0362; at least 1 of 15: 1 − 0.95^15 = 0.5367."""
+    assert statistics.rates_p_value((3, 3), (0, 3)) == pytest.approx(0.1)
+    assert statistics.rates_p_value((3, 3), (3, 3)) == pytest.approx(1.0)
+    tail = 1 - (0.95**15 + 15 * 0.05 * 0.95**14 + 105 * 0.05**2 * 0.95**13)
+    assert statistics.at_least_k_of_n(3, 15) == pytest.approx(tail) and tail == pytest.approx(0.0362, abs=1e-4)
+    assert statistics.at_least_k_of_n(1, 15) == pytest.approx(1 - 0.95**15)
+
+
+@pytest.mark.parametrize(
+    ("variant", "control", "outcome", "text"),
+    [
+        # differences +2, +3, +1 points: p = 0.074 (above), 90% interval [+0.3, +3.7], not inside ±2
+        ((0.92, 0.93, 0.91), (0.90, 0.90, 0.90), verdicts.NOT_RESOLVED,
+         "not resolved: +2.0 [-0.5, +4.5] points over 3 seeds (p = 0.074); the data still allow anything from -0.5 "
+         "to +4.5 points, so neither a difference nor equivalence within ±2.0 is shown"),
+        # differences +9, +7, +9: mean 8.33, s = 1.155, t = 12.5, p = 1 − 12.5/√158.25 = 0.0063
+        ((0.99, 0.98, 0.99), (0.90, 0.91, 0.90), verdicts.ABOVE,
+         "above its control: **+8.3 [+5.5, +11.2]** points over 3 seeds (p = 0.006)"),
+        # differences +0.1, +0.2, 0.0: mean 0.1, s = 0.1; 95% interval 0.1 ± 4.303 · 0.0577 = [-0.15, +0.35], 90%
+        # interval 0.1 ± 2.920 · 0.0577 = [-0.07, +0.27], inside ±2
+        ((0.901, 0.902, 0.900), (0.90, 0.90, 0.90), verdicts.EQUIVALENT,
+         "equivalent within ±2.0 points: +0.1 [-0.1, +0.3] points over 3 seeds (90% interval [-0.1, +0.3] inside "
+         "±2.0)"),
+        ((0.9, None, None), (0.9, 0.9, 0.9), verdicts.NOT_COMPARABLE,
+         "not comparable: fewer than 2 seeds where both learned"),
+    ],
+)  # fmt: skip
+def test_one_verdict_rule_with_a_declared_margin(variant, control, outcome, text) -> None:
+    verdict = verdicts.compare_pair(runs_scoring(*variant), runs_scoring(*control), margin=0.02).per_protocol
+    assert verdict.outcome == outcome
+    assert verdict.text == text
+    assert "no difference" not in verdict.text
+
+
+def test_above_and_below_are_adjusted_over_the_family() -> None:
+    """Holm over the family: p = 0.0063 (differences +9, +7, +9) and p = 0.0377 (−40, −40, −20: t = 5,
+    p = 1 − 5/√27): ×2 = 0.0127 and ×1 = 0.0377, both still below 0.05. A third pair at p = 0.074 makes the
+    second ×2 = 0.0755: not resolved, though alone it would be below."""
+    strong = (runs_scoring(0.99, 0.98, 0.99), runs_scoring(0.90, 0.91, 0.90))
+    weaker = (runs_scoring(0.5, 0.5, 0.7), runs_scoring(0.9, 0.9, 0.9))
+    borderline = (runs_scoring(0.92, 0.93, 0.91), runs_scoring(0.90, 0.90, 0.90))
+    two = verdicts.compare_pairs({"strong": strong, "weaker": weaker})
+    assert two["strong"].per_protocol.adjusted_p == pytest.approx(2 * (1 - 12.5 / 158.25**0.5), abs=1e-4)
+    assert two["weaker"].per_protocol.outcome == verdicts.BELOW
+    three = verdicts.compare_pairs({"strong": strong, "weaker": weaker, "borderline": borderline})
+    assert three["weaker"].per_protocol.adjusted_p == pytest.approx(2 * (1 - 5 / 27**0.5), abs=1e-4)
+    assert three["weaker"].per_protocol.outcome == verdicts.NOT_RESOLVED
+    assert "Holm-adjusted over 3 pairs" in three["weaker"].per_protocol.text
+    assert three["strong"].per_protocol.outcome == verdicts.ABOVE
+
+
+def test_counting_every_run_scores_a_run_that_did_not_learn_at_the_guessing_level() -> None:
+    """The intention-to-treat difference: the variant's two runs that did not learn (one failed, one at chance)
+    count at the guessing level 0.5: differences −40, −40, −20 → below, while over the runs that learned the pair
+    is not comparable (one seed where both learned): the conclusion says the two readings disagree."""
+    variant = runs_scoring(None, 0.52, 0.7, chance=0.5)
+    assert verdicts.run_status(variant["1"]) == verdicts.AT_CHANCE
+    comparison = verdicts.compare_pair(variant, runs_scoring(0.9, 0.9, 0.9, chance=0.5), guessing=0.5)
+    assert comparison.per_protocol.outcome == verdicts.NOT_COMPARABLE
+    itt = comparison.intention_to_treat
+    assert [round(100 * itt.difference.mean, 1), itt.difference.n, itt.outcome] == [-33.3, 3, verdicts.BELOW]
+    assert comparison.learned == {"variant": (1, 3), "control": (3, 3)}
+    assert comparison.learned_p == pytest.approx(0.4)  # Fisher: 1/3 against 3/3
+    assert comparison.disagreement == ("the verdict differs (not comparable over the runs that learned, below its "
+                                       "control counting every run)")  # fmt: skip
+    assert "the two readings disagree" in comparison.text and "guessing level 50.0" in comparison.text
+
+
+def test_the_two_readings_disagreeing_in_sign_is_said() -> None:
+    """Over the runs that learned the variant is ahead (+2, +3 points at seeds 0 and 1); its failed seed 2,
+    counted at the guessing level 0.5 against the control's 0.9, turns the mean negative."""
+    comparison = verdicts.compare_pair(runs_scoring(0.92, 0.93, None), runs_scoring(0.90, 0.90, 0.90),
+                                       guessing=0.5)  # fmt: skip
+    pp, itt = comparison.per_protocol, comparison.intention_to_treat
+    assert pp.difference.mean > 0 > itt.difference.mean
+    assert pp.outcome == itt.outcome == verdicts.NOT_RESOLVED and comparison.disagreement == "the sign differs"
+
+
+def test_a_failed_calibration_makes_every_pair_not_comparable_with_its_interval_shown() -> None:
+    pair = (runs_scoring(0.99, 0.98, 0.99), runs_scoring(0.90, 0.91, 0.90))
+    comparison = verdicts.compare_pairs({"p": pair}, why_not="this budget is not calibrated")["p"]
+    assert comparison.per_protocol.outcome == verdicts.NOT_COMPARABLE
+    assert comparison.per_protocol.text == ("not comparable: this budget is not calibrated; **+8.3 [+5.5, +11.2]** "
+                                            "points over 3 seeds")

@@ -42,7 +42,7 @@ from ..settings.compare import CompareArguments
 from ..training import checkpoints, run_identity
 from ..training.files import write_text_atomic
 from . import verdicts
-from .data_sources import DataSource, EmbeddedLevels, resolve_data
+from .data_sources import DataSource, EmbeddedLevels, declared_guessing_level, resolve_data
 from .execution import executor, quiet_libraries
 from .measurement import analyse, classifier_from, final_run, headline, headline_metric
 from .report import report_markdown, run_outcomes
@@ -290,7 +290,8 @@ def compare_models(args: CompareArguments, argv: Sequence[str] | None) -> dict[s
             sweep = {r: outcomes[Run(spec, task, r, args.seed + spec.seed_offset, heldout=True)] for r in scores}
             runs = {str(seed): final_run(args, source, tokenizer, spec, Run(spec, task, rate, seed + spec.seed_offset),
                                          outcomes) for seed in fine_tuning_seeds(args)}  # fmt: skip
-            interval = verdicts.summary(run_outcomes(runs))
+            interval = verdicts.summary(run_outcomes(runs, declared_guessing_level(task, levels)
+                                                      if source.kind == "synthetic" else None))
             entry["fine_tuning"][task] = {
                 "metric": headline_metric(task),
                 "learning_rate": rate,

@@ -11,6 +11,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -34,6 +35,13 @@ class EmbeddedLevels:
 
     attractors: int = DEFAULT_ATTRACTORS
     recall_pairs: int = DEFAULT_RECALL_PAIRS
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> EmbeddedLevels:
+        """The levels a comparison's settings ask for (its arguments or the settings a results file records):
+        each knob left unset at its default."""
+        values = settings if isinstance(settings, dict) else vars(settings)
+        return cls(**{knob: values[knob] for knob in ("attractors", "recall_pairs") if values.get(knob) is not None})
 
     def __post_init__(self) -> None:
         if not 1 <= self.recall_pairs <= RECALL_KEYS:
@@ -159,6 +167,16 @@ def embedded_tasks() -> dict[str, Callable[[int, int, EmbeddedLevels], list[tupl
         "subject_number": lambda count, seed, levels: synthetic.synthetic_subject_number(count, seed),
         "agreement": lambda count, seed, levels: synthetic.synthetic_acceptability(count, seed),
     }
+
+
+def declared_guessing_level(task: str, levels: EmbeddedLevels = EmbeddedLevels()) -> float | None:
+    """The score a model that did not learn the task reaches by guessing, where the task declares one above
+    its dev majority share: recall's guessing among the values shown
+    (:func:`~hf_variants.synthetic.recall_guessing_level`); None for the others, whose guessing level is the
+    majority share each run records."""
+    from ..synthetic import recall_guessing_level
+
+    return recall_guessing_level(levels.recall_pairs) if task == "recall" else None
 
 
 def synthetic_corpus(count: int, seed: int, levels: EmbeddedLevels, recall: bool = False) -> list[str]:

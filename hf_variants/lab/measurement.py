@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from . import verdicts
-from .data_sources import DataSource, embedded_tasks
+from .data_sources import DataSource, EmbeddedLevels, declared_guessing_level, embedded_tasks
 from .report import run_outcome
 
 if TYPE_CHECKING:
@@ -121,4 +121,6 @@ def final_run(
         "train_seconds": result["train"]["train_runtime"],
         "curve": [{"step": e["step"], "loss": e["loss"]} for e in state["log_history"] if "loss" in e],
     }  # fmt: skip
-    return {**record, "status": verdicts.run_status(run_outcome(record))}
+    synthetic = source.kind == "synthetic"
+    declared = declared_guessing_level(run.task, EmbeddedLevels.from_settings(args)) if synthetic else None
+    return {**record, "status": verdicts.run_status(run_outcome(record, declared))}

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from .grid import PRETRAINING_STOPPED, ROLES, run_outcome
-from .statistics import Interval, paired_difference_if_any
+from .statistics import Interval, at_least_k_of_n, paired_difference_if_any
 from .tables import PAIR_LABELS, PAPER_NUMBERS, rate_text, summarize_role, task_grids
 from .verdicts import LEARNED, left_plateau_at, run_status
 
@@ -124,33 +124,48 @@ def verdict_table(study_dir: Path, tasks: list[str]) -> str:
 
 
 def tally_table(study_dir: Path, tasks: list[str], level: float = 0.05) -> str:
-    """Per condition and answer, how many differences have an interval, how many of those exclude 0, and
-    ``1 − (1 − level)^n``: the chance that at least one of ``n`` independent 95% intervals would exclude 0 if no
-    model differed from any other. Verdicts (variant − control) from scratch too; pay-offs (condition − scratch,
-    each variant and each control) per condition. A cell copied from its twin counts in each pair that reads it."""
+    """Per condition and answer, how many differences have an interval, how many of those exclude 0, and the
+    chance that at least that many of ``n`` independent 95% intervals would exclude 0 if no model differed from any
+    other (the binomial tail, :func:`~.statistics.at_least_k_of_n`). Verdicts (variant − control) from scratch too;
+    pay-offs (condition − scratch, each variant and each control) per condition. A difference read by two pairs
+    (a cell copied from its twin) counts once; a verdict whose control did not learn in some seed is counted
+    apart, since a lead over a control that failed measures the control's failure, not the variant's idea."""
     counts: dict[tuple[str, str], list[int]] = {}
+    seen: set[tuple] = set()
 
-    def count(condition: str, answer: str, a: dict[int, float], b: dict[int, float]) -> None:
+    def count(condition: str, answer: str, a: dict[int, float], b: dict[int, float], control_failed: bool = False,
+              ) -> None:  # fmt: skip
         interval = paired_difference_if_any(a, b)
-        if interval is not None:
-            tally = counts.setdefault((condition, answer), [0, 0])
-            tally[0] += 1
-            tally[1] += interval.excludes_zero
+        identity = (condition, answer, tuple(sorted(a.items())), tuple(sorted(b.items())))
+        if interval is None or identity in seen:
+            return
+        seen.add(identity)
+        tally = counts.setdefault((condition, answer), [0, 0, 0])
+        if control_failed:
+            tally[2] += 1
+            return
+        tally[0] += 1
+        tally[1] += interval.excludes_zero
 
     for condition in [SCRATCH, *conditions(study_dir)]:
         for _, grid in task_grids(study_dir / condition, tasks):
             for spec, cells in grid["cells"].items():
                 if all(cells[role]["seeds"] for role in ROLES):
-                    count(condition, "variant − control", *(learned_by_role(grid, spec, r)["learned"] for r in ROLES))
+                    variant, control = (learned_by_role(grid, spec, role) for role in ROLES)
+                    failed = len(control["learned"]) < len(cells["control"]["seeds"])
+                    count(condition, "variant − control", variant["learned"], control["learned"], failed)
     for condition, _, spec, grid, scratch in paired_cells(study_dir, tasks):
         for role in ROLES:
             if grid["cells"][spec][role]["seeds"] and scratch["cells"][spec][role]["seeds"]:
                 after, before = learned_by_role(grid, spec, role), learned_by_role(scratch, spec, role)
                 count(condition, f"{condition} − scratch", after["learned"], before["learned"])
-    lines = ["| condition | difference | with an interval | excluding 0 | chance of ≥ 1 with no true difference |",
-             "|---|---|---:|---:|---:|"]  # fmt: skip
-    for (condition, answer), (n, k) in counts.items():
-        lines.append(f"| {condition} | {answer} | {n} | {k} | {100 * (1 - (1 - level) ** n):.0f}% |")
+    lines = ["| condition | difference | with an interval | excluding 0 | chance of at least that many with no true "
+             "difference | left out: the control did not learn in some seed |",
+             "|---|---|---:|---:|---:|---:|"]  # fmt: skip
+    for (condition, answer), (n, k, apart) in counts.items():
+        chance = 100 * at_least_k_of_n(k, n, level)
+        lines.append(f"| {condition} | {answer} | {n} | {k} | {f'{chance:.1f}%' if chance >= 0.1 else '< 0.1%'} | "
+                     f"{apart if answer == 'variant − control' else '—'} |")
     return "\n".join(lines) + "\n"
 
 

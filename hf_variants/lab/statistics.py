@@ -1,10 +1,13 @@
-"""Means with 95% intervals, paired differences and the "did not learn" rule of the comparisons."""
+"""Means with 95% intervals, paired differences, the tests the verdicts are made of (the paired t-test,
+two one-sided tests for equivalence, Holm's adjustment, Fisher's exact test of two rates, the binomial tail
+of a tally) and the "did not learn" rule of the comparisons."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from scipy import stats
 
@@ -40,6 +43,34 @@ class Interval:
         """Whether the interval lies entirely above or below 0 (never, with fewer than two values or no spread)."""
         return self.spread and (self.low > 0 or self.high < 0)
 
+    @property
+    def standard_error(self) -> float:
+        """``s / √n``, recovered from the 95% half-width (``nan`` without spread)."""
+        if not self.spread:
+            return math.nan
+        return self.half_width / float(stats.t.ppf(0.975, self.n - 1))
+
+    def p_value(self) -> float | None:
+        """The two-sided one-sample t-test of mean 0 (the paired t-test for a difference); None without
+        spread. Below 0.05 exactly when the 95% interval excludes 0."""
+        if not self.spread:
+            return None
+        return float(2 * stats.t.sf(abs(self.mean) / self.standard_error, self.n - 1))
+
+    def bounds(self, confidence: float) -> tuple[float, float]:
+        """The two-sided Student-t interval at ``confidence`` (0.90 for the equivalence test)."""
+        half = float(stats.t.ppf(0.5 + confidence / 2, self.n - 1)) * self.standard_error
+        return self.mean - half, self.mean + half
+
+    def equivalence_p(self, margin: float) -> float | None:
+        """Two one-sided t-tests (TOST) of ``|mean| ≥ margin``: the larger of the two one-sided p-values.
+        Below 0.05 exactly when the 90% interval lies inside ``(−margin, +margin)``; None without spread."""
+        if not self.spread:
+            return None
+        above_low = float(stats.t.sf((self.mean + margin) / self.standard_error, self.n - 1))
+        below_high = float(stats.t.cdf((self.mean - margin) / self.standard_error, self.n - 1))
+        return max(above_low, below_high)
+
     def detectable_difference(self, power: float = 0.8) -> float | None:
         """The smallest true mean this test finds (its interval excluding 0) with probability ``power``,
         given the values' spread and number: ``(t_{0.975, n−1} + t_{power, n−1}) · s / √n`` (the paired
@@ -56,13 +87,14 @@ class Interval:
             return f"{scale * self.mean:.{digits}f} (n = {self.n})"
         return f"{scale * self.mean:.{digits}f} ± {scale * self.half_width:.{digits}f}"
 
-    def difference_text(self, scale: float = 1.0, digits: int = 1) -> str:
+    def difference_text(self, scale: float = 1.0, digits: int = 1, bold: bool = True) -> str:
         """A difference as ``+mean [low, high]`` times ``scale`` (``digits`` decimals), bold when the interval
-        excludes 0; without spread, ``+mean in every seed`` (a zero-width interval would read as precision)."""
+        excludes 0 (and ``bold``); without spread, ``+mean in every seed`` (a zero-width interval would read as
+        precision)."""
         if self.n >= 2 and not self.spread:
             return f"{scale * self.mean:+.{digits}f} in every seed"
         text = f"{scale * self.mean:+.{digits}f} [{scale * self.low:+.{digits}f}, {scale * self.high:+.{digits}f}]"
-        return f"**{text}**" if self.excludes_zero else text
+        return f"**{text}**" if bold and self.excludes_zero else text
 
 
 def mean_interval(values: Sequence[float]) -> Interval:
@@ -107,3 +139,34 @@ def predicts_one_class(prediction_counts: Sequence[int]) -> bool:
 def majority_share(labels: Sequence[int]) -> float:
     """Accuracy of always predicting the most frequent label (the chance score of a one-class model)."""
     return max(labels.count(c) for c in set(labels)) / len(labels) if labels else math.nan
+
+
+Key = TypeVar("Key", bound=Hashable)
+
+
+def holm(p_values: Mapping[Key, float]) -> dict[Key, float]:
+    """Holm's step-down adjustment of a family of p-values: sorted ascending, the i-th (from 1) of m is
+    multiplied by ``m − i + 1``, made non-decreasing and capped at 1. A hypothesis is rejected at α
+    when its adjusted p-value is below α; the family-wise error rate is then at most α."""
+    order = sorted(p_values, key=lambda key: p_values[key])
+    adjusted, running = {}, 0.0
+    for index, key in enumerate(order):
+        running = max(running, min(1.0, (len(order) - index) * p_values[key]))
+        adjusted[key] = running
+    return adjusted
+
+
+def rates_p_value(first: tuple[int, int], second: tuple[int, int]) -> float:
+    """Fisher's exact two-sided test that two rates (``(successes, trials)`` each) are equal; 1 when
+    either side has no trials."""
+    (k1, n1), (k2, n2) = first, second
+    if n1 == 0 or n2 == 0:
+        return 1.0
+    return float(stats.fisher_exact([[k1, n1 - k1], [k2, n2 - k2]]).pvalue)
+
+
+def at_least_k_of_n(k: int, n: int, chance: float = 0.05) -> float:
+    """The probability that at least ``k`` of ``n`` independent tests, each positive with probability
+    ``chance``, are positive: the binomial tail ``P(X ≥ k)``. Tests that share a control or seeds are not
+    independent, so this is a reading of a tally, not a test of it."""
+    return float(stats.binom.sf(k - 1, n, chance))

@@ -1,11 +1,13 @@
 """The protocol's rules, shared by ``hf-variants compare``, the classification grid and the GLUE studies:
 which learning rate a held-out sweep chooses (:func:`choose_learning_rate`), what one fine-tuning run
 shows (:func:`run_status`) and what a variant's runs against its matched control's show over seeds
-(:func:`pair_verdict`).
+(:func:`compare_pairs`, whose words come from the one rule :func:`verdict`: above, below, equivalent within a
+margin declared before the run, not resolved, or not comparable).
 
 A run *counts* only when it learned. One that failed (solver or non-finite stop), predicts one class,
-stayed on its starting loss or scores no better than chance is named as such and left out of the
-means and of the paired interval, never averaged in.
+stayed on its starting loss or scores no better than the task's guessing level is named as such and left out
+of the paired interval over the runs that learned; the intention-to-treat interval beside it counts it at the
+guessing level, so that a failure rate is in the comparison too.
 """
 
 from __future__ import annotations
@@ -16,7 +18,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .statistics import ONE_CLASS_SHARE, Interval, guessing_bound, mean_interval, paired_difference
+from .statistics import (
+    ONE_CLASS_SHARE,
+    Interval,
+    guessing_bound,
+    holm,
+    mean_interval,
+    paired_difference_if_any,
+    rates_p_value,
+)
 
 LEARNED = "learned"
 #: Statuses of runs that do not count, in the order a run is tested for them.
@@ -148,60 +158,180 @@ def summary(runs: Mapping[Any, RunOutcome]) -> Interval | None:
     return mean_interval(list(values.values())) if values else None
 
 
-@dataclass(frozen=True)
-class PairVerdict:
-    """A variant against its matched control on one task over seeds."""
+#: The verdict's four outcomes (:func:`verdict`).
+ABOVE, BELOW, EQUIVALENT, NOT_RESOLVED, NOT_COMPARABLE = (
+    "above its control", "below its control", "equivalent", "not resolved", "not comparable")
+#: The significance level of every test: the 95% interval, the 90% interval of the two one-sided tests.
+ALPHA = 0.05
+#: The equivalence margin when none is declared, as a fraction of the task's metric: 2 points, about the
+#: largest effect the four papers claim for their ideas (0.1 to 2.3 points on GLUE and their benchmarks).
+#: "Equivalent within ±m" says the 90% interval of the difference lies inside ±m; a smaller effect than any
+#: paper claims is what a user would call "no practical difference".
+DEFAULT_EQUIVALENCE_MARGIN = 0.02
 
-    difference: Interval | None  # variant − control over the seeds where both learned (None: < 2 such seeds)
-    seeds: int  # seeds run
-    left_out: dict[str, list[str]]  # "variant"/"control" → "seed 43: stayed on the plateau", …
-    same_score: float | None = None  # the score of every counted seed of both models, when they are all one
-    #: The effect the comparison showed it resolves on this task (the positive control's |difference|, a
-    #: fraction); None where no positive control ran. A verdict that could not detect that much is inconclusive.
-    resolution: float | None = None
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one seed-paired difference says against a margin declared before the run (:func:`verdict`)."""
+
+    outcome: str  # one of ABOVE, BELOW, EQUIVALENT, NOT_RESOLVED, NOT_COMPARABLE
+    difference: Interval | None  # variant − control over the paired seeds (95% interval)
+    margin: float  # the equivalence margin, a fraction of the metric
+    adjusted_p: float | None = None  # the paired t-test's p-value, Holm-adjusted within the family
+    family: int = 1  # the pairs the adjustment is over
+    why_not: str | None = None  # for NOT_COMPARABLE: why
 
     @property
     def text(self) -> str:
-        """One sentence: above / below / no difference detected / inconclusive, with the interval and the
-        smallest difference the seeds could have detected (:meth:`Interval.detectable_difference`). A verdict
-        whose interval holds 0 but which could not have detected the effect the positive control showed this
-        budget resolves (``resolution``) is *inconclusive*, as is one with fewer than two seeds: "no difference"
-        would claim more than the seeds can say, and two runs at other seeds would read differently."""
-        if self.difference is None:
-            return f"inconclusive at this budget: fewer than 2 of {self.seeds} seeds where both learned"
-        if self.same_score is not None:  # a task at its ceiling or floor for both: nothing to build an interval on
-            return f"cannot separate these models: every seed of both scored {100 * self.same_score:.1f}"
-        if not self.difference.spread:
-            return (f"no interval: the difference was {100 * self.difference.mean:+.1f} points in every one of "
-                    f"{self.difference.n} seeds (no spread)")
-        shown = self.difference.difference_text(100)
-        detectable = f"could detect ±{100 * self.difference.detectable_difference():.1f}"
-        if not self.difference.excludes_zero:
-            if self.resolution is not None and self.difference.detectable_difference() > self.resolution:
-                return (f"inconclusive at this budget: {shown} points over {self.difference.n} seeds (the interval "
-                        f"holds 0, but it {detectable.replace('could', 'could only')}, more than the "
-                        f"{100 * self.resolution:.1f}-point effect the positive control showed this budget resolves)")
-            return (f"no difference detected: {shown} points over {self.difference.n} seeds (the interval holds 0; "
-                    f"{detectable})")
-        side = "above" if self.difference.mean > 0 else "below"
-        return f"{side} its control: {shown} points over {self.difference.n} seeds ({detectable})"
+        """One sentence: the outcome, the interval and what it still allows (the outcome's words are the
+        verdict; "no difference" is never said, only "equivalent within ±m")."""
+        points, m = 100, f"±{100 * self.margin:.1f}"
+        d = self.difference
+        shown = None if d is None else f"{d.difference_text(points)} points over {d.n} seeds"
+        adjusted = "" if self.adjusted_p is None else (
+            f"p = {self.adjusted_p:.3f}" + (f", Holm-adjusted over {self.family} pairs" if self.family > 1 else ""))
+        if self.outcome == NOT_COMPARABLE:
+            return f"{NOT_COMPARABLE}: {self.why_not}" + (f"; {shown}" if shown and d.spread else "")
+        if self.outcome in (ABOVE, BELOW):
+            inside = " (inside the margin: smaller than any effect of interest)" if self._inside_margin() else ""
+            return f"{self.outcome}: {shown} ({adjusted}){inside}"
+        low, high = d.bounds(1 - 2 * ALPHA)
+        if self.outcome == EQUIVALENT:
+            return (f"equivalent within {m} points: {shown} (90% interval [{points * low:+.1f}, {points * high:+.1f}] "
+                    f"inside {m})")
+        return (f"{NOT_RESOLVED}: {shown} ({adjusted}); the data still allow anything from {points * d.low:+.1f} "
+                f"to {points * d.high:+.1f} points, so neither a difference nor equivalence within {m} is shown")
+
+    def _inside_margin(self) -> bool:
+        low, high = self.difference.bounds(1 - 2 * ALPHA)
+        return -self.margin < low and high < self.margin
 
 
-def pair_verdict(
-    variant: Mapping[Any, RunOutcome], control: Mapping[Any, RunOutcome],
+def verdict(difference: Interval | None, margin: float, adjusted_p: float | None = None, family: int = 1,
+            why_not: str | None = None) -> Verdict:  # fmt: skip
+    """The one rule every comparison's words come from, in this order:
+
+    - *not comparable* (``why_not``): fewer than two paired seeds, no spread (every seed's difference the same),
+      or a calibration control that failed;
+    - *above / below its control*: the paired t-test's p-value, adjusted within its family (:func:`~.statistics.
+      holm`; the unadjusted one when ``adjusted_p`` is not given), below :data:`ALPHA`;
+    - *equivalent within ±margin*: the two one-sided tests (TOST) at :data:`ALPHA`, i.e. the 90% interval inside
+      ``(−margin, +margin)``;
+    - *not resolved*: neither."""
+    if why_not is None and difference is None:
+        why_not = "fewer than 2 seeds where both learned"
+    elif why_not is None and not difference.spread:
+        why_not = f"the difference was {100 * difference.mean:+.1f} points in every one of {difference.n} seeds " + (
+            "(both scored the same in every seed)" if difference.mean == 0 else "(no spread: no interval)")
+    if why_not is not None:
+        return Verdict(NOT_COMPARABLE, difference, margin, why_not=why_not)
+    p = difference.p_value() if adjusted_p is None else adjusted_p
+    if p < ALPHA:
+        return Verdict(ABOVE if difference.mean > 0 else BELOW, difference, margin, p, family)
+    equivalent = difference.equivalence_p(margin) < ALPHA
+    return Verdict(EQUIVALENT if equivalent else NOT_RESOLVED, difference, margin, p, family)
+
+
+@dataclass(frozen=True)
+class PairComparison:
+    """A variant against its matched control on one task over seeds (:func:`compare_pairs`)."""
+
+    per_protocol: Verdict  # over the seeds where both learned
+    intention_to_treat: Verdict | None  # over every seed both ran, a run that did not learn at the guessing level
+    learned: dict[str, tuple[int, int]]  # "variant"/"control" → (runs that learned, runs)
+    learned_p: float  # Fisher's exact test that the two learned rates are equal
+    left_out: dict[str, list[str]]  # "variant"/"control" → "seed 43: stayed on the plateau", …
+    means: tuple[Interval, Interval] | None  # each side's mean over the same seeds as ``per_protocol``
+    guessing: float | None  # the score a run that did not learn is counted at in ``intention_to_treat``
+
+    @property
+    def disagreement(self) -> str | None:
+        """Where counting every run reads otherwise than counting the runs that learned: in sign or in
+        verdict (None when they agree, or when one of them is not comparable)."""
+        itt, pp = self.intention_to_treat, self.per_protocol
+        if itt is None:
+            return None
+        if itt.outcome != pp.outcome:
+            return f"the verdict differs ({pp.outcome} over the runs that learned, {itt.outcome} counting every run)"
+        if pp.difference is not None and itt.difference is not None and pp.difference.mean * itt.difference.mean < 0:
+            return "the sign differs"
+        return None
+
+    @property
+    def text(self) -> str:
+        """The conclusion: the verdict over the runs that learned, the learned rates, and counting every run."""
+        variant, control = self.learned["variant"], self.learned["control"]
+        parts = [self.per_protocol.text,
+                 f"learned {variant[0]}/{variant[1]} against {control[0]}/{control[1]} (Fisher's exact p = "
+                 f"{self.learned_p:.2f})"]  # fmt: skip
+        itt = self.intention_to_treat
+        if itt is not None and variant[0] + control[0] < variant[1] + control[1]:
+            same_reason = itt.outcome == NOT_COMPARABLE and itt.why_not == self.per_protocol.why_not
+            shown = itt.text
+            if same_reason and itt.difference is not None:
+                d = itt.difference
+                shown = (f"{d.difference_text(100)} points over {d.n} seeds" if d.spread else
+                         f"{100 * d.mean:+.1f} points in every one of {d.n} seeds")  # fmt: skip
+            parts.append(f"counting every run, one that did not learn at the guessing level "
+                         f"{100 * self.guessing:.1f}: {shown}")  # fmt: skip
+        if self.disagreement:
+            parts.append(f"the two readings disagree: {self.disagreement}")
+        return "; ".join(parts)
+
+
+def scored_at_guessing(runs: Mapping[Any, RunOutcome], guessing: float) -> dict[int, float]:
+    """Seed → score of every run: a run that learned at its score, any other (failed, one class, on the
+    plateau, at chance) at the task's guessing level: the intention-to-treat reading."""
+    return {int(seed): run.value if run_status(run) == LEARNED else guessing for seed, run in runs.items()}
+
+
+Pair = tuple[Mapping[Any, RunOutcome], Mapping[Any, RunOutcome]]
+
+
+def compare_pairs(
+    pairs: Mapping[Any, Pair], margins: Mapping[Any, float] | float = DEFAULT_EQUIVALENCE_MARGIN,
+    guessing: Mapping[Any, float | None] | float | None = None, why_not: str | None = None,
     counted: Callable[[Mapping[Any, RunOutcome]], dict[int, float]] = learned_values,
-    resolution: float | None = None,
-) -> PairVerdict:
-    """The paired verdict of two models' runs (seed → outcome): the interval of the seed-wise
-    difference over the seeds where both count (``counted``: by default those that learned); at least
-    two such seeds, else inconclusive; ``resolution``: :attr:`PairVerdict.resolution`."""
-    v, c = counted(variant), counted(control)
-    left_out = {
-        who: [f"seed {seed}: {reason(run)}" for seed, run in runs.items() if int(seed) not in values]
-        for who, runs, values in (("variant", variant, v), ("control", control, c))
-    }
-    both = v.keys() & c.keys()
-    difference = paired_difference(v, c) if len(both) >= 2 else None
-    scores = {v[seed] for seed in both} | {c[seed] for seed in both}
-    same_score = next(iter(scores)) if len(scores) == 1 else None
-    return PairVerdict(difference, len(variant.keys() | control.keys()), left_out, same_score, resolution)
+) -> dict[Any, PairComparison]:
+    """Each pair (key → variant's and control's runs, seed → outcome) against its margin, the family
+    adjusted together (Holm, over the pairs with an interval): the difference over the seeds where both
+    count (``counted``: by default those that learned) and the intention-to-treat difference over every
+    seed both ran (``guessing``: the task's guessing level; None: not made). ``why_not``: every pair is not
+    comparable for this reason (a failed calibration), its intervals still shown."""
+    def per_key(value: Any, key: Any) -> Any:
+        return value.get(key) if isinstance(value, Mapping) else value
+
+    paired: dict[Any, dict[str, Interval | None]] = {}
+    for key, (variant, control) in pairs.items():
+        level = per_key(guessing, key)
+        paired[key] = {"pp": paired_difference_if_any(counted(variant), counted(control)),
+                       "itt": None if level is None else paired_difference_if_any(
+                           scored_at_guessing(variant, level), scored_at_guessing(control, level))}  # fmt: skip
+    adjusted = {reading: holm({key: d[reading].p_value() for key, d in paired.items()
+                               if d[reading] is not None and d[reading].spread})
+                for reading in ("pp", "itt")}  # fmt: skip
+    comparisons = {}
+    for key, (variant, control) in pairs.items():
+        margin, level = per_key(margins, key), per_key(guessing, key)
+        readings = {reading: verdict(paired[key][reading], margin, adjusted[reading].get(key), len(adjusted[reading]),
+                                     why_not) for reading in ("pp", "itt")}  # fmt: skip
+        v, c = counted(variant), counted(control)
+        both = sorted(v.keys() & c.keys())
+        learned = {"variant": (len(learned_values(variant)), len(variant)),
+                   "control": (len(learned_values(control)), len(control))}  # fmt: skip
+        comparisons[key] = PairComparison(
+            readings["pp"], None if level is None else readings["itt"], learned,
+            rates_p_value(learned["variant"], learned["control"]),
+            {who: [f"seed {seed}: {reason(run)}" for seed, run in runs.items() if int(seed) not in values]
+             for who, runs, values in (("variant", variant, v), ("control", control, c))},
+            (mean_interval([v[s] for s in both]), mean_interval([c[s] for s in both])) if both else None, level,
+        )  # fmt: skip
+    return comparisons
+
+
+def compare_pair(variant: Mapping[Any, RunOutcome], control: Mapping[Any, RunOutcome],
+                 margin: float = DEFAULT_EQUIVALENCE_MARGIN, guessing: float | None = None,
+                 counted: Callable[[Mapping[Any, RunOutcome]], dict[int, float]] = learned_values,
+                 ) -> PairComparison:  # fmt: skip
+    """:func:`compare_pairs` for a family of one pair (no adjustment)."""
+    return compare_pairs({0: (variant, control)}, margin, guessing, counted=counted)[0]

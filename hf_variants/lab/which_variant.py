@@ -20,31 +20,44 @@ VARIANTS = ("macaron_bert", "mgk_bert", "transject", "node_transformer")
 BENCHMARK_SHAPES = ((256, 128), (256, 512))
 
 
+def cell_text(label: str, comparison: verdicts.PairComparison) -> str:
+    """One pair in a table cell: the verdict (over the runs that learned, the family adjusted) and its interval,
+    the learned counts when a run did not learn, and the intention-to-treat reading where it disagrees
+    (``imdb: not resolved, +0.9 [-1.0, +2.7]``)."""
+    def reading(verdict: verdicts.Verdict) -> str:
+        outcome = verdict.outcome
+        if outcome == verdicts.EQUIVALENT:
+            outcome += f" within ±{100 * verdict.margin:.1f}"
+        d = verdict.difference
+        return outcome + ("" if d is None or not d.spread else f", {d.difference_text(100, bold=False)}")
+
+    text = f"{label}: {reading(comparison.per_protocol)}"
+    learned = comparison.learned
+    if any(k < n for k, n in learned.values()):
+        text += f" (learned {learned['variant'][0]}/{learned['variant'][1]} vs {learned['control'][0]}/" \
+                f"{learned['control'][1]})"
+    if comparison.disagreement and comparison.intention_to_treat is not None:
+        text += f"; counting every run: {reading(comparison.intention_to_treat)}"
+    return text
+
+
 def main_job_verdicts(results_file: Path) -> dict[str, list[str]]:
-    """Variant → its verdict on each task of a ``hf-variants compare`` report's ``results.json``, and each
-    of its own runs that does not count (the control's are named in the report)."""
-    from .report import resolutions, run_outcomes
+    """Variant → its verdict on each task of a ``hf-variants compare`` report's ``results.json``
+    (:func:`~.report.pair_comparisons`, the report's own family and margins)."""
+    from .report import pair_comparisons
 
     results = json.loads(results_file.read_text(encoding="utf-8"))
-    models, resolved = results["models"], resolutions(results)
     found: dict[str, list[str]] = {}
-    for control, entry in models.items():
-        variant = entry.get("control_of")
-        if variant not in VARIANTS:
-            continue
-        for task in results["tasks"]:
-            tuned, tuned_control = models[variant]["fine_tuning"][task], models[control]["fine_tuning"][task]
-            verdict = verdicts.pair_verdict(run_outcomes(tuned["runs"]), run_outcomes(tuned_control["runs"]),
-                                            resolution=resolved.get(task))  # fmt: skip
-            lines = [f"{task}: {verdict.text}"]
-            lines += [f"held-out run at {rate}: {why}" for rate, why in tuned.get("heldout_left_out", {}).items()]
-            found.setdefault(variant, []).extend(lines)
+    for (variant, _, task), comparison in pair_comparisons(results).items():
+        if variant in VARIANTS:
+            found.setdefault(variant, []).append(cell_text(task, comparison))
     return found
 
 
 def grid_verdicts(grid_dir: Path, tasks: list[str], label: str = "") -> dict[str, list[str]]:
-    """Variant (at its default settings) → its verdict on each task of a grid (``task{label}: verdict``)."""
-    found: dict[str, list[str]] = {}
+    """Variant (at its default settings) → its verdict on each task of a grid (``task{label}: verdict``), the
+    grid's pairs over all ``tasks`` one family (Holm), each task's failures counted at its majority share."""
+    pairs, guessing = {}, {}
     for task in tasks:
         if not (grid_dir / task / "run_fingerprint.json").is_file():
             continue
@@ -52,9 +65,13 @@ def grid_verdicts(grid_dir: Path, tasks: list[str], label: str = "") -> dict[str
         for spec, roles in grid["cells"].items():
             if spec not in VARIANTS or not roles["variant"]["seeds"] or not roles["control"]["seeds"]:
                 continue
-            outcomes = [{seed: grid_run_outcome(record, grid["data"]) for seed, record in roles[role]["seeds"].items()}
-                        for role in ("variant", "control")]  # fmt: skip
-            found.setdefault(spec, []).append(f"{task}{label}: {verdicts.pair_verdict(*outcomes).text}")
+            pairs[spec, task] = tuple({seed: grid_run_outcome(record, grid["data"])
+                                       for seed, record in roles[role]["seeds"].items()}
+                                      for role in ("variant", "control"))  # fmt: skip
+            guessing[spec, task] = (grid["data"] or {}).get("test_majority_share")
+    found: dict[str, list[str]] = {}
+    for (spec, task), comparison in verdicts.compare_pairs(pairs, guessing=guessing).items():
+        found.setdefault(spec, []).append(cell_text(f"{task}{label}", comparison))
     return found
 
 

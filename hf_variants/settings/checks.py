@@ -58,3 +58,21 @@ def seed_range() -> Callable[[str], int]:
     """A seed: an integer in [0, 2**32), the range every generator a run seeds accepts (NumPy's is the narrowest)."""
     return _ranged(int, lambda value: 0 <= value < 2**32, "is not a seed; a seed is an integer from 0 to 2**32 - 1",
                    "a seed")  # fmt: skip
+
+
+def task_margin() -> Callable[[str], str]:
+    """An equivalence margin in points of a task's metric: ``2`` (every task) or ``task=2`` (one task),
+    the number above 0; returned as written (:meth:`~hf_variants.settings.compare.CompareArguments.margin`
+    reads it)."""
+
+    def parse(text: str) -> str:
+        task, _, number = text.rpartition("=")
+        if "=" in text and not task:
+            raise argparse.ArgumentTypeError(f"{text!r} names no task before '='")
+        value = _number(float, number)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{text} must be greater than 0 points")
+        return text
+
+    parse.__name__ = "a margin"
+    return parse

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .arguments import Settings, argument_parser, parse_into, setting
-from .checks import above, at_least, open_interval, seed_range
+from .checks import above, at_least, open_interval, seed_range, task_margin
 
 #: The environment variable naming a local data folder (wikitext-2/ and glue/), read without --data_dir.
 DATA_ENV = "HF_VARIANTS_DATA"
@@ -37,6 +37,11 @@ control over 3 fine-tuning seeds), 'full' (the larger, slower comparison for rea
 recall task, which needs two layers and more examples than the default's budget: see docs/main-job.md).
 Any flag below overrides its preset's value.
 """
+
+#: The equivalence margin when none is declared, in points of the task's metric: about the largest effect the
+#: four papers claim for their ideas (0.1 to 2.3 points). "Equivalent within ±m" means the 90% interval of the
+#: seed-paired difference lies inside ±m (two one-sided tests at 5%).
+DEFAULT_EQUIVALENCE_MARGIN = 2.0
 
 #: Fine-tuning steps of the recall preset (chosen by ``scripts/calibrate_embedded.py``, records in
 #: docs/compare/calibration).
@@ -146,6 +151,13 @@ class CompareArguments(Settings):
         help="Fine-tuning runs per model and task at the chosen learning rate, with seeds --seed, --seed + 1, …; "
         "each variant-vs-control verdict is the paired interval over them.",
     )  # fmt: skip
+    equivalence_margin: list[str] = setting(
+        default_factory=lambda: [f"{DEFAULT_EQUIVALENCE_MARGIN:g}"], parse=task_margin(),
+        help="The margin, in points of a task's metric, within which a variant counts as equivalent to its control "
+        "(its 90%% interval inside ±margin); declared before the run and printed in the report. One number for "
+        f"every task, or task=number entries (default {DEFAULT_EQUIVALENCE_MARGIN:g}: about the largest effect the "
+        "papers claim for their ideas).",
+    )  # fmt: skip
     heldout_fraction: float = setting(
         0.1, parse=open_interval(0, 1), help="Share of the training split held out for choosing the learning rate."
     )
@@ -169,7 +181,23 @@ class CompareArguments(Settings):
         rates = self.finetune_learning_rates or []
         if len(set(rates)) != len(rates):
             return [f"argument --finetune_learning_rates: needs distinct rates, got {rates}"]
+        named = [entry.rpartition("=")[0] for entry in self.equivalence_margin if "=" in entry]
+        if len(set(named)) != len(named) or len(self.equivalence_margin) - len(named) > 1:
+            return [f"argument --equivalence_margin: names a task, or gives every task's margin, twice: "
+                    f"{self.equivalence_margin}"]  # fmt: skip
         return []
+
+    def margin(self, task: str) -> float:
+        """The equivalence margin of ``task`` in points: its ``task=number`` entry, else the entry for every task,
+        else :data:`DEFAULT_EQUIVALENCE_MARGIN`."""
+        return equivalence_margin(vars(self), task)
+
+
+def equivalence_margin(settings: dict, task: str) -> float:
+    """The margin of ``task`` in points from a comparison's settings (a :class:`CompareArguments`' fields, or
+    those a results file records; a record without the setting gets the default)."""
+    entries = dict(entry.rpartition("=")[::2] for entry in settings.get("equivalence_margin") or [])
+    return float(entries.get(task, entries.get("", DEFAULT_EQUIVALENCE_MARGIN)))
 
 
 def build_parser(prog: str = "hf-variants compare"):
