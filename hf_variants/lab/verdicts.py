@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..settings import compare as compare_settings
 from .statistics import (
     ONE_CLASS_SHARE,
     Interval,
@@ -163,11 +164,9 @@ ABOVE, BELOW, EQUIVALENT, NOT_RESOLVED, NOT_COMPARABLE = (
     "above its control", "below its control", "equivalent", "not resolved", "not comparable")
 #: The significance level of every test: the 95% interval, the 90% interval of the two one-sided tests.
 ALPHA = 0.05
-#: The equivalence margin when none is declared, as a fraction of the task's metric: 2 points, about the
-#: largest effect the four papers claim for their ideas (0.1 to 2.3 points on GLUE and their benchmarks).
-#: "Equivalent within ±m" says the 90% interval of the difference lies inside ±m; a smaller effect than any
-#: paper claims is what a user would call "no practical difference".
-DEFAULT_EQUIVALENCE_MARGIN = 0.02
+#: The equivalence margin when none is declared, as a fraction of the task's metric
+#: (:data:`hf_variants.settings.compare.DEFAULT_EQUIVALENCE_MARGIN`, declared there in points, says why).
+DEFAULT_EQUIVALENCE_MARGIN = compare_settings.DEFAULT_EQUIVALENCE_MARGIN / 100
 
 
 @dataclass(frozen=True)
@@ -246,8 +245,8 @@ class PairComparison:
 
     @property
     def disagreement(self) -> str | None:
-        """Where counting every run reads otherwise than counting the runs that learned: in sign or in
-        verdict (None when they agree, or when one of them is not comparable)."""
+        """Where counting every run reads otherwise than counting the runs that learned: in verdict (one of
+        them not comparable included) or in sign; None when they agree."""
         itt, pp = self.intention_to_treat, self.per_protocol
         if itt is None:
             return None
