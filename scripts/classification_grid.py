@@ -5,9 +5,9 @@ training split, several seeds on the test split; with ``[conditions]``, once per
 self-pretrained).
 
     python scripts/classification_grid.py --study classification_from_scratch --data_dir $DATA \\
-        --output_dir outputs/classification_grid --git_commit
+        --output_dir outputs/classification_grid
     python scripts/classification_grid.py --study never_from_scratch --tasks ag_news --data_dir $DATA \\
-        --output_dir docs/experiments/never_from_scratch --work_dir outputs/never_from_scratch --git_commit
+        --output_dir outputs/never_from_scratch --work_dir outputs/never_from_scratch_models
 
 --study is the name of a study the package ships (hf_variants/lab/studies/) or a .toml file of your own
 (docs/extending.md, "A new study"); --tasks, --pairs, --seeds and --learning_rates narrow or replace its fields.
@@ -16,9 +16,9 @@ Resumable: the same command skips every finished run (a grid with other settings
 Each run trains on the fine-tuning engine (the Trainer); a self-pretraining grid's pretraining on the pretraining
 engine, its models under --work_dir (large; only the small result files go to --output_dir). The grid committed
 in docs/experiments/classification was made with the grid's own loop at commit ed7beb1, so it is a record that
-this command does not resume (run it with another --output_dir). ``--git_commit`` commits each finished run's
-result file as it goes, with the pages whose generated tables it changes, so a grid can span sessions and no
-commit leaves a table out of date. ``--memory_limit_gib`` caps the process's address space
+this command does not resume (run it with another --output_dir). The grid writes records into --output_dir and
+commits nothing: keep the records you mean to (``git add``) and re-render the pages from them.
+``--memory_limit_gib`` caps the process's address space
 (``hf_variants.training.memory``): a run that would need more (an N-ODE run's grows with its solver's steps) is
 recorded as ``out_of_memory`` with the cap in its record, instead of being killed and started again on resume;
 it is a setting of the machine, not of the grid, so it is not in the grid's fingerprint.
@@ -31,7 +31,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from workspace import DATA_DIR, git_commit_record, rendered_pages
+from workspace import add_data_argument
 
 from hf_variants.lab.grid import ROLES
 from hf_variants.lab.study import load_study, run_study
@@ -45,14 +45,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--conditions", nargs="+", help="only these of the study's conditions")
     parser.add_argument("--roles", nargs="+", choices=ROLES,
                         help="only these roles' cells (e.g. the controls, cheap, before a slow variant)")  # fmt: skip
-    parser.add_argument("--data_dir", type=Path, default=DATA_DIR)
+    add_data_argument(parser)
     parser.add_argument("--output_dir", type=Path, default=Path("outputs/classification_grid"))
     parser.add_argument("--work_dir", type=Path, default=Path("outputs/grid_models"),
                         help="pretrained models of a self-pretraining grid")  # fmt: skip
     parser.add_argument("--pairs", nargs="+", help="replace the study's pairs")
     parser.add_argument("--learning_rates", type=float, nargs="+", help="replace the study's learning rates")
     parser.add_argument("--seeds", type=int, nargs="+", help="replace the study's seeds")
-    parser.add_argument("--git_commit", action="store_true", help="commit each finished cell's result files")
     parser.add_argument("--memory_limit_gib", type=float,
                         help="cap the address space: a run that needs more is recorded as out_of_memory, not killed")
     args = parser.parse_args(argv)
@@ -67,11 +66,9 @@ def main(argv: list[str] | None = None) -> None:
     except (ValueError, FileNotFoundError) as error:
         parser.error(f"argument --study: {error}")
     replaced = {name: tuple(value) for name in ("pairs", "learning_rates", "seeds") if (value := getattr(args, name))}
-    # with --git_commit, each record with the pages it re-renders
-    on_record = git_commit_record(Path.cwd(), render=rendered_pages) if args.git_commit else None
     try:
         run_study(study, args.data_dir, args.output_dir, args.work_dir, tasks=args.tasks, conditions=args.conditions,
-                  roles=args.roles, replace=replaced, on_record=on_record)  # fmt: skip
+                  roles=args.roles, replace=replaced)  # fmt: skip
     except ValueError as error:
         parser.error(str(error))
 

@@ -4,12 +4,12 @@ budget (same tokenizer, data order, masks, schedule and seed), then fine-tuned o
 chosen on a held-out slice of the training split and --seeds on dev; differences variant − control paired
 by seed (``hf_variants.lab.glue_after_pretraining``).
 
-    python scripts/glue_after_pretraining.py --data_dir ../shared/data --steps 3000 \\
-        --output_dir docs/experiments/glue_after_pretraining --work_dir runs/glue-after-pretraining --git_commit
+    python scripts/glue_after_pretraining.py --data_dir $DATA --steps 3000 \\
+        --output_dir outputs/glue_after_pretraining --work_dir runs/glue-after-pretraining
 
 --steps is the budget at which pretraining beats random initialisation for the BERT control
 (``scripts/pretraining_budget.py`` measures it). Resumable like the budget study: pretraining resumes from
-its newest checkpoint, recorded fine-tuning runs are skipped, ``--git_commit`` commits each result file.
+its newest checkpoint, recorded fine-tuning runs are skipped; it commits nothing.
 """
 
 from __future__ import annotations
@@ -46,12 +46,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pairs", nargs="+", default=list(PAIRS))
     add_study_arguments(parser)
     args = parser.parse_args(argv)
-    protocol, commit = study_setup(args, "GLUE after pretraining")
+    protocol = study_setup(args)
 
     chance = chance_scores(protocol.tasks, args.data_dir / "glue")
     args.output_dir.mkdir(parents=True, exist_ok=True)
     checkpoints.write_json(args.output_dir / "chance.json", chance)
-    commit([args.output_dir / "chance.json"], "chance scores")
     tokenizer = wikitext_tokenizer(args.data_dir, args.work_dir / "tokenizer")
     perplexity, cells = {}, {}
     for spec in args.pairs:  # pair by pair, so that an interrupted study leaves whole pairs
@@ -65,13 +64,10 @@ def main(argv: list[str] | None = None) -> None:
             record = args.output_dir / name / "pretraining.json"
             record.parent.mkdir(parents=True, exist_ok=True)
             checkpoints.write_json(record, results)
-            commit([record], f"{name} / pretraining")
             perplexity[name] = results["perplexity"]
             models[name] = ModelToTune(args.work_dir / "mlm" / name)
         cells.update(fine_tune(
             protocol, models, args.data_dir / "glue", args.work_dir / "glue", args.output_dir, args.workers,
-            on_record=lambda path: commit([path], f"{path.parent.parent.parent.name} / {path.parent.parent.name} / "
-                                                  f"{path.parent.name} / {path.stem}"),
         ))  # fmt: skip
         print(pair_table(cells, args.pairs, protocol.tasks, perplexity, chance), flush=True)
     print("docs/results.md and docs/experiments/: python scripts/render_tables.py")

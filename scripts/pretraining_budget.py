@@ -4,11 +4,11 @@ checkpoint every --checkpoint_every steps; each budget in --budgets and random i
 GLUE tasks (rate chosen on a held-out slice of the training split, then --seeds on dev), paired by seed
 (``hf_variants.lab.glue_after_pretraining``).
 
-    python scripts/pretraining_budget.py --data_dir ../shared/data \\
-        --output_dir docs/experiments/pretraining_budget --work_dir runs/pretraining-budget --git_commit
+    python scripts/pretraining_budget.py --data_dir $DATA \\
+        --output_dir outputs/pretraining_budget --work_dir runs/pretraining-budget
 
 Resumable: the pretraining run resumes from its newest checkpoint, and a fine-tuning run whose result file
-exists (made with the same settings) is skipped. ``--git_commit`` commits each finished run's result file.
+exists (made with the same settings) is skipped. It commits nothing.
 Large files (checkpoints, fine-tuned models) stay in --work_dir; the small result files go to --output_dir.
 """
 
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if any(budget % args.checkpoint_every for budget in args.budgets):
         parser.error(f"every --budgets value must be a multiple of --checkpoint_every ({args.checkpoint_every}).")
-    protocol, commit = study_setup(args, "Pretraining budget")
+    protocol = study_setup(args)
 
     tokenizer = wikitext_tokenizer(args.data_dir, args.work_dir / "tokenizer")
     run = args.work_dir / "mlm"
@@ -58,7 +58,6 @@ def main(argv: list[str] | None = None) -> None:
               "budgets": {str(b): info for b, info in budgets.items()}}  # fmt: skip
     args.output_dir.mkdir(parents=True, exist_ok=True)
     checkpoints.write_json(args.output_dir / "pretraining.json", record)
-    commit([args.output_dir / "pretraining.json"], "pretraining run")
 
     models = {"step0": ModelToTune(run, random_init=True)}
     for budget in args.budgets:
@@ -68,12 +67,10 @@ def main(argv: list[str] | None = None) -> None:
         models[f"step{budget}"] = ModelToTune(folder)
     found = fine_tune(
         protocol, models, args.data_dir / "glue", args.work_dir / "glue", args.output_dir / "runs", args.workers,
-        on_record=lambda path: commit([path], f"{path.parent.parent.name} / {path.parent.name} / {path.stem}"),
     )  # fmt: skip
 
     chance = chance_scores(protocol.tasks, args.data_dir / "glue")
     checkpoints.write_json(args.output_dir / "chance.json", chance)
-    commit([args.output_dir / "chance.json"], "chance scores")
     cells = {(int(name.removeprefix("step")), task): cell for (name, task), cell in found.items()}
     print(budget_table(cells, budgets, chance))
     print(json.dumps({"smallest_helpful_budget": smallest_helpful_budget(cells)}))

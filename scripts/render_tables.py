@@ -57,7 +57,7 @@ NFS_TASKS = [*TASKS, "sst2"]
 GRID_COMMIT = "ed7beb1"
 COMMAND = (
     f"git checkout {GRID_COMMIT} && python scripts/classification_grid.py --tasks ag_news listops imdb "
-    "--data_dir $DATA --output_dir docs/experiments/classification --git_commit"
+    "--data_dir $DATA --output_dir docs/experiments/classification"
 )
 #: TransJect's two readings of the residual weight α_l (paper eq. 3 vs the authors' code) and the authors'
 #: token-embedding initialisation, each against its matched control, on the current engine (issue #29).
@@ -76,24 +76,24 @@ PARITY_COMMAND = "python scripts/parity.py --output_dir docs/parity"
 BUDGET = ROOT / "docs" / "experiments" / "pretraining_budget"
 BUDGET_COMMAND = (
     "python scripts/pretraining_budget.py --data_dir $DATA --output_dir docs/experiments/pretraining_budget "
-    "--work_dir runs/pretraining-budget --git_commit"
+    "--work_dir runs/pretraining-budget"
 )
 LONG_BUDGET = ROOT / "docs" / "experiments" / "pretraining_budget_long"
 LONG_BUDGET_COMMAND = (
     "python scripts/pretraining_budget.py --budgets 5000 10000 --checkpoint_every 1000 --data_dir $DATA "
-    "--output_dir docs/experiments/pretraining_budget_long --work_dir runs/pretraining-budget-long --git_commit"
+    "--output_dir docs/experiments/pretraining_budget_long --work_dir runs/pretraining-budget-long"
 )
 AFTER_PRETRAINING = ROOT / "docs" / "experiments" / "glue_after_pretraining"
 AFTER_PRETRAINING_COMMAND = (
     "python scripts/glue_after_pretraining.py --data_dir $DATA --steps 3000 "
-    "--output_dir docs/experiments/glue_after_pretraining --work_dir runs/glue-after-pretraining --git_commit"
+    "--output_dir docs/experiments/glue_after_pretraining --work_dir runs/glue-after-pretraining"
 )
 #: The self-pretraining study's pilot (``hf_variants/lab/studies/never_from_scratch.toml``, narrowed by its file).
 PILOT = ROOT / "docs" / "experiments" / "never_from_scratch_pilot"
 PILOT_COMMAND = (
     "python scripts/classification_grid.py --study docs/experiments/never_from_scratch_pilot/pilot.toml "
     "--tasks ag_news --data_dir $DATA --output_dir docs/experiments/never_from_scratch_pilot "
-    "--work_dir runs/never-from-scratch-pilot --git_commit"
+    "--work_dir runs/never-from-scratch-pilot"
 )
 
 
@@ -102,13 +102,13 @@ LISTOPS_BUDGET = ROOT / "docs" / "experiments" / "never_from_scratch_listops_bud
 LISTOPS_BUDGET_COMMAND = (
     "python scripts/classification_grid.py --study docs/experiments/never_from_scratch_listops_budget/budget.toml "
     "--tasks listops --conditions self_pretrained --data_dir $DATA "
-    "--output_dir docs/experiments/never_from_scratch_listops_budget --work_dir runs/never-from-scratch --git_commit"
+    "--output_dir docs/experiments/never_from_scratch_listops_budget --work_dir runs/never-from-scratch"
 )
 #: The self-pretraining study itself (``hf_variants/lab/studies/never_from_scratch.toml``), grown cell by cell.
 STUDY = ROOT / "docs" / "experiments" / "never_from_scratch"
 STUDY_COMMAND = (
     "python scripts/classification_grid.py --study never_from_scratch --data_dir $DATA "
-    "--output_dir docs/experiments/never_from_scratch --work_dir runs/never-from-scratch --git_commit"
+    "--output_dir docs/experiments/never_from_scratch --work_dir runs/never-from-scratch"
 )
 #: The study's cells at a larger size and longer sequences, run on a GPU (its own study file says which).
 GPU_STUDY = ROOT / "docs" / "experiments" / "never_from_scratch_gpu"
@@ -218,7 +218,7 @@ def grid_command(name: str) -> str:
     """The command that made (and resumes) one of :data:`TRANSJECT_GRIDS`."""
     return (
         f"OMP_NUM_THREADS=1 python scripts/classification_grid.py --tasks ag_news listops imdb {TRANSJECT_GRIDS[name]} "
-        f"--data_dir $DATA --output_dir docs/experiments/{name} --git_commit"
+        f"--data_dir $DATA --output_dir docs/experiments/{name}"
     )
 
 

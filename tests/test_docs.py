@@ -110,15 +110,19 @@ def test_no_page_names_the_ci_machines_data_folder() -> None:
     assert naming == []
 
 
+def pages_saying(pattern: str) -> dict[str, str]:
+    """Page → the first match of ``pattern`` (case-insensitive) in the README, every docs page (committed reports
+    included) and every model card."""
+    pages = [REPO_ROOT / "README.md", *(REPO_ROOT / "docs").rglob("*.md"),
+             *(REPO_ROOT / "hf_variants" / "model_cards").glob("*.md")]  # fmt: skip
+    return {path.relative_to(REPO_ROOT).as_posix(): match.group(0) for path in pages
+            if (match := re.search(pattern, path.read_text(encoding="utf-8"), re.IGNORECASE))}  # fmt: skip
+
+
 def test_no_page_carries_the_projects_bookkeeping() -> None:
     """Words from the project's own bookkeeping mean nothing to a user: no issue numbers, no "the issue's bar",
     no machine that was or was not "lent"."""
-    pages = [REPO_ROOT / "README.md", *(REPO_ROOT / "docs").rglob("*.md"),
-             *(REPO_ROOT / "hf_variants" / "model_cards").glob("*.md")]  # fmt: skip
-    bookkeeping = re.compile(r"\bissue\s*#?\d+|\bthe issue's\b|\blent\b", re.IGNORECASE)
-    found = {path.relative_to(REPO_ROOT).as_posix(): match.group(0) for path in pages
-             if (match := bookkeeping.search(path.read_text(encoding="utf-8")))}  # fmt: skip
-    assert found == {}
+    assert pages_saying(r"\bissue\s*#?\d+|\bthe issue's\b|\blent\b") == {}
 
 
 def test_no_page_report_or_card_claims_no_difference_without_an_equivalence_test() -> None:
@@ -126,10 +130,11 @@ def test_no_page_report_or_card_claims_no_difference_without_an_equivalence_test
     says "equivalent within ±m". No page, committed report or model card says "no difference" or
     "indistinguishable" (``hf_variants.lab.verdicts`` gives the words: above, below, equivalent within ±m, not
     resolved, not comparable)."""
-    pages = [REPO_ROOT / "README.md", *(REPO_ROOT / "docs").rglob("*.md"),
-             *(REPO_ROOT / "hf_variants" / "model_cards").glob("*.md")]  # fmt: skip
-    claim = re.compile(r"\bno (?:significant |real |practical |detectable )?difference\b|\bindistinguishable\b|"
-                       r"\bno difference detected\b", re.IGNORECASE)  # fmt: skip
-    found = {path.relative_to(REPO_ROOT).as_posix(): match.group(0) for path in pages
-             if (match := claim.search(path.read_text(encoding="utf-8")))}  # fmt: skip
-    assert found == {}
+    assert pages_saying(r"\bno (?:significant |real |practical |detectable )?difference\b|\bindistinguishable\b") == {}
+
+
+def test_no_page_speaks_of_the_machine_or_the_sessions_the_work_was_done_in() -> None:
+    """A user has their own machine: a page says what a measurement ran on ("a 2-core CPU", "an H200"), never "this
+    machine", the project's sessions or a borrowed GPU."""
+    assert pages_saying(r"\bthis (?:2-core |project's )?(?:CPU |GPU )?machine\b|\bthis machine's\b|\bthis 2-core\b|"
+                        r"\bthis project's\b|\bsessions?\b|\bborrowed\b") == {}

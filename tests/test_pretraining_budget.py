@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import math
-import threading
+import os
 from pathlib import Path
 
 import pytest
@@ -36,7 +36,7 @@ from hf_variants.lab.tables import PAIRS
 from hf_variants.training import run_mlm
 from hf_variants.training.checkpoints import CheckpointError
 
-from .helpers import load_script
+from .helpers import REPO_ROOT as ROOT
 from .mlm_helpers import mlm_args
 from .test_run_glue import checkpoints, glue_dir  # noqa: F401  (fixtures: tiny models, GLUE files)
 
@@ -188,68 +188,32 @@ def test_fine_tuning_chooses_the_rate_on_held_out_runs_and_resumes(
     assert recorded_cells(tmp_path / "records") == cells  # the README's tables read the same cells back
 
 
-def test_result_files_are_committed_one_by_one_leaving_other_changes_alone(tmp_path: Path) -> None:
+def test_the_study_scripts_commit_nothing_and_read_only_the_data_folder_they_are_given(tmp_path: Path) -> None:
+    """A study writes records and a person commits them: no script or package module runs git; and a study script
+    without ``--data_dir`` and without ``$HF_VARIANTS_DATA`` is a one-line error, never a folder of its own
+    choosing."""
+    import ast
     import subprocess
+    import sys
 
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True, text=True).stdout
+    def words(call: ast.Call) -> set[str]:
+        """The string constants among a call's arguments and in the lists it is given."""
+        nodes = [*call.args, *(item for arg in call.args if isinstance(arg, ast.List | ast.Tuple) for item in arg.elts)]
+        return {node.value for node in nodes if isinstance(node, ast.Constant) and isinstance(node.value, str)}
 
-    git("init", "-q")
-    git("config", "user.email", "t@example.com")
-    git("config", "user.name", "t")
-    (tmp_path / "other.txt").write_text("work in progress")
-    git("add", "other.txt")  # staged by someone else: must stay staged, not committed
-    result = tmp_path / "runs" / "seed1.json"
-    result.parent.mkdir()
-    result.write_text("{}")
-    git_commit_files = load_script("workspace").git_commit_files
-    git_commit_files(tmp_path, [result], "one result")
-    assert git("log", "--format=%s").split("\n")[0] == "one result"
-    assert git("show", "--name-only", "--format=").split() == ["runs/seed1.json"]
-    assert git("diff", "--cached", "--name-only").split() == ["other.txt"]
-    git_commit_files(tmp_path, [result], "unchanged")  # nothing changed: no empty commit
-    assert git("rev-list", "--count", "HEAD").strip() == "1"
-    # Another git process holding the index (a second grid committing) is waited for, not a failure.
-    lock = tmp_path / ".git" / "index.lock"
-    lock.touch()
-    threading.Timer(1.0, lock.unlink).start()
-    result.write_text('{"seed": 1}')
-    git_commit_files(tmp_path, [result], "after the lock")
-    assert git("log", "--format=%s").split("\n")[0] == "after the lock"
-
-
-def test_a_record_is_committed_with_the_tables_it_changes_and_no_one_elses_edits(tmp_path: Path, capsys) -> None:
-    """``git_commit_record(render=...)``: the pages the record re-renders go into its commit, so the commit's tables
-    match its records; a page with uncommitted edits is left as its editor has it, and named; an unchanged page
-    is not written."""
-    import subprocess
-
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True, text=True).stdout
-
-    git("init", "-q")
-    git("config", "user.email", "t@example.com")
-    git("config", "user.name", "t")
-    results, edited, same = tmp_path / "results.md", tmp_path / "edited.md", tmp_path / "same.md"
-    for page in (results, edited, same):
-        page.write_text("old table\n")
-    git("add", ".")
-    git("commit", "-q", "-m", "pages")
-    edited.write_text("old table\nprose in progress\n")  # someone's uncommitted edit
-    cell = tmp_path / "grid" / "sst2" / "mgk_bert" / "variant"
-    cell.mkdir(parents=True)
-    (cell / "seed1.json").write_text("{}")
-    for name in ("run_fingerprint.json", "data.json"):
-        (cell.parent.parent / name).write_text("{}")
-    pages = {results: "new table\n", edited: "new table\nprose in progress\n", same: "old table\n"}
-    commit = load_script("workspace").git_commit_record(tmp_path, render=lambda: pages)
-    commit(cell)
-    assert sorted(git("show", "--name-only", "--format=", "HEAD").split()) == [
-        "grid/sst2/data.json", "grid/sst2/mgk_bert/variant/seed1.json", "grid/sst2/run_fingerprint.json", "results.md"]
-    assert git("show", "HEAD:results.md") == "new table\n"
-    assert edited.read_text() == "old table\nprose in progress\n"  # not overwritten, not committed
-    assert f"{edited} has uncommitted edits" in capsys.readouterr().err
-    assert git("status", "--porcelain").split() == ["M", "edited.md"]
+    writes_to_git = []
+    for path in [*(ROOT / "scripts").glob("*.py"), *(ROOT / "hf_variants").rglob("*.py")]:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        calls = [words(node) for node in ast.walk(tree) if isinstance(node, ast.Call)]
+        if any("git" in called for called in calls) and any(called & {"commit", "add", "push"} for called in calls):
+            writes_to_git.append(path.relative_to(ROOT).as_posix())
+    assert writes_to_git == []  # reading the commit a record was made at (scripts/node_nfe.py) is allowed
+    env = {key: value for key, value in os.environ.items() if key != "HF_VARIANTS_DATA"}
+    for script in ("classification_grid.py", "pretraining_budget.py", "glue_after_pretraining.py"):
+        completed = subprocess.run([sys.executable, str(ROOT / "scripts" / script), "--output_dir", str(tmp_path)],
+                                   capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)  # fmt: skip
+        assert completed.returncode == 2, (script, completed.stderr[-2000:])
+        assert "the following arguments are required: --data_dir" in completed.stderr.strip().splitlines()[-1]
 
 
 @pytest.mark.parametrize("spec", PAIRS)

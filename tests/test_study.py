@@ -214,20 +214,23 @@ def test_the_tally_counts_the_differences_that_exclude_zero_against_chance_alone
         low, high = stats.ttest_rel(a, b).confidence_interval(0.95)
         return low > 0 or high < 0
 
-    def at_least(k: int, n: int) -> str:
-        tail = 100 * (1 - sum(comb(n, i) * 0.05**i * 0.95 ** (n - i) for i in range(k)))
-        return f"{tail:.1f}%"
+    def at_least(k: int, n: int) -> float:
+        return 100 * (1 - sum(comb(n, i) * 0.05**i * 0.95 ** (n - i) for i in range(k)))
 
     payoffs = [excludes_zero([0.81, 0.85], [0.80, 0.82]), excludes_zero([0.80, 0.82, 0.90], [0.70, 0.71, 0.72]),
                excludes_zero([0.90, 0.95, 0.93], [0.70, 0.75, 0.72]), excludes_zero([0.72, 0.70], [0.72, 0.74])]
     pretrained = int(excludes_zero([0.81, 0.85], [0.80, 0.82]))
     rows = {tuple(cell.strip() for cell in line.split("|")[1:3]): [cell.strip() for cell in line.split("|")[3:7]]
             for line in tally_table(tmp_path, ["sst2"]).splitlines()[2:]}  # fmt: skip
-    assert rows == {
-        ("scratch", "variant − control"): ["2", "1", at_least(1, 2), "0"],
-        ("self_pretrained", "variant − control"): ["1", str(pretrained), at_least(pretrained, 1), "1"],
-        ("self_pretrained", "self_pretrained − scratch"): ["4", str(sum(payoffs)), at_least(sum(payoffs), 4), "—"],
+    expected = {
+        ("scratch", "variant − control"): (2, 1, at_least(1, 2), "0"),
+        ("self_pretrained", "variant − control"): (1, pretrained, at_least(pretrained, 1), "1"),
+        ("self_pretrained", "self_pretrained − scratch"): (4, sum(payoffs), at_least(sum(payoffs), 4), "—"),
     }
+    assert rows.keys() == expected.keys()
+    for key, (n, k, chance, apart) in expected.items():
+        assert rows[key][:2] == [str(n), str(k)] and rows[key][3] == apart
+        assert float(rows[key][2].removesuffix("%")) == pytest.approx(chance, abs=0.05 + 1e-9)  # one decimal
 
 
 def test_the_plateau_table_gives_each_seeds_exit_step_from_its_recorded_curve(tmp_path: Path) -> None:

@@ -18,9 +18,8 @@ def run_outcome(record: dict[str, Any], guessing: float | None = None) -> verdic
     ``guessing``: the task's guessing level where it declares one above the majority share the run records."""
     if record.get("failed"):
         return verdicts.RunOutcome(None, failed=record["failed"])
-    accuracy = record["metric"] == "accuracy"
-    chance = max(level for level in (record.get("chance"), guessing) if level is not None) if accuracy and (
-        record.get("chance") is not None or guessing is not None) else None
+    levels = [level for level in (record.get("chance"), guessing) if level is not None]
+    chance = max(levels) if levels and record["metric"] == "accuracy" else None
     return verdicts.RunOutcome(
         record["value"],
         one_class=bool(record.get("did_not_learn")),
@@ -136,7 +135,7 @@ def rate_choice_note(results: dict[str, Any], pair: tuple[str, str], task: str) 
         else:
             sides.append(f"{who} chose {rate}")
     return (" The two sides chose different learning rates: " + "; ".join(sides) + ". The difference is then also "
-            "the two rates'; `--preset power` runs both sides at every rate.")  # fmt: skip
+            "the two rates'.")  # fmt: skip
 
 
 def answer_lines(results: dict[str, Any]) -> list[str]:
@@ -267,7 +266,7 @@ def trust_lines(results: dict[str, Any]) -> list[str]:
             f"({text})" for kind, task, text in failed
         )
         first = (f"**This budget cannot be trusted:** {why}. Every pair below is therefore not comparable; its "
-                 "intervals are shown for what they still allow. Raise the seeds (`--preset power`) or the budget.")
+                 "intervals are shown for what they still allow. Raise the seeds (`--num_seeds`) or the budget.")
     else:
         first = ("**Calibrated:** on every task the positive control came out below its baseline and the negative "
                  "control (the same model under other seeds) was equivalent to it within the margin. This shows "

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import TypeVar
 
 from scipy import stats
@@ -167,6 +168,8 @@ def rates_p_value(first: tuple[int, int], second: tuple[int, int]) -> float:
 
 def at_least_k_of_n(k: int, n: int, chance: float = 0.05) -> float:
     """The probability that at least ``k`` of ``n`` independent tests, each positive with probability
-    ``chance``, are positive: the binomial tail ``P(X ≥ k)``. Tests that share a control or seeds are not
-    independent, so this is a reading of a tally, not a test of it."""
-    return float(stats.binom.sf(k - 1, n, chance))
+    ``chance``, are positive: the binomial tail ``P(X ≥ k)``, summed in exact fractions, so that a rendered
+    percentage does not depend on the SciPy version (P(X ≥ 1 of 2) is 9.75% exactly). Tests that share a control or
+    seeds are not independent, so this is a reading of a tally, not a test of it."""
+    p = Fraction(str(chance))
+    return float(sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(max(k, 0), n + 1)))

@@ -192,7 +192,8 @@ class Verdict:
         if self.outcome == NOT_COMPARABLE:
             return f"{NOT_COMPARABLE}: {self.why_not}" + (f"; {shown}" if shown and d.spread else "")
         if self.outcome in (ABOVE, BELOW):
-            inside = " (inside the margin: smaller than any effect of interest)" if self._inside_margin() else ""
+            inside = self.difference.equivalence_p(self.margin) < ALPHA  # and yet smaller than the margin
+            inside = " (inside the margin: smaller than any effect of interest)" if inside else ""
             return f"{self.outcome}: {shown} ({adjusted}){inside}"
         low, high = d.bounds(1 - 2 * ALPHA)
         if self.outcome == EQUIVALENT:
@@ -200,10 +201,6 @@ class Verdict:
                     f"inside {m})")
         return (f"{NOT_RESOLVED}: {shown} ({adjusted}); the data still allow anything from {points * d.low:+.1f} "
                 f"to {points * d.high:+.1f} points, so neither a difference nor equivalence within {m} is shown")
-
-    def _inside_margin(self) -> bool:
-        low, high = self.difference.bounds(1 - 2 * ALPHA)
-        return -self.margin < low and high < self.margin
 
 
 def verdict(difference: Interval | None, margin: float, adjusted_p: float | None = None, family: int = 1,
