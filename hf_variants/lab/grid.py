@@ -1,7 +1,7 @@
 """The resumable comparison grid on one task: every variant and its matched control, a learning-rate
 sweep on a held-out slice of the training split, then several seeds at the chosen rate on the test split.
 
-Layout of ``output_dir/<task>/`` (small JSON files, meant to be committed as they finish)::
+Layout of ``output_dir/<task>/`` (small JSON files, written as each run finishes)::
 
     run_fingerprint.json                     the settings; another grid in this folder is refused
     <pair>/<role>/sweep-lr<lr>.json          role = variant | control; trained on the training split
@@ -322,8 +322,8 @@ class Grid:
         """Every (pair, role) cell (only ``roles``' cells when narrowed: the grid and its fingerprint stay the
         same, so a later run fills in the rest): the sweep, the choice, the seeds. ``on_record(cell folder)`` is called
         after each run trained (or copied from its twin) now, not for those a resumed grid finds on disk: e.g. to
-        commit the cell (the choice goes with its first seed). One seed of a self-pretraining grid can take over an
-        hour, and a run not committed is lost with the machine."""
+        copy the cell to storage that outlives the machine (the choice goes with its first seed), since one seed of a
+        self-pretraining grid can take over an hour."""
         s = self.settings
 
         def run_and_record(path: Path, *arguments: Any) -> dict:  # on_record only for a file written now

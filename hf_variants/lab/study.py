@@ -175,7 +175,7 @@ def run_study(
     the cheap controls first; GridSettings fields in ``replace`` changed), each resumable, results under
     ``output_dir/<condition>/<task>``, a self-pretraining grid's models under ``work_dir/<condition>``; the folders
     of the grids run. ``on_record(cell folder)`` follows each run and choice written into a (pair, role) cell, e.g.
-    to commit its files (:meth:`Grid.run`)."""
+    to report progress or copy the cell elsewhere (:meth:`Grid.run`)."""
     offered = {"tasks": study.tasks(), "conditions": list(dict.fromkeys(condition for condition, _ in study.grids)),
                "roles": list(ROLES)}  # fmt: skip
     for name, asked in (("tasks", tasks), ("conditions", conditions), ("roles", roles)):
