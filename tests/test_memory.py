@@ -69,8 +69,9 @@ def test_a_cap_that_is_not_a_positive_finite_number_is_refused(gib: float) -> No
         limit_address_space(gib)
 
 
-def test_the_grid_script_names_a_bad_memory_limit_in_one_line() -> None:
-    command = [sys.executable, str(ROOT / "scripts" / "classification_grid.py"), "--memory_limit_gib", "0"]
+def test_the_grid_script_names_a_bad_memory_limit_in_one_line(tmp_path: Path) -> None:
+    command = [sys.executable, str(ROOT / "scripts" / "classification_grid.py"), "--data_dir", str(tmp_path),
+               "--memory_limit_gib", "0"]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "argument --memory_limit_gib: The memory limit must be a positive number of GiB, got 0.0." in result.stderr
