@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 MARKER = re.compile(r"<!-- model-card: (\w+) -->")
-CHECKPOINT_SECTIONS = re.compile(r"^## This checkpoint\n.*?(?=^## Intended use)", re.DOTALL | re.MULTILINE)
+CHECKPOINT_SECTIONS = re.compile(r"^## This checkpoint\n.*?(?=^## Limitations)", re.DOTALL | re.MULTILINE)
 USAGE_SECTION = re.compile(r"^## Usage\n.*?(?=^## )", re.DOTALL | re.MULTILINE)
 
 #: A variant's page has no checkpoint to load: it says how to get weights instead of the card's usage.

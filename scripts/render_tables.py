@@ -10,7 +10,8 @@ The page's blocks lie between ``<!-- BEGIN generated: NAME -->`` and ``<!-- END 
 ``pretraining-budget-long``, ``glue-after-pretraining``, ``depth-adaptivity``, ``never-from-scratch-pilot``,
 ``never-from-scratch``, ``never-from-scratch-compute``, ``never-from-scratch-listops-plateau``,
 ``never-from-scratch-listops-budget``);
-docs/which-variant.md's ``which-variant`` block comes from the main job's default report, the classification grid
+docs/findings.md and its forest plot come from ``scripts/findings.py``; docs/which-variant.md's ``which-variant`` block
+comes from the main job's default report, the classification grid
 and the model benchmark. It also writes the package's two generated modules
 ``hf_variants/core/registered_{specs,implementations}.py`` (from the registries, ``hf_variants.export_code``).
 """
@@ -18,8 +19,13 @@ and the model benchmark. It also writes the package's two generated modules
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
+
+from findings import power_preset_block
+from findings import rendered as findings_pages
+from finetune_padding_benchmark import table as padding_table
 
 from hf_variants.export_code import module_file, registered_imports
 from hf_variants.lab.glue_after_pretraining import budget_study_table, pair_study_table
@@ -191,6 +197,11 @@ BENCHMARKS_PAGE = ROOT / "docs" / "benchmarks.md"
 STARTUP = ROOT / "docs" / "benchmarks" / "startup.json"
 
 
+#: The fine-tuning page and the padding benchmark (``scripts/finetune_padding_benchmark.py``) its block comes from.
+FINETUNING_PAGE = ROOT / "docs" / "fine-tuning.md"
+PADDING_BENCHMARK = ROOT / "docs" / "benchmarks" / "padding_benchmark.json"
+#: The main job's page: its ``power-preset`` block comes from the committed ``--preset power`` run.
+MAIN_JOB_PAGE = ROOT / "docs" / "main-job.md"
 #: The "Which variant?" page and the records its table is read from.
 WHICH_VARIANT_PAGE = ROOT / "docs" / "which-variant.md"
 MAIN_JOB_RESULTS = ROOT / "docs" / "compare" / "default" / "results.json"
@@ -275,6 +286,14 @@ def rendered_pages() -> dict[Path, str]:
             GRID, "From-scratch classification: each variant against its matched control", COMMAND
         ),
     }
+    pages.update(findings_pages())
+    if PADDING_BENCHMARK.is_file():
+        padding = {"padding-benchmark": padding_table(json.loads(PADDING_BENCHMARK.read_text(encoding="utf-8")))}
+        pages[FINETUNING_PAGE] = fill_blocks(FINETUNING_PAGE.read_text(encoding="utf-8"), padding, FINETUNING_PAGE)
+        pages[BENCHMARKS_PAGE] = fill_blocks(pages[BENCHMARKS_PAGE], padding, BENCHMARKS_PAGE)
+    if (ROOT / "docs" / "compare" / "power" / "results.json").is_file():
+        pages[MAIN_JOB_PAGE] = fill_blocks(MAIN_JOB_PAGE.read_text(encoding="utf-8"),
+                                           {"power-preset": power_preset_block()}, MAIN_JOB_PAGE)
     # the package's generated modules that list the registries' files (hf_variants.export_code)
     pages.update({module_file(module): source for module, source in registered_imports().items()})
     for name in TRANSJECT_GRIDS:

@@ -68,6 +68,7 @@ def load_script(name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(f"scripts_{name}", path)
     module = importlib.util.module_from_spec(spec)
     assert spec.loader is not None
+    sys.modules[spec.name] = module  # as an imported module is (dataclasses look their module up there)
     spec.loader.exec_module(module)
     return module
 

@@ -736,3 +736,93 @@ def test_the_equivalence_margin_is_per_task_with_one_for_every_task() -> None:
     args = compare.parse_args(["--equivalence_margin", "3", "recall=5"])
     assert (args.margin("recall"), args.margin("attractor_number")) == (5.0, 3.0)
     assert compare.parse_args([]).margin("recall") == 2.0
+
+
+def test_the_power_preset_runs_16_seeds_without_n_ode_and_final_runs_at_every_rate() -> None:
+    from hf_variants.settings.compare import DEFAULT_MODELS, POWER_MODELS
+
+    power = compare.parse_args(["--preset", "power"])
+    assert power.num_seeds >= 16 and power.final_runs_at_every_rate
+    assert [spec.name for spec in power.models] == list(POWER_MODELS)
+    assert "node_transformer" not in POWER_MODELS and "mgk_bert:attention_type=mlk" in POWER_MODELS
+    chosen = compare.parse_args(["--preset", "power", "--models", "macaron_bert", "--num_seeds", "4"])
+    assert [spec.name for spec in chosen.models] == ["macaron_bert"] and chosen.num_seeds == 4
+    default = compare.parse_args([])
+    assert [spec.name for spec in default.models] == list(DEFAULT_MODELS) and not default.final_runs_at_every_rate
+
+
+def every_rate_record() -> dict:
+    """A record with final runs at both rates: Macaron chose 0.003 and its control 0.001; the BERT control and its
+    replicate over six seeds, the replicate's first three seeds 10 points above at 0.001."""
+    def tuned(chosen: float, at: dict[float, list[float]]) -> dict:
+        other = {f"{rate:g}": seed_runs(values) for rate, values in at.items() if rate != chosen}
+        return {"metric": "accuracy", "learning_rate": chosen, "runs": seed_runs(at[chosen]),
+                "runs_at_other_rates": other}  # fmt: skip
+
+    steps = [0.0, 0.01, 0.02] * 2
+    return {"tasks": [TASK], "data": {"kind": "synthetic"},
+            "settings": {"final_runs_at_every_rate": True, "finetune_learning_rates": [1e-3, 3e-3]},
+            "calibration": {"baseline": "bert_control", "negative": "bert_control (other seeds)"},
+            "models": {
+                "bert_control": {"control_of": None, "fine_tuning": {TASK: tuned(
+                    1e-3, {1e-3: [0.8] * 6, 3e-3: [0.85] * 6})}},
+                "macaron_bert": {"control_of": None, "fine_tuning": {TASK: tuned(
+                    3e-3, {1e-3: [0.7 + s for s in steps], 3e-3: [0.9 + s for s in steps]})}},
+                "control of macaron_bert": {"control_of": "macaron_bert", "control_changes": {"layer_scheme": "x"},
+                                            "fine_tuning": {TASK: tuned(1e-3, {1e-3: [0.8] * 6, 3e-3: [0.9] * 6})}},
+                "bert_control (other seeds)": {"control_of": None, "fine_tuning": {TASK: tuned(1e-3, {
+                    1e-3: [0.9, 0.91, 0.89, 0.8, 0.801, 0.8], 3e-3: [0.85, 0.851, 0.85, 0.849, 0.85, 0.851]})}},
+            }}  # fmt: skip
+
+
+def test_each_pair_is_compared_at_every_common_rate_beside_its_chosen_rates() -> None:
+    """The answer pairs each side's chosen rate (0.003 against 0.001: +11.0 points); the every-rate table pairs
+    the two sides at the same rate: −9.0 at 0.001 (differences −10, −9, −8, twice: half-width t₅·s/√6 = 0.94) and
+    +1.0 at 0.003."""
+    results = every_rate_record()
+    answer = next(line for line in report_writer.answer_lines(results) if line.startswith("| macaron_bert |"))
+    assert "+11.0 [+10.1, +11.9]" in answer
+    table = [line for line in report_writer.every_rate_lines(results) if line.startswith("| macaron_bert |")]
+    assert len(table) == 2
+    assert "| 0.001 |" in table[0] and "-9.0 [-9.9, -8.1]" in table[0]
+    assert "| 0.003 |" in table[1] and "+1.0 [+0.1, +1.9]" in table[1]
+    assert report_writer.every_rate_lines({**results, "settings": {"finetune_learning_rates": [1e-3, 3e-3]}}) == []
+
+
+def test_the_aa_check_counts_how_often_a_default_size_comparison_says_above_or_below() -> None:
+    """Six seeds at two rates make four groups of three: the replicate's first group at 0.001 is 10 points above
+    (above), the others within a tenth of a point (equivalent): 1 in 4, 25% [0.6%, 81%] (Clopper–Pearson)."""
+    results = every_rate_record()
+    counted = report_writer.aa_outcomes(results)
+    assert counted == {"above its control": 1, "equivalent": 3}
+    text = "\n".join(report_writer.aa_check_lines(results))
+    assert "*Above* or *below* said 1 times in 4: 25% [1%, 81%]" in text and "nominal 5%" in text
+    fewer = every_rate_record()
+    for entry in fewer["models"].values():
+        tuned = entry["fine_tuning"][TASK]
+        tuned["runs"] = dict(list(tuned["runs"].items())[:5])
+        tuned["runs_at_other_rates"] = {}
+    fewer["settings"]["final_runs_at_every_rate"] = False
+    assert report_writer.aa_check_lines(fewer) == []  # five seeds: fewer than two groups of three
+
+
+def test_final_runs_at_every_rate_train_every_seed_at_every_rate(tmp_path: Path) -> None:
+    """With ``--final_runs_at_every_rate`` each seed's final runs are made at both rates from that seed's
+    pretraining (folders named by rate), the record holds the rate not chosen beside the chosen one's runs, and
+    the report pairs the two sides at each rate."""
+    output = tmp_path / "compare"
+    completed = run_compare(output, "--final_runs_at_every_rate", "--finetune_learning_rates", "1e-3", "3e-3",
+                            "--models", "macaron_bert", "--num_seeds", "2")  # fmt: skip
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    results = json.loads((output / "results.json").read_text())
+    for name in ("macaron_bert", "control of macaron_bert"):
+        tuned = results["models"][name]["fine_tuning"][TASK]
+        chosen = f"{tuned['learning_rate']:g}"
+        other = ({"0.001", "0.003"} - {chosen}).pop()
+        assert set(tuned["runs"]) == set(tuned["runs_at_other_rates"][other]) == {"42", "43"}
+    folder = output / "models" / ModelSpec.parse("macaron_bert").folder
+    assert {path.name for path in folder.iterdir() if path.is_dir() and path.name.startswith(f"{TASK}-lr")} == {
+        f"{TASK}-lr{rate}-seed{seed}" for rate in ("0.001", "0.003") for seed in (42, 43)}
+    report = (output / "report.md").read_text()
+    assert "## Each pair at every learning rate" in report
+    assert report.count("| macaron_bert | attractor_number | 0.00") == 2

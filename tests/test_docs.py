@@ -138,3 +138,17 @@ def test_no_page_speaks_of_the_machine_or_the_sessions_the_work_was_done_in() ->
     machine", the project's sessions or a borrowed GPU."""
     assert pages_saying(r"\bthis (?:2-core |project's )?(?:CPU |GPU )?machine\b|\bthis machine's\b|\bthis 2-core\b|"
                         r"\bthis project's\b|\bsessions?\b|\bborrowed\b") == {}
+
+
+def test_model_cards_put_usage_first_keep_limitations_short_and_link_their_findings() -> None:
+    """A card is for the person who downloads the model: usage is its first section, "Limitations" at most ten
+    lines, no running count ("so far"), and the comparisons with the matched control by link to the findings page."""
+    from hf_variants.hub import project_url, render_model_card
+
+    for model_type, variant in hf_variants.VARIANTS.items():
+        card = str(render_model_card(variant, variant.config_class(), repo_id=model_type))
+        sections = re.findall(r"(?m)^## (.+)$", card)
+        assert sections[0] == "Usage", (model_type, sections)
+        limitations = card.split("## Limitations\n", 1)[1].split("\n## ", 1)[0]
+        assert 0 < len([line for line in limitations.splitlines() if line.strip()]) <= 10, model_type
+        assert "so far" not in card and f"]({project_url('Documentation')}findings/)" in card, model_type

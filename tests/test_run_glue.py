@@ -145,7 +145,8 @@ def test_the_engine_called_with_typed_settings_is_the_command_line_run(
     checkpoints: dict[str, Path], glue_dir: Path, tmp_path: Path
 ) -> None:
     """``run_glue.run`` with typed settings (as the studies call it) trains the same model as the command
-    line with the same values, and records the same settings with an effect."""
+    line with the same values (the command line's own default, length-grouped batches, given explicitly), and
+    records the same settings with an effect."""
     from transformers import TrainingArguments
 
     from hf_variants.settings.finetuning import DataTrainingArguments, ModelArguments, RunArguments
@@ -159,6 +160,7 @@ def test_the_engine_called_with_typed_settings_is_the_command_line_run(
             output_dir=str(tmp_path / "typed"), per_device_train_batch_size=16, per_device_eval_batch_size=32,
             learning_rate=3e-3, report_to="none", disable_tqdm=True, log_level="warning",
             dataloader_pin_memory=False, do_train=True, do_eval=True, max_steps=6,
+            train_sampling_strategy="group_by_length",
         ),
         RunArguments(print_logs=False),
     )  # fmt: skip

@@ -363,3 +363,30 @@ def test_a_tasks_own_training_file_is_a_corpus(tmp_path: Path) -> None:
     assert corpus["validation"]["text"] == ["A man sleeps. Nobody sleeps.", "A dog runs."]
     with pytest.raises(ValueError, match=r"has no column 'sentence3'"):
         load_text_corpus(pairs, pairs, text_column="sentence1,sentence3")
+
+
+def test_pretraining_compiles_resumes_and_records_it(corpus: Path, tokenizer_dir: Path, tmp_path: Path) -> None:
+    """``--torch_compile`` compiles the forward in place (``nn.Module.compile``; the eager backend here, so the
+    arithmetic is the uncompiled one): the same weights as an uncompiled run, a compiled run stopped at step 1 and
+    continued to step 2 ends where an uninterrupted one does, and the setting is part of the run's identity."""
+    from hf_variants.training.checkpoints import CheckpointError
+
+    constant = ["--lr_scheduler_type", "constant"]  # a run extended to more steps continues its schedule exactly
+    compiled = ["--torch_compile", "--torch_compile_backend", "eager", *constant]
+    plain, whole, resumed = tmp_path / "plain", tmp_path / "whole", tmp_path / "resumed"
+    run_mlm.main(mlm_args(corpus, tokenizer_dir, plain, "macaron_bert", "--max_train_steps", "2", *constant))
+    run_mlm.main(mlm_args(corpus, tokenizer_dir, whole, "macaron_bert", "--max_train_steps", "2", *compiled))
+    run_mlm.main(mlm_args(corpus, tokenizer_dir, resumed, "macaron_bert", "--max_train_steps", "1",
+                          "--checkpointing_steps", "1", *compiled))  # fmt: skip
+    run_mlm.main(mlm_args(corpus, tokenizer_dir, resumed, "macaron_bert", "--max_train_steps", "2",
+                          "--checkpointing_steps", "1", *compiled))  # fmt: skip
+    weights = {name: load_file(folder / "model.safetensors") for name, folder in
+               (("plain", plain), ("whole", whole), ("resumed", resumed))}  # fmt: skip
+    assert not any(key.startswith("_orig_mod") for key in weights["whole"])
+    for key, tensor in weights["plain"].items():
+        torch.testing.assert_close(weights["whole"][key], tensor, rtol=0, atol=0)
+        torch.testing.assert_close(weights["resumed"][key], tensor, rtol=0, atol=0)
+    results = json.loads((whole / "results.json").read_text())
+    assert json.dumps(results).count('"torch_compile": true') >= 1
+    with pytest.raises((CheckpointError, SystemExit, ValueError), match="torch_compile"):
+        run_mlm.main(mlm_args(corpus, tokenizer_dir, whole, "macaron_bert", "--max_train_steps", "3", *constant))

@@ -183,6 +183,27 @@ def test_fisher_and_the_binomial_tail_against_hand_computed_values() -> None:
     assert statistics.at_least_k_of_n(1, 15) == pytest.approx(1 - 0.95**15)
 
 
+@pytest.mark.parametrize(("k", "n"), [(0, 10), (1, 4), (3, 10), (10, 10), (2, 20)])
+def test_the_exact_interval_of_a_rate_meets_its_definition(k: int, n: int) -> None:
+    """Clopper–Pearson: at the low end, seeing at least k in n has probability 2.5%; at the high end, seeing at
+    most k does (summed from the binomial's terms, not from the beta quantile the function uses); k = 0 and k = n
+    have the closed forms 1 − 0.025^(1/n) and 0.025^(1/n)."""
+    import math
+
+    def at_most(k: int, p: float) -> float:
+        return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k + 1))
+
+    low, high = statistics.proportion_interval(k, n)
+    assert low == (0.0 if k == 0 else pytest.approx(0.025 ** (1 / n) if k == n else low))
+    assert high == (1.0 if k == n else pytest.approx(1 - 0.025 ** (1 / n) if k == 0 else high))
+    if k > 0:
+        assert 1 - at_most(k - 1, low) == pytest.approx(0.025, abs=1e-9)
+    if k < n:
+        assert at_most(k, high) == pytest.approx(0.025, abs=1e-9)
+    with pytest.raises(ValueError, match="0 ≤ k ≤ n"):
+        statistics.proportion_interval(n + 1, n)
+
+
 @pytest.mark.parametrize(
     ("variant", "control", "outcome", "text"),
     [

@@ -97,7 +97,8 @@ def train_all(
 ) -> tuple[dict[Run, dict[str, Any]], dict[tuple[str, str], tuple[float, dict[float, float | None]]]]:
     """Every run of the comparison, ``--workers`` at a time: each model's pretraining at every seed; from
     the first seed's, per task its held-out runs (one per rate, when there are several); then per seed
-    its final run at the chosen rate, from that seed's pretraining. Returns each run's result and, per
+    its final run at the chosen rate, from that seed's pretraining (with ``--final_runs_at_every_rate``, its
+    final runs at every rate, started with its pretraining's end). Returns each run's result and, per
     (model name, task), the chosen rate with every held-out rate's score (:func:`choose_learning_rate`);
     ``finished`` is called as each run ends."""
     from concurrent.futures import FIRST_COMPLETED, wait
@@ -105,26 +106,32 @@ def train_all(
     results: dict[Run, dict[str, Any]] = {}
     choices: dict[tuple[str, str], tuple[float, dict[float, float | None]]] = {}
     rates = sorted(args.finetune_learning_rates)
+    every_rate = bool(args.final_runs_at_every_rate)
 
     def seeds(spec: ModelSpec) -> list[int]:
         return [seed + spec.seed_offset for seed in fine_tuning_seeds(args)]
 
     def final_runs(spec: ModelSpec, task: str, choice: tuple[float, dict[float, float | None]]) -> list[Run]:
         """The final runs once the rate is chosen, for the seeds whose pretraining has finished (the others
-        follow their pretraining)."""
+        follow their pretraining); none with every rate's final runs, which follow each pretraining."""
         choices[spec.name, task] = choice
+        if every_rate:
+            return []
         return [Run(spec, task, choice[0], seed) for seed in seeds(spec) if Run(spec, seed=seed) in results]
 
-    def runs_after(run: Run) -> list[Run]:
-        if run.task is None:  # pretrained at one seed: its final runs where the rate is chosen, and at the
-            follow = []  # first seed the held-out runs (with one rate: the choice, so the final runs)
-            for task in tasks:
-                if (run.spec.name, task) in choices:
-                    follow.append(Run(run.spec, task, choices[run.spec.name, task][0], run.seed))
-                elif run.seed == seeds(run.spec)[0]:
-                    follow += (final_runs(run.spec, task, (rates[0], {})) if len(rates) == 1
-                               else [Run(run.spec, task, rate, run.seed, heldout=True) for rate in rates])  # fmt: skip
+    def after_pretraining(run: Run, task: str) -> list[Run]:
+        follow = [Run(run.spec, task, rate, run.seed, every_rate=True) for rate in rates] if every_rate else []
+        if (run.spec.name, task) in choices:
+            return follow or [Run(run.spec, task, choices[run.spec.name, task][0], run.seed)]
+        if run.seed != seeds(run.spec)[0]:
             return follow
+        if len(rates) == 1:  # with one rate, the choice: the final runs follow
+            return follow + final_runs(run.spec, task, (rates[0], {}))
+        return follow + [Run(run.spec, task, rate, run.seed, heldout=True) for rate in rates]
+
+    def runs_after(run: Run) -> list[Run]:
+        if run.task is None:  # pretrained at one seed: per task its final runs and, at the first seed, held-out runs
+            return [follow for task in tasks for follow in after_pretraining(run, task)]
         if run.heldout:
             sweep = {rate: results.get(Run(run.spec, run.task, rate, run.seed, heldout=True)) for rate in rates}
             if all(result is not None for result in sweep.values()):
@@ -243,7 +250,9 @@ def compare_models(args: CompareArguments, argv: Sequence[str] | None) -> dict[s
     if len(set(names)) != len(names):
         raise ValueError(f"--models names a model twice: {names}")
     sweep_runs = len(args.finetune_learning_rates) if len(args.finetune_learning_rates) > 1 else 0
-    runs_per_model = args.num_seeds + len(tasks) * (sweep_runs + args.num_seeds)  # pretrainings, held-out, final
+    final_rates = len(args.finetune_learning_rates) if args.final_runs_at_every_rate else 1
+    # pretrainings, held-out runs, final runs
+    runs_per_model = args.num_seeds + len(tasks) * (sweep_runs + final_rates * args.num_seeds)
     overall = tqdm(total=len(specs) * runs_per_model, desc="compare (all models)",
                    position=0, disable=args.disable_tqdm, unit="run")  # fmt: skip
 
@@ -288,8 +297,12 @@ def compare_models(args: CompareArguments, argv: Sequence[str] | None) -> dict[s
         for task in tasks:
             rate, scores = choices[spec.name, task]
             sweep = {r: outcomes[Run(spec, task, r, args.seed + spec.seed_offset, heldout=True)] for r in scores}
-            runs = {str(seed): final_run(args, source, tokenizer, spec, Run(spec, task, rate, seed + spec.seed_offset),
-                                         outcomes) for seed in fine_tuning_seeds(args)}  # fmt: skip
+            every_rate = bool(args.final_runs_at_every_rate)
+            runs_at = {r: {str(seed): final_run(args, source, tokenizer, spec,
+                                                Run(spec, task, r, seed + spec.seed_offset, every_rate=every_rate),
+                                                outcomes) for seed in fine_tuning_seeds(args)}
+                       for r in (args.finetune_learning_rates if every_rate else [rate])}  # fmt: skip
+            runs = runs_at[rate]
             interval = verdicts.summary(run_outcomes(runs, declared_guessing_level(task, levels)
                                                       if source.kind == "synthetic" else None))
             entry["fine_tuning"][task] = {
@@ -300,20 +313,26 @@ def compare_models(args: CompareArguments, argv: Sequence[str] | None) -> dict[s
                                                     for r, result in sweep.items() if "failed" not in result},
                 "heldout_left_out": heldout_left_out(sweep),
                 "runs": runs,
+                **({"runs_at_other_rates": {f"{r:g}": other for r, other in runs_at.items() if r != rate}}
+                   if every_rate else {}),
                 "learned": None if interval is None else {"mean": interval.mean, "half_width": interval.half_width,
                                                           "seeds": interval.n},
             }  # fmt: skip
         analysed = next((name for task in tasks[:1] for name, run in entry["fine_tuning"][task]["runs"].items()
                          if "failed" not in run), None)  # fmt: skip
         if analysed is not None:
+            first = Run(spec, tasks[0], choices[spec.name, tasks[0]][0], int(analysed) + spec.seed_offset,
+                        every_rate=bool(args.final_runs_at_every_rate))
             analyses[spec.name] = analyse(
-                classifier_from(model_dir / f"{tasks[0]}-seed{int(analysed) + spec.seed_offset}",
-                                attn_implementation="eager"),
+                classifier_from(model_dir / first.folder_name, attn_implementation="eager"),
                 tokenizer, sentences, args.max_seq_length,
             )
         entry["training_seconds"] = sum(result["train_seconds"] for result in pretrainings.values()) + sum(
-            run.get("train_seconds", 0.0) for task in tasks for run in entry["fine_tuning"][task]["runs"].values()
-        )
+            run.get("train_seconds", 0.0) for task in tasks
+            for runs in [entry["fine_tuning"][task]["runs"], *entry["fine_tuning"][task].get("runs_at_other_rates",
+                                                                                            {}).values()]
+            for run in runs.values()
+        )  # fmt: skip
         summary = analyses.get(spec.name)
         if summary is not None:
             entry["analysis"] = {k: v for k, v in summary.items() if k not in ("attention_maps", "attention_sentence")}

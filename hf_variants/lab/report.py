@@ -6,11 +6,13 @@ function of the record, so a committed report re-renders from its results file."
 from __future__ import annotations
 
 import json
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from . import verdicts
-from .statistics import Interval, mean_interval, paired_difference_if_any
+from .statistics import Interval, mean_interval, paired_difference_if_any, proportion_interval
 
 
 def run_outcome(record: dict[str, Any], guessing: float | None = None) -> verdicts.RunOutcome:
@@ -61,16 +63,33 @@ def margins(results: dict[str, Any]) -> dict[str, float]:
     return {task: equivalence_margin(results["settings"], task) / 100 for task in results["tasks"]}
 
 
-def outcomes_of(results: dict[str, Any], model: str, task: str) -> dict[str, verdicts.RunOutcome]:
-    """A model's final runs on a task as outcomes, at the task's declared guessing level."""
-    return run_outcomes(results["models"][model]["fine_tuning"][task]["runs"], declared_guessing_levels(results)[task])
+def runs_at_rate(results: dict[str, Any], model: str, task: str, rate: str | None = None) -> dict[str, Any] | None:
+    """A model's final runs on a task (seed → record): at its chosen learning rate, or at ``rate`` (as ``f"{r:g}"``)
+    where the record holds final runs at every rate (``--final_runs_at_every_rate``); None where it holds none."""
+    tuned = results["models"][model]["fine_tuning"][task]
+    if rate is None or f"{tuned['learning_rate']:g}" == rate:
+        return tuned["runs"]
+    return tuned.get("runs_at_other_rates", {}).get(rate)
+
+
+def final_rates(results: dict[str, Any]) -> list[str]:
+    """The learning rates every model's final runs were made at (``--final_runs_at_every_rate``); empty when the
+    final runs were made at the chosen rate only."""
+    if not results["settings"].get("final_runs_at_every_rate"):
+        return []
+    return [f"{rate:g}" for rate in sorted(results["settings"]["finetune_learning_rates"])]
+
+
+def outcomes_of(results: dict[str, Any], model: str, task: str, rate: str | None = None
+                ) -> dict[str, verdicts.RunOutcome]:  # fmt: skip
+    """A model's final runs on a task (at its chosen rate, or at ``rate``) as outcomes, at the task's declared
+    guessing level."""
+    return run_outcomes(runs_at_rate(results, model, task, rate), declared_guessing_levels(results)[task])
 
 
 def score_text(results: dict[str, Any], model: str, task: str) -> str:
     """A model's score on a task over seeds: the mean ± 95% half-width of the runs that learned, and how
     many did (``99.8 ± 0.4 (3/3 learned)``, ``— (0/3 learned: 3 stayed on the plateau)``)."""
-    from collections import Counter
-
     outcomes = outcomes_of(results, model, task)
     interval = verdicts.summary(outcomes)
     statuses = Counter(verdicts.run_status(outcome) for outcome in outcomes.values())
@@ -103,24 +122,39 @@ def variant_pairs(results: dict[str, Any]) -> list[tuple[str, str]]:
     return [(entry["control_of"], name) for name, entry in results["models"].items() if entry.get("control_of")]
 
 
-def pair_comparisons(results: dict[str, Any]) -> dict[tuple[str, str, str], verdicts.PairComparison]:
-    """(variant, control, task) → the verdict of every pair of the report (:func:`~.verdicts.compare_pairs`), one
-    family (Holm) per report; every pair is not comparable when a calibration control failed."""
-    failed = [f"the {kind} control on {task} failed" for kind, task, passed, _ in calibration_checks(results)
+def not_calibrated(results: dict[str, Any], rate: str | None = None) -> str | None:
+    """Why no pair of the report (at ``rate``: both sides at that rate) is comparable: a calibration control failed
+    (at that rate); None when none did."""
+    failed = [f"the {kind} control on {task} failed" for kind, task, passed, _ in calibration_checks(results, rate)
               if not passed]  # fmt: skip
-    why_not = f"this budget is not calibrated ({'; '.join(failed)})" if failed else None
-    pairs = {(variant, control, task): (outcomes_of(results, variant, task), outcomes_of(results, control, task))
-             for variant, control in variant_pairs(results) for task in results["tasks"]}  # fmt: skip
+    at = "" if rate is None else f" at learning rate {rate}"
+    return f"this budget is not calibrated{at} ({'; '.join(failed)})" if failed else None
+
+
+def pair_comparisons(results: dict[str, Any], rates: Sequence[str | None] = (None,)
+                     ) -> dict[tuple[str, ...], verdicts.PairComparison]:  # fmt: skip
+    """(variant, control, task) → the verdict of every pair of the report (:func:`~.verdicts.compare_pairs`), one
+    family (Holm) per report; every pair is not comparable when a calibration control failed. With ``rates``
+    (:func:`final_rates`), (variant, control, task, rate) → the pair at each common rate, one family together, each
+    rate's pairs judged by that rate's calibration."""
+    why_not = {rate: not_calibrated(results, rate) for rate in rates}
+    keys = [(variant, control, task, rate) for variant, control in variant_pairs(results)
+            for task in results["tasks"] for rate in rates]  # fmt: skip
+    pairs = {key: (outcomes_of(results, key[0], key[2], key[3]), outcomes_of(results, key[1], key[2], key[3]))
+             for key in keys}  # fmt: skip
     margin, guessing = margins(results), {task: guessing_level(results, task) for task in results["tasks"]}
-    return verdicts.compare_pairs(pairs, {key: margin[key[2]] for key in pairs},
-                                  {key: guessing[key[2]] for key in pairs}, why_not)  # fmt: skip
+    compared = verdicts.compare_pairs(pairs, {key: margin[key[2]] for key in pairs},
+                                      {key: guessing[key[2]] for key in pairs},
+                                      {key: why_not[key[3]] for key in pairs})  # fmt: skip
+    return {(key[:3] if rates == (None,) else key): comparison for key, comparison in compared.items()}
 
 
 def rate_choice_note(results: dict[str, Any], pair: tuple[str, str], task: str) -> str:
     """Where the two sides chose different learning rates, which each chose and by what held-out margin
     (the chosen rate's held-out score against the best other rate's); empty when they chose the same."""
     chosen = {name: results["models"][name]["fine_tuning"][task] for name in pair}
-    if len({tuned["learning_rate"] for tuned in chosen.values()}) == 1:
+    rates = {tuned.get("learning_rate") for tuned in chosen.values()}
+    if len(rates) == 1 or None in rates:  # the same rate, or a record that does not say
         return ""
     sides = []
     for who, tuned in zip(pair, chosen.values(), strict=True):
@@ -198,6 +232,89 @@ def answer_lines(results: dict[str, Any]) -> list[str]:
     return lines
 
 
+def every_rate_lines(results: dict[str, Any]) -> list[str]:
+    """Where the final runs were made at every swept rate: each pair at each common rate (one Holm family), beside
+    the verdict at the rates the two sides chose."""
+    rates = final_rates(results)
+    if not rates or not variant_pairs(results):
+        return []
+    comparisons = pair_comparisons(results, rates)
+    calibrated = [f"at {rate}: " + ("calibrated (the positive control below, the negative control equivalent within "
+                                    "the margin)" if (why := not_calibrated(results, rate)) is None
+                                    else why.replace(f"this budget is not calibrated at learning rate {rate}",
+                                                     "not calibrated"))
+                  for rate in rates]  # fmt: skip
+    lines = ["## Each pair at every learning rate", "",
+             "The final runs were made at every swept rate, so each pair is also compared with both sides at the "
+             "same rate: a verdict that holds at every common rate does not depend on the rate choice. Each rate is "
+             "calibrated on its own, with every model at that rate: " + "; ".join(calibrated) + ".", "",
+             "| variant | task | learning rate (both sides) | learned (variant, control) | variant − control [95% "
+             "interval] | counting every run [95% interval] | verdict |",
+             "|---|---|---|---|---:|---:|---|"]  # fmt: skip
+    for (variant, _control, task, rate), comparison in comparisons.items():
+        pp, itt = comparison.per_protocol, comparison.intention_to_treat
+        learned = ", ".join(f"{k}/{n}" for k, n in comparison.learned.values())
+        lines.append(f"| {variant} | {task} | {rate} | {learned} | "
+                     f"{'—' if pp.difference is None else pp.difference.difference_text(100)} | "
+                     f"{'—' if itt is None or itt.difference is None else itt.difference.difference_text(100)} | "
+                     f"{verdict_words(pp)} |")  # fmt: skip
+    return [*lines, "", f"Holm-adjusted over the {len(comparisons)} pair–rate comparisons of this table.", ""]
+
+
+def verdict_words(verdict: verdicts.Verdict) -> str:
+    """A verdict's outcome in a table cell, with its margin when it says equivalent (``equivalent within ±2.0``)."""
+    within = f" within ±{100 * verdict.margin:.1f}" if verdict.outcome == verdicts.EQUIVALENT else ""
+    return verdict.outcome + within
+
+
+def aa_outcomes(results: dict[str, Any]) -> Counter[str]:
+    """The A/A check: the negative control (the BERT control under other seeds) against the BERT control, its seeds
+    split into disjoint groups of a default-size comparison's seed count (:data:`~hf_variants.settings.compare.
+    DEFAULT_SEEDS`), at every rate the final runs were made at; outcome → how many groups' verdicts (each alone,
+    unadjusted) said it. Nothing differs between the two, so every *above* or *below* is a false positive."""
+    from ..settings.compare import DEFAULT_SEEDS
+
+    calibration = results.get("calibration") or {}
+    counted: Counter[str] = Counter()
+    if "negative" not in calibration:
+        return counted
+    margin = margins(results)
+    for task in results["tasks"]:
+        for rate in final_rates(results) or [None]:
+            replica = outcomes_of(results, calibration["negative"], task, rate)
+            baseline = outcomes_of(results, calibration["baseline"], task, rate)
+            seeds = sorted(replica.keys() & baseline.keys(), key=int)
+            if len(seeds) < 2 * DEFAULT_SEEDS:
+                continue
+            for start in range(0, len(seeds) - DEFAULT_SEEDS + 1, DEFAULT_SEEDS):
+                group = seeds[start : start + DEFAULT_SEEDS]
+                comparison = verdicts.compare_pair({s: replica[s] for s in group}, {s: baseline[s] for s in group},
+                                                   margin[task])  # fmt: skip
+                counted[comparison.per_protocol.outcome] += 1
+    return counted
+
+
+def aa_check_lines(results: dict[str, Any]) -> list[str]:
+    """The A/A check's section (:func:`aa_outcomes`): the observed false-positive rate of a default-size
+    comparison beside the nominal 5%, with its exact interval; empty with too few seeds."""
+    from ..settings.compare import DEFAULT_SEEDS
+
+    counted = aa_outcomes(results)
+    groups = sum(counted.values())
+    if not groups:
+        return []
+    positives = counted[verdicts.ABOVE] + counted[verdicts.BELOW]
+    low, high = proportion_interval(positives, groups)
+    said = ", ".join(f"{outcome} {count}" for outcome, count in counted.most_common())
+    return ["## A/A check: a default-size comparison where nothing differs", "",
+            f"The BERT control against its own replicates under other seeds, split into {groups} disjoint groups of "
+            f"{DEFAULT_SEEDS} seeds (a default comparison's size) at every rate the final runs were made at, each "
+            f"group judged alone by the verdict rule. Verdicts: {said}. *Above* or *below* said {positives} times in "
+            f"{groups}: {100 * positives / groups:.0f}% [{100 * low:.0f}%, {100 * high:.0f}%] (95% exact interval), "
+            f"against the test's nominal {100 * verdicts.ALPHA:.0f}%. Groups share nothing, but the rates' groups "
+            "share their pretrainings.", ""]  # fmt: skip
+
+
 def verdict_rules(results: dict[str, Any], family: int) -> list[str]:
     """How the verdicts were made: the margin of each task (and whether the record declared it), the
     adjustment, the guessing levels."""
@@ -217,35 +334,37 @@ def verdict_rules(results: dict[str, Any], family: int) -> list[str]:
             + (f" Guessing levels: {guessing}." if guessing else ""), ""]
 
 
-def positive_control_verdicts(results: dict[str, Any]) -> dict[str, verdicts.PairComparison]:
+def positive_control_verdicts(results: dict[str, Any], rate: str | None = None) -> dict[str, verdicts.PairComparison]:
     """Task → the positive control against the baseline (every finished run counts: a model that cannot learn
-    the task is what it shows), on the tasks it ran on."""
+    the task is what it shows), on the tasks it ran on; at their chosen rates, or both at ``rate``."""
     calibration = results.get("calibration") or {}
     if not calibration:
         return {}
     margin = margins(results)
     return {
-        task: verdicts.compare_pair(outcomes_of(results, calibration["positive"], task),
-                                    outcomes_of(results, calibration["baseline"], task), margin[task],
+        task: verdicts.compare_pair(outcomes_of(results, calibration["positive"], task, rate),
+                                    outcomes_of(results, calibration["baseline"], task, rate), margin[task],
                                     counted=verdicts.finished_values)
         for task in calibration.get("positive_tasks", [])
     }  # fmt: skip
 
 
-def calibration_checks(results: dict[str, Any]) -> list[tuple[str, str, bool, str]]:
+def calibration_checks(results: dict[str, Any], rate: str | None = None) -> list[tuple[str, str, bool, str]]:
     """The calibration controls' verdicts (:func:`~hf_variants.lab.spec.with_calibration_controls`):
     ``(control, task, passed, verdict text)``. The positive control (every finished run counts) passes when it
     comes out below its baseline; the negative control (the runs that learned, as every verdict counts) when
-    it is equivalent to its baseline within the task's margin: the seeds' own noise stays inside the margin."""
+    it is equivalent to its baseline within the task's margin: the seeds' own noise stays inside the margin. At
+    the rates each model chose, or with every model at ``rate`` (:func:`final_rates`)."""
     calibration = results.get("calibration") or {}
     if not calibration:
         return []
     checks = [("positive", task, comparison.per_protocol.outcome == verdicts.BELOW, comparison.per_protocol.text)
-              for task, comparison in positive_control_verdicts(results).items()]  # fmt: skip
+              for task, comparison in positive_control_verdicts(results, rate).items()]  # fmt: skip
     margin = margins(results)
     for task in results["tasks"]:
-        negative = verdicts.compare_pair(outcomes_of(results, calibration["negative"], task),
-                                         outcomes_of(results, calibration["baseline"], task), margin[task])  # fmt: skip
+        negative = verdicts.compare_pair(outcomes_of(results, calibration["negative"], task, rate),
+                                         outcomes_of(results, calibration["baseline"], task, rate),
+                                         margin[task])  # fmt: skip
         outcome = negative.per_protocol
         checks.append(("negative", task, outcome.outcome == verdicts.EQUIVALENT, outcome.text))
     return checks
@@ -267,6 +386,13 @@ def trust_lines(results: dict[str, Any]) -> list[str]:
         )
         first = (f"**This budget cannot be trusted:** {why}. Every pair below is therefore not comparable; its "
                  "intervals are shown for what they still allow. Raise the seeds (`--num_seeds`) or the budget.")
+        if any(kind == "negative" for kind, _, _ in failed):
+            first += rate_choice_note(results, (calibration["negative"], calibration["baseline"]), results["tasks"][0])
+        at_rates = [rate for rate in final_rates(results) if not_calibrated(results, rate) is None]
+        if at_rates:
+            first += (f" With every model at the same learning rate the budget is calibrated at "
+                      f"{', '.join(at_rates)}: the pairs at that rate are judged in \"Each pair at every learning "
+                      "rate\".")  # fmt: skip
     else:
         first = ("**Calibrated:** on every task the positive control came out below its baseline and the negative "
                  "control (the same model under other seeds) was equivalent to it within the margin. This shows "
@@ -291,10 +417,12 @@ def left_out_lines(results: dict[str, Any]) -> list[str]:
     lines = []
     for name, entry in results["models"].items():
         for task, tuned in entry["fine_tuning"].items():
-            for seed, record in tuned["runs"].items():
-                outcome = run_outcome(record, declared_guessing_levels(results)[task])
-                if verdicts.run_status(outcome) != verdicts.LEARNED:
-                    lines.append(f"- {name}, {task}, seed {seed}: {verdicts.reason(outcome)}.")
+            for rate, runs in [(None, tuned["runs"]), *tuned.get("runs_at_other_rates", {}).items()]:
+                at = "" if rate is None else f", final run at the other rate {rate}"
+                for seed, record in runs.items():
+                    outcome = run_outcome(record, declared_guessing_levels(results)[task])
+                    if verdicts.run_status(outcome) != verdicts.LEARNED:
+                        lines.append(f"- {name}, {task}{at}, seed {seed}: {verdicts.reason(outcome)}.")
             for rate, why in tuned.get("heldout_left_out", {}).items():
                 lines.append(f"- {name}, {task}, held-out run at learning rate {rate}: {why}.")
     return ["## Runs left out", "", *(lines or ["None: every run finished and learned."]), ""]
@@ -311,6 +439,8 @@ def report_markdown(results: dict[str, Any]) -> str:
         f"Data: {results['data']['description']}.",
         "",
         *answer_lines(results),
+        *every_rate_lines(results),
+        *aa_check_lines(results),
         *left_out_lines(results),
         "## All models",
         "",

@@ -149,13 +149,17 @@ class Run:
     learning_rate: float | None = None
     seed: int | None = None
     heldout: bool = False
+    every_rate: bool = False  # a final run of ``--final_runs_at_every_rate``: its folder names its rate
 
     @property
     def folder_name(self) -> str:
         """Its folder (and ``.log`` file) under ``models/<spec>/``."""
         if self.task is None:
             return f"mlm-seed{self.seed}"
-        return f"{self.task}-sweep-lr{self.learning_rate:g}" if self.heldout else f"{self.task}-seed{self.seed}"
+        if self.heldout:
+            return f"{self.task}-sweep-lr{self.learning_rate:g}"
+        rate = f"-lr{self.learning_rate:g}" if self.every_rate else ""
+        return f"{self.task}{rate}-seed{self.seed}"
 
 
 def train(args: CompareArguments, source: DataSource, tokenizer: str, run: Run) -> dict[str, Any]:

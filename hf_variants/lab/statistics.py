@@ -173,3 +173,14 @@ def at_least_k_of_n(k: int, n: int, chance: float = 0.05) -> float:
     seeds are not independent, so this is a reading of a tally, not a test of it."""
     p = Fraction(str(chance))
     return float(sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(max(k, 0), n + 1)))
+
+
+def proportion_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The Clopper–Pearson (exact) interval of a rate seen ``k`` times in ``n``: its ends are the rates at which
+    seeing at least (at most) ``k`` has probability ``(1 − confidence) / 2``; ``(0, 1)`` for ``n = 0``."""
+    if not 0 <= k <= n:
+        raise ValueError(f"proportion_interval: needs 0 ≤ k ≤ n, got k={k}, n={n}")
+    tail = (1 - confidence) / 2
+    low = 0.0 if k == 0 else float(stats.beta.ppf(tail, k, n - k + 1))
+    high = 1.0 if k == n else float(stats.beta.ppf(1 - tail, k + 1, n - k))
+    return low, high

@@ -286,14 +286,14 @@ Pair = tuple[Mapping[Any, RunOutcome], Mapping[Any, RunOutcome]]
 
 def compare_pairs(
     pairs: Mapping[Any, Pair], margins: Mapping[Any, float] | float = DEFAULT_EQUIVALENCE_MARGIN,
-    guessing: Mapping[Any, float | None] | float | None = None, why_not: str | None = None,
+    guessing: Mapping[Any, float | None] | float | None = None, why_not: Mapping[Any, str | None] | str | None = None,
     counted: Callable[[Mapping[Any, RunOutcome]], dict[int, float]] = learned_values,
 ) -> dict[Any, PairComparison]:
     """Each pair (key → variant's and control's runs, seed → outcome) against its margin, the family
     adjusted together (Holm, over the pairs with an interval): the difference over the seeds where both
     count (``counted``: by default those that learned) and the intention-to-treat difference over every
-    seed both ran (``guessing``: the task's guessing level; None: not made). ``why_not``: every pair is not
-    comparable for this reason (a failed calibration), its intervals still shown."""
+    seed both ran (``guessing``: the task's guessing level; None: not made). ``why_not``: every pair (or, a mapping,
+    each pair it names) is not comparable for this reason (a failed calibration), its intervals still shown."""
     def per_key(value: Any, key: Any) -> Any:
         return value.get(key) if isinstance(value, Mapping) else value
 
@@ -310,7 +310,7 @@ def compare_pairs(
     for key, (variant, control) in pairs.items():
         margin, level = per_key(margins, key), per_key(guessing, key)
         readings = {reading: verdict(paired[key][reading], margin, adjusted[reading].get(key), len(adjusted[reading]),
-                                     why_not) for reading in ("pp", "itt")}  # fmt: skip
+                                     per_key(why_not, key)) for reading in ("pp", "itt")}  # fmt: skip
         v, c = counted(variant), counted(control)
         both = sorted(v.keys() & c.keys())
         learned = {"variant": (len(learned_values(variant)), len(variant)),

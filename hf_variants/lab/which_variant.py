@@ -6,6 +6,7 @@ read from the committed records, never typed by hand (``scripts/render_tables.py
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,36 +42,53 @@ def cell_text(label: str, comparison: verdicts.PairComparison) -> str:
     return text
 
 
-def main_job_verdicts(results_file: Path) -> dict[str, list[str]]:
-    """Variant → its verdict on each task of a ``hf-variants compare`` report's ``results.json``
-    (:func:`~.report.pair_comparisons`, the report's own family and margins)."""
-    from .report import pair_comparisons
+def main_job_comparisons(results_file: Path, rate: str | None = None
+                         ) -> dict[tuple[str, str], verdicts.PairComparison]:  # fmt: skip
+    """(variant, task) → its comparison in a ``hf-variants compare`` report's ``results.json``
+    (:func:`~.report.pair_comparisons`, the report's own family and margins): at the rates each side chose, or
+    with both sides at ``rate`` (a record with final runs at every rate; the family is then its every-rate table)."""
+    from .report import final_rates, pair_comparisons
 
     results = json.loads(results_file.read_text(encoding="utf-8"))
+    if rate is None:
+        return {(variant, task): comparison for (variant, _, task), comparison in pair_comparisons(results).items()}
+    compared = pair_comparisons(results, final_rates(results))
+    return {(variant, task): comparison for (variant, _, task, at), comparison in compared.items() if at == rate}
+
+
+def main_job_verdicts(results_file: Path) -> dict[str, list[str]]:
+    """Variant → its verdict on each task of a ``hf-variants compare`` report (:func:`main_job_comparisons`)."""
     found: dict[str, list[str]] = {}
-    for (variant, _, task), comparison in pair_comparisons(results).items():
+    for (variant, task), comparison in main_job_comparisons(results_file).items():
         if variant in VARIANTS:
             found.setdefault(variant, []).append(cell_text(task, comparison))
     return found
 
 
-def grid_verdicts(grid_dir: Path, tasks: list[str], label: str = "") -> dict[str, list[str]]:
-    """Variant (at its default settings) → its verdict on each task of a grid (``task{label}: verdict``), the
-    grid's pairs over all ``tasks`` one family (Holm), each task's failures counted at its majority share."""
+def grid_comparisons(grid_dir: Path, tasks: list[str], keep: Callable[[str], bool] = VARIANTS.__contains__
+                     ) -> dict[tuple[str, str], verdicts.PairComparison]:  # fmt: skip
+    """(pair, task) → its comparison on a grid, for the pairs ``keep`` keeps (by default the variants at their
+    default settings), the grid's pairs over all ``tasks`` one family (Holm), each task's failures counted at its
+    majority share."""
     pairs, guessing = {}, {}
     for task in tasks:
         if not (grid_dir / task / "run_fingerprint.json").is_file():
             continue
         grid = load_grid(grid_dir / task)
         for spec, roles in grid["cells"].items():
-            if spec not in VARIANTS or not roles["variant"]["seeds"] or not roles["control"]["seeds"]:
+            if not keep(spec) or not roles["variant"]["seeds"] or not roles["control"]["seeds"]:
                 continue
             pairs[spec, task] = tuple({seed: grid_run_outcome(record, grid["data"])
                                        for seed, record in roles[role]["seeds"].items()}
                                       for role in ("variant", "control"))  # fmt: skip
             guessing[spec, task] = (grid["data"] or {}).get("test_majority_share")
+    return verdicts.compare_pairs(pairs, guessing=guessing)
+
+
+def grid_verdicts(grid_dir: Path, tasks: list[str], label: str = "") -> dict[str, list[str]]:
+    """Variant → its verdict on each task of a grid (``task{label}: verdict``, :func:`grid_comparisons`)."""
     found: dict[str, list[str]] = {}
-    for (spec, task), comparison in verdicts.compare_pairs(pairs, guessing=guessing).items():
+    for (spec, task), comparison in grid_comparisons(grid_dir, tasks).items():
         found.setdefault(spec, []).append(cell_text(f"{task}{label}", comparison))
     return found
 

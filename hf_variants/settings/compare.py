@@ -32,10 +32,12 @@ token mixing (the positive control, which must come out below) and under other s
 control, which must hold 0); the report's first line says whether the budget can be trusted.
 
 --preset picks the budget: 'minutes' (the default: minutes on a 2-core CPU, every variant against its
-control over 3 fine-tuning seeds), 'full' (the larger, slower comparison for real data:
-2 layers, 200 MLM steps, 600 fine-tuning steps, three learning rates) or 'recall' (the embedded
-recall task, which needs two layers and more examples than the default's budget: see docs/main-job.md).
-Any flag below overrides its preset's value.
+control over 3 fine-tuning seeds), 'power' (the default's budget over 16 seeds, N-ODE left out and MLK
+added, final runs at every swept rate, and an A/A check of the 3-seed comparison: under an hour on a
+2-core CPU), 'full' (the larger, slower comparison for real data: 2 layers, 200 MLM steps, 600
+fine-tuning steps, three learning rates) or 'recall' (the embedded recall task, which needs two layers
+and more examples than the default's budget: see docs/main-job.md). Any flag below overrides its
+preset's value.
 """
 
 #: The equivalence margin when none is declared, in points of the task's metric: about the largest effect the
@@ -47,11 +49,20 @@ DEFAULT_EQUIVALENCE_MARGIN = 2.0
 #: docs/compare/calibration).
 RECALL_STEPS = 1500
 
+#: The variants of the powered preset: every one but N-ODE (whose solver takes 10–20× a step's time), and MGK's
+#: linear form MLK.
+POWER_MODELS = ("bert_control", "macaron_bert", "mgk_bert", "mgk_bert:attention_type=mlk", "transject")
+
 #: The budgets of ``--preset``: flag name → value. Flags set on the command line override them.
 PRESETS: dict[str, dict[str, object]] = {
     "minutes": {
         "num_layers": 1, "max_seq_length": 32, "pretrain_steps": 100, "finetune_steps": 200,
         "finetune_learning_rates": [1e-3, 3e-3], "num_seeds": 3,
+    },
+    "power": {
+        "models": list(POWER_MODELS), "num_layers": 1, "max_seq_length": 32, "pretrain_steps": 100,
+        "finetune_steps": 200, "finetune_learning_rates": [1e-3, 3e-3], "num_seeds": 16,
+        "final_runs_at_every_rate": True,
     },
     "full": {
         "num_layers": 2, "max_seq_length": 64, "pretrain_steps": 200, "finetune_steps": 600,
@@ -63,6 +74,8 @@ PRESETS: dict[str, dict[str, object]] = {
     },
 }  # fmt: skip
 DEFAULT_PRESET = "minutes"
+#: The seeds of a default-size comparison, the group size of the A/A check (a report's ``aa_check_lines``).
+DEFAULT_SEEDS = PRESETS[DEFAULT_PRESET]["num_seeds"]
 
 
 #: The fields a preset may set (each left ``None`` by the user takes its preset's value).
@@ -80,11 +93,11 @@ class CompareArguments(Settings):
         + "; ".join(f"'{name}': " + ", ".join(f"{k}={v}" for k, v in kv.items()) for name, kv in PRESETS.items())
         + ".",
     )  # fmt: skip
-    models: list[str] = setting(
-        default_factory=lambda: list(DEFAULT_MODELS),
+    models: list[str] | None = setting(
+        None,
         help="Model types, each optionally with config fields: e.g. macaron_bert:attention_type=mgk or "
-        "node_transformer:attention_type=mlk. Default: the BERT control and the four variants; add 'bert' for "
-        "transformers' BertForMaskedLM as an external reference.",
+        "node_transformer:attention_type=mlk. Default: the BERT control and the four variants (the 'power' preset: "
+        "N-ODE left out, MLK added); add 'bert' for transformers' BertForMaskedLM as an external reference.",
     )
     no_matched_controls: bool = setting(
         False, help="Do not add each variant's matched control (the same model with only its idea turned off, at "
@@ -146,6 +159,11 @@ class CompareArguments(Settings):
         help="Fine-tuning learning rates; with more than one, each model's is chosen per task by its score on a "
         "held-out tenth of the training split (the dev set is seen only by the final runs).",
     )  # fmt: skip
+    final_runs_at_every_rate: bool | None = setting(
+        None, help="Run the final runs at every --finetune_learning_rates value, not only at the chosen one: the "
+        "report then gives each pair at every common rate beside its chosen-rate verdict (on in the 'power' "
+        "preset).",
+    )  # fmt: skip
     num_seeds: int | None = setting(
         None, parse=at_least(1),
         help="Fine-tuning runs per model and task at the chosen learning rate, with seeds --seed, --seed + 1, …; "
@@ -175,6 +193,10 @@ class CompareArguments(Settings):
             for name, value in PRESETS[self.preset].items():
                 if getattr(self, name) is None:
                     setattr(self, name, list(value) if isinstance(value, list) else value)
+        if self.models is None:
+            self.models = list(DEFAULT_MODELS)
+        if self.final_runs_at_every_rate is None:
+            self.final_runs_at_every_rate = False
         super().__post_init__()
 
     def problems(self) -> list[str]:

@@ -82,7 +82,10 @@ class DataTrainingArguments(Settings):
     )
     max_seq_length: int = field(default=128)
     pad_to_max_length: bool = field(
-        default=True, metadata={"help": "Pad every sequence to max_seq_length (else: dynamic padding per batch)."}
+        default=False,
+        metadata={"help": "Pad every sequence to max_seq_length (default: each batch is padded to its longest example "
+                  "only, and the command line groups examples of similar length into batches: "
+                  "--train_sampling_strategy group_by_length)."},
     )
     overwrite_cache: bool = field(default=False)
     preprocessing_num_workers: int | None = field(default=None)
@@ -127,6 +130,16 @@ class RunArguments(Settings):
         metadata={"help": "Print each logged {'loss': ...} dict (the Trainer's default); false keeps them only in "
                   "trainer_state.json, leaving the progress bar alone on the console."},
     )
+
+
+#: ``TrainingArguments`` defaults of ``hf-variants finetune``'s command line that differ from ``transformers``': batches
+#: of examples of similar length (drawn from the run's seed like the rest of its order), so that dynamic padding
+#: computes little padding; and the real (non-padding) tokens counted (``REAL_TOKENS``), so that the run reports real
+#: tokens per second.
+COMMAND_LINE_DEFAULTS = {"train_sampling_strategy": "group_by_length"}
+REAL_TOKENS = ("include_num_input_tokens_seen", "non_padding")
+#: The defaults a command recorded before the arguments were (an old ``results.json``'s ``command``) ran with.
+RECORDED_COMMAND_DEFAULTS = {"train_sampling_strategy": "random", "pad_to_max_length": True}
 
 
 def parser_class() -> type:

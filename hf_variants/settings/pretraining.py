@@ -134,6 +134,17 @@ class PretrainingArguments(CorpusArguments):
         help="Overrides the launcher's setting (accelerate launch / accelerate config).",
     )  # fmt: skip
     cpu: bool = setting(False, group=TRAINING, help="Train on the CPU even when a GPU is available.")
+    torch_compile: bool = setting(
+        False, group=TRAINING,
+        help="Compile the model's forward with torch.compile (nn.Module.compile: its weights, checkpoints and "
+        "exports are the same as without), and use the fused AdamW on a GPU. The first steps wait for the "
+        "compilation.",
+    )  # fmt: skip
+    torch_compile_backend: str = setting(
+        "inductor", group=TRAINING,
+        help="torch.compile's backend with --torch_compile ('inductor'; 'aot_eager' or 'eager' to check a model's "
+        "graph breaks without generating code).",
+    )  # fmt: skip
     seed: int = setting(
         42, group=TRAINING, parse=seed_range(), help="Seed of the initialisation, data order and masks."
     )

@@ -532,13 +532,18 @@ def launched_processes() -> int:
     return processes
 
 
-def parse_args(argv: Sequence[str] | None):
-    """run_glue's settings (:mod:`hf_variants.settings.finetuning`) and every ``TrainingArguments`` field;
-    the task name is normalised here (``SST-2`` → ``sst2``), where the GLUE registry is at hand. Every
-    mistake (missing flags, a value out of range: :func:`check_settings`) is named in one usage error."""
+def parse_args(argv: Sequence[str] | None, recorded: bool = False):
+    """run_glue's settings (:mod:`hf_variants.settings.finetuning`) and every ``TrainingArguments`` field, with the
+    command line's own defaults (:data:`~hf_variants.settings.finetuning.COMMAND_LINE_DEFAULTS`; ``recorded``: those
+    an old record's command ran with); the task name is normalised here (``SST-2`` → ``sst2``), where the GLUE
+    registry is at hand. Every mistake (missing flags, a value out of range: :func:`check_settings`) is named in
+    one usage error."""
     launched_processes()  # before TrainingArguments exist
     parser = finetuning.parser_class()((ModelArguments, DataTrainingArguments, TrainingArguments, RunArguments),
                                        prog="hf-variants finetune")  # fmt: skip
+    parser.set_defaults(**(finetuning.RECORDED_COMMAND_DEFAULTS if recorded else finetuning.COMMAND_LINE_DEFAULTS))
+    parser.add_argument("--no_pad_to_max_length", action="store_false", dest="pad_to_max_length",
+                        help="Pad each batch to its longest example (the default; kept for commands that say it).")
     try:
         if argv is None and len(sys.argv) == 2 and sys.argv[1].endswith(".json"):
             parsed = parser.parse_json_file(json_file=os.path.abspath(sys.argv[1]))
@@ -547,9 +552,14 @@ def parse_args(argv: Sequence[str] | None):
         check_settings(*parsed)
     except ValueError as error:  # a dataclass's own check, or a range
         parser.error(str(error))
-    data_args = parsed[1]
+    data_args, training_args = parsed[1], parsed[2]
     if data_args.task_name is not None:
         data_args.task_name = get_task(data_args.task_name).name
+    counted, how = finetuning.REAL_TOKENS
+    arguments = sys.argv[1:] if argv is None else argv
+    given = [arg for arg in arguments if arg.replace("-", "_").startswith(f"__{counted}")]
+    if not recorded and not given:  # a typed default: argparse would read a string default as its bool flag
+        setattr(training_args, counted, how)
     return parsed
 
 
@@ -613,7 +623,7 @@ def recorded_arguments(results: dict[str, Any], record: Path) -> dict[str, dict[
     its ``arguments``, or, in a record written before they were recorded, its command line read by this
     engine's parser."""
     return checkpoints.recorded_arguments(
-        results, record, lambda argv: requested_arguments(*parse_args(argv)), "run_glue"
+        results, record, lambda argv: requested_arguments(*parse_args(argv, recorded=True)), "run_glue"
     )
 
 

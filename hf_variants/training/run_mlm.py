@@ -346,7 +346,11 @@ def train(
          "weight_decay": args.weight_decay},
         {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)], "weight_decay": 0.0},
     ]  # fmt: skip
-    optimizer = torch.optim.AdamW(decay_groups, lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2))
+    fused = args.torch_compile and accelerator.device.type == "cuda"  # the fused kernel, where the device has it
+    optimizer = torch.optim.AdamW(decay_groups, lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2),
+                                  fused=fused or None)  # fmt: skip
+    if args.torch_compile:  # in place: the module, its parameters and its state_dict keys stay the same
+        model.compile(backend=args.torch_compile_backend)
     scheduler = get_scheduler(args.lr_scheduler_type, optimizer, num_warmup_steps=warmup, num_training_steps=max_steps)
     sparse = getattr(model.config, "sparse_prediction", False)
     # The scheduler stays unwrapped: accelerate's wrapper steps it once per process, which would make

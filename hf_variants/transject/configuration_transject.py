@@ -1,5 +1,7 @@
-"""Configuration of TransJect, the distance-preserving encoder ("Don't Bet on Sparsity: Designing
-Brain-Inspired Distance-Preserving Encoder"; authors' code: victor7246/TransJect)."""
+"""Configuration of TransJect, the distance-preserving encoder of Sengupta, Akhtar and Chakraborty, "Manifold-Preserving
+Transformers are Effective for Short-Long Range Encoding" (Findings of EMNLP 2023); equation numbers follow the
+manuscript reviewed as "Don't Bet on Sparsity: Designing Brain-Inspired Distance-Preserving Encoder"; authors' code:
+victor7246/TransJect."""
 
 from __future__ import annotations
 

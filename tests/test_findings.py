@@ -1,0 +1,74 @@
+"""The findings page (docs/findings.md): first in the site's navigation after the home page, short, rendered from
+the committed records (``scripts/findings.py``), and its reading of a verdict against a paper's claim."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from hf_variants.lab import verdicts
+from hf_variants.lab.statistics import mean_interval
+
+from .helpers import REPO_ROOT, load_script
+
+findings = load_script("findings")
+
+
+def test_the_findings_page_is_first_after_home_and_under_two_thousand_words() -> None:
+    class Loader(yaml.SafeLoader):
+        pass
+
+    nav = yaml.load((REPO_ROOT / "mkdocs.yml").read_text(), Loader=Loader)["nav"]
+    assert nav[:2] == [{"Home": "index.md"}, {"Findings": "findings.md"}]
+    page = (REPO_ROOT / "docs" / "findings.md").read_text()
+    assert len(page.split()) <= 2000
+    assert len([line for line in page.split("## What it found")[1].split("##")[0].splitlines()
+                if line.startswith("- ")]) <= 10  # fmt: skip
+
+
+def test_the_committed_page_and_plot_are_what_the_records_give() -> None:
+    """Re-derived: the page and the forest plot equal their rendering from the records, and every row of the table
+    is a comparison of a committed condition, one panel per condition in the plot."""
+    rendered = findings.rendered()
+    for path, text in rendered.items():
+        assert path.read_text(encoding="utf-8") == text, f"{path} is out of date: run scripts/render_tables.py"
+    rows = findings.findings()
+    table = [line for line in rendered[findings.FINDINGS_PAGE].splitlines()
+             if line.startswith("| ") and not line.startswith("| idea")]  # fmt: skip
+    assert len(table) == len(rows) > 0
+    plot = rendered[findings.FOREST]
+    for condition in {row.condition for row in rows}:
+        assert f'font-weight="bold">{condition}</text>' in plot
+    assert plot.count("<text x=\"4\" y=") == len(rows) + len({row.condition for row in rows})
+
+
+def verdict_of(differences: list[float], margin: float = 0.02) -> verdicts.Verdict:
+    return verdicts.verdict(mean_interval(differences), margin)
+
+
+@pytest.mark.parametrize(
+    ("differences", "claim", "expected"),
+    [
+        ([0.05, 0.06, 0.07], findings.Claim("gain", +1, 6.8), findings.SUPPORTS),  # above, gain claimed
+        ([0.05, 0.06, 0.07], findings.Claim("loss", -1), findings.CONTRADICTS),  # above, loss claimed
+        ([-0.05, -0.06, -0.07], findings.Claim("loss", -1), findings.SUPPORTS),
+        ([0.001, -0.002, 0.0, 0.001], findings.Claim("+6.8", +1, 6.8), findings.CONTRADICTS),  # equivalent, claim > m
+        ([0.001, -0.002, 0.0, 0.001], findings.Claim("+0.5", +1, 0.5), findings.CANNOT_TEST),  # claim inside ±m
+        ([0.001, -0.002, 0.0, 0.001], findings.Claim("none", 0, 0.0), findings.SUPPORTS),  # no difference claimed
+        ([0.05, -0.06, 0.01], findings.Claim("gain", +1, 6.8), findings.CANNOT_TEST),  # not resolved
+        ([0.05, -0.06, 0.01], None, findings.NO_CLAIM),
+    ],
+)
+def test_a_verdict_reads_against_the_papers_claim(differences, claim, expected) -> None:
+    assert findings.reading(verdict_of(differences), claim) == expected
+
+
+def test_the_claims_match_their_papers_tables() -> None:
+    """Each claimed effect is the difference of the two numbers its text quotes from the paper."""
+    for claim in findings.CLAIMS.values():
+        if claim.points is None:
+            continue
+        idea, control = map(float, re.findall(r"(\d+\.\d+) vs (\d+\.\d+)", claim.text)[0])
+        assert claim.points == pytest.approx(idea - control, abs=1e-9)
