@@ -5,6 +5,7 @@ study from scratch and self-pretrained, the same at GPU size) through the one ve
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from hf_variants.lab import verdicts
+from hf_variants.lab.report import verdict_words
 from hf_variants.lab.which_variant import VARIANTS, grid_comparisons, main_job_comparisons
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,8 +98,6 @@ POWER = DOCS / "compare" / "power" / "results.json"
 def calibrated_power_rates() -> list[str]:
     """The learning rates at which the committed ``--preset power`` run is calibrated with every model at that rate
     (its report's "Each pair at every learning rate"); none without the record."""
-    import json
-
     from hf_variants.lab.report import final_rates, not_calibrated
 
     if not POWER.is_file():
@@ -144,10 +144,6 @@ def findings() -> list[Finding]:
         for (spec, task), comparison in comparisons().items():
             found.append(Finding(label, spec, task, comparison))
     return found
-
-
-def verdict_words(verdict: verdicts.Verdict) -> str:
-    return verdict.outcome + (f" within ±{100 * verdict.margin:.1f}" if verdict.outcome == verdicts.EQUIVALENT else "")
 
 
 def table(rows: list[Finding]) -> str:
@@ -222,8 +218,6 @@ def forest_svg(rows: list[Finding], limit: float = 25.0) -> str:
 def main_job_sentence() -> str:
     """What the main job's budgets can say: the default 3 seeds' calibration (docs/compare/default) and, with
     ``--preset power``, the BERT control against itself at the rates each chose, and where it is calibrated."""
-    import json
-
     from hf_variants.lab.report import calibration_checks
 
     default = json.loads((DOCS / "compare" / "default" / "results.json").read_text(encoding="utf-8"))
@@ -244,8 +238,6 @@ def main_job_sentence() -> str:
 
 
 def throughput_sentence() -> str:
-    import json
-
     rows = json.loads(MODEL_BENCHMARK.read_text(encoding="utf-8"))["rows"]
     shares = {row["model"]: row["throughput_vs_control"] for row in rows
               if row["hidden"] == 256 and row["length"] == 128 and row.get("throughput_vs_control")}  # fmt: skip
@@ -321,8 +313,6 @@ last column reads the verdict against the paper's claim: *supports*, *contradict
 def condition_text(labels: list[str], folder: str) -> str:
     """Conditions' size and budget, read from their records (one folder's)."""
     label = ", ".join(labels)
-    import json
-
     from hf_variants.lab.grid import load_grid
 
     if folder.startswith("docs/compare/"):
@@ -343,8 +333,7 @@ def condition_text(labels: list[str], folder: str) -> str:
             f"{lengths}.")  # fmt: skip
 
 
-def findings_page() -> str:
-    rows = findings()
+def findings_page(rows: list[Finding]) -> str:
     shown = {row.condition for row in rows}
     by_folder: dict[str, list[str]] = {}
     for label, folder, _ in CONDITIONS:
@@ -367,15 +356,13 @@ def findings_page() -> str:
 def rendered() -> dict[Path, str]:
     """The page and its figure, as the committed records give them."""
     rows = findings()
-    return {FINDINGS_PAGE: findings_page(), FOREST: forest_svg(rows)}
+    return {FINDINGS_PAGE: findings_page(rows), FOREST: forest_svg(rows)}
 
 
 def power_preset_block(folder: Path = DOCS / "compare" / "power") -> str:
     """docs/main-job.md's account of the committed `--preset power` run: its wall time, calibration, each pair's
     verdict at the chosen rates and at every common rate, and its A/A check (all read from its results.json)."""
-    import json
-
-    from hf_variants.lab.report import aa_check_lines, calibration_checks, final_rates, pair_comparisons, verdict_words
+    from hf_variants.lab.report import aa_check_lines, calibration_checks, final_rates, pair_comparisons
 
     results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
     runs = sum(len(tuned["runs"]) + sum(len(other) for other in tuned.get("runs_at_other_rates", {}).values())

@@ -14,6 +14,7 @@ from . import verdicts
 from .grid import load_grid
 from .grid import run_outcome as grid_run_outcome
 from .never_from_scratch import SCRATCH, conditions
+from .report import verdict_words
 
 #: The variants, each at its paper's default, in the order of the pages.
 VARIANTS = ("macaron_bert", "mgk_bert", "transject", "node_transformer")
@@ -26,11 +27,8 @@ def cell_text(label: str, comparison: verdicts.PairComparison) -> str:
     the learned counts when a run did not learn, and the intention-to-treat reading where it disagrees
     (``imdb: not resolved, +0.9 [-1.0, +2.7]``)."""
     def reading(verdict: verdicts.Verdict) -> str:
-        outcome = verdict.outcome
-        if outcome == verdicts.EQUIVALENT:
-            outcome += f" within ±{100 * verdict.margin:.1f}"
         d = verdict.difference
-        return outcome + ("" if d is None or not d.spread else f", {d.difference_text(100, bold=False)}")
+        return verdict_words(verdict) + ("" if d is None or not d.spread else f", {d.difference_text(100, bold=False)}")
 
     text = f"{label}: {reading(comparison.per_protocol)}"
     learned = comparison.learned
