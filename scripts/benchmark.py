@@ -306,6 +306,21 @@ def orthogonal_overhead(
     return {label: 1 - plain_seconds / statistics.median(step[name]) for label, name in names.items()}
 
 
+def write_record(output_dir: Path, name: str, record: dict, table) -> None:
+    """A benchmark's record ``<name>.json`` and its table ``<name>.md`` (``table(record)``) in ``output_dir``;
+    the table printed."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir / f"{name}.json").write_text(json.dumps(record, indent=1) + "\n")
+    (output_dir / f"{name}.md").write_text(table(record))
+    print(table(record))
+
+
+def recorded_arguments(argv: list[str]) -> list[str]:
+    """The command line as pages show it: the output folder is the reader's (``OUT``)."""
+    previous = ["", *argv][: len(argv)]
+    return ["OUT" if before == "--output_dir" else item for before, item in zip(previous, argv, strict=True)]
+
+
 def fit_exponent(points: list[tuple[int, float]], shortest: int = 512) -> float | None:
     """Least-squares slope of log(step time) against log(N) over the lengths ≥ ``shortest`` (the
     attention benchmark's fit), or None with fewer than two such lengths."""
@@ -325,7 +340,12 @@ def main() -> None:
     parser.add_argument("--overhead_max_length", type=int, default=512,
                         help="Measure TransJect's parametrisation share up to this N (a per-step cost, "
                              "independent of N: longer steps only dilute it).")  # fmt: skip
-    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(COMPILE_MODELS),
+                        help="bert_control (our core's BERT) only with --compile or --saturating_batch.")
+    parser.add_argument("--saturating_batch", action="store_true",
+                        help="Per model and length, double the batch from --batch_size until tokens/s gains under "
+                        "5%% (scripts/benchmark_saturation.py): saturation.json and .md.")
+    parser.add_argument("--max_batch_size", type=int, default=1024, help="The sweep's largest batch.")
     parser.add_argument("--max_length_by_model", default="node_transformer=128,transject=2048",
                         help="Skip longer lengths for these models (too slow on a CPU).")  # fmt: skip
     parser.add_argument("--layers", type=int, default=4)
@@ -350,6 +370,9 @@ def main() -> None:
         args.hidden_sizes, args.lengths, args.mlk_lengths, args.mlk_hidden_sizes = [32], [16], [32], [32]
         args.layers, args.batch_size, args.vocab_size, args.repeats, args.long_repeats = 2, 2, 100, 2, 1
         args.tolerances, args.overhead_max_length, args.max_length_by_model = [1e-3], 16, "node_transformer=16"
+        args.max_batch_size = 8
+    if "bert_control" in args.models and not (args.compile or args.saturating_batch):
+        parser.error("--models bert_control: only with --compile or --saturating_batch (it is every control's core)")
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: torch finds no CUDA device on this machine")
     if args.profile:
@@ -358,6 +381,11 @@ def main() -> None:
         return
     if args.compile:
         compile_comparison(args)
+        return
+    if args.saturating_batch:
+        from benchmark_saturation import run
+
+        run(args)
         return
     if args.render_only or args.recount_flops:
         results = json.loads((args.output_dir / "model_benchmark.json").read_text())

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check of hf-variants, prepared to spend a borrowed GPU's minutes on measurements, not setup.
 #
-#   bash scripts/device_check.sh                          # on a GPU machine: ≈ 8 min, writes docs/benchmarks/gpu/
-#   bash scripts/device_check.sh --quick                  # fewer repeats, for a short GPU session: 389 s on an H200
+#   bash scripts/device_check.sh                          # on a GPU machine: planned at under 10 min; docs/benchmarks/gpu/
+#   bash scripts/device_check.sh --quick                  # fewer repeats and shorter pretraining, for a short GPU loan
 #   bash scripts/device_check.sh --device cpu --tiny --output_dir DIR   # the dry run CI makes (seconds)
 #
 # It runs the package from this source tree (PYTHONPATH), with the machine's own torch, transformers,
@@ -11,12 +11,15 @@
 # (`bash scripts/device_check.sh --download_wheels` fetches them here, a few MB), else that step is skipped
 # and says so. Steps:
 #   1. versions.json: card, driver, CUDA, torch and the libraries found;
-#   2. scripts/benchmark.py at BERT-base size (hidden 768, 12 layers, heads of 64), N = 128 and 512, every
-#      variant beside its matched control and transformers' BertForMaskedLM, fp32 and bf16 autocast, plus the
-#      long-N rows of MLK and BERT (4096, 8192): model_benchmark.{json,md,png}; --quick: 3 repeats (long rows 2),
-#      N-ODE at tolerance 1e-3 only, the long rows at 4096 only;
-#   3. two minutes (--quick: one) of `hf-variants pretrain` in bf16 (accelerate's --mixed_precision) on the BERT
-#      control at BERT-base size, on generated sentences: pretrain_bf16.json (tokens/s, steps, loss).
+#   2. scripts/benchmark.py at BERT-base size (hidden 768, 12 layers, heads of 64), N = 128 and 512, batch 8, every
+#      variant beside its matched control and transformers' BertForMaskedLM, bf16 autocast, plus the long-N rows
+#      of MLK and BERT (4096, 8192): model_benchmark.{json,md,png}; --quick: 3 repeats (long rows 2), N-ODE at
+#      tolerance 1e-3 only, the long rows at 4096 only;
+#   3. the same models and the BERT control at the batch that fills the card (scripts/benchmark_saturation.py:
+#      doubled from 8 until tokens/s gains under 5%), bf16, N = 128 and 512 (N-ODE: 128): saturation.{json,md};
+#   4. `hf-variants pretrain` in bf16 (accelerate's --mixed_precision) on the BERT control at BERT-base size, at
+#      its saturating batch of step 3, on generated sentences: one minute eager (pretrain_bf16.json), one with
+#      --torch_compile (pretrain_bf16_compiled.json; its tokens/s include the compilation); --quick: 45 s each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -68,20 +71,35 @@ with open(sys.argv[1], "w") as handle:
     json.dump(record, handle, indent=1)
 EOF
 
-echo "=== 2. model benchmark ==="
+echo "=== 2. model benchmark at batch 8, bf16 ==="
 if [ "$tiny" = 1 ]; then
     sizes=(--tiny)
+    sweep=(--tiny --models bert macaron_bert mgk_bert bert_control)
+    compile_backend=(--torch_compile_backend eager)  # the dry run checks the path, not inductor's code generation
 else
     sizes=(--hidden_sizes 768 --layers 12 --lengths 128 512 --mlk_lengths 4096 8192 --mlk_hidden_sizes 768
            --batch_size 8 --vocab_size 30522 --repeats 5 --long_repeats 3 --overhead_max_length 512
            --max_length_by_model node_transformer=512 --tolerances 1e-2 1e-3 1e-4)
+    sweep=(--hidden_sizes 768 --layers 12 --lengths 128 512 --vocab_size 30522 --batch_size 8 --repeats 3
+           --max_batch_size 1024 --max_length_by_model node_transformer=128
+           --models bert macaron_bert mgk_bert mlk_bert transject node_transformer bert_control)
+    compile_backend=()
     if [ "$quick" = 1 ]; then
         sizes+=(--mlk_lengths 4096 --repeats 3 --long_repeats 2 --tolerances 1e-3)  # the later flag wins
+        sweep+=(--repeats 2)
     fi
 fi
-"$python" scripts/benchmark.py --device "$device" --precisions fp32 bf16 "${sizes[@]}" --output_dir "$output_dir"
+"$python" scripts/benchmark.py --device "$device" --precisions bf16 "${sizes[@]}" --output_dir "$output_dir"
 
-echo "=== 3. pretraining throughput in bf16 ==="
+echo "=== 3. the batch that fills the device: every model and its control, bf16 ==="
+"$python" scripts/benchmark.py --device "$device" --precisions bf16 --saturating_batch "${sweep[@]}" \
+    --output_dir "$output_dir"
+length=128
+if [ "$tiny" = 1 ]; then length=16; fi
+batch=$("$python" scripts/benchmark_saturation.py "$output_dir/saturation.json" bert_control "$length" bf16)
+echo "the BERT control's saturating batch: $batch"
+
+echo "=== 4. pretraining at that batch in bf16, eager and compiled ==="
 if ! "$python" -c "import datasets" 2>/dev/null && compgen -G ".whl/*.whl" >/dev/null; then
     "$python" -m pip install --quiet --no-index --no-deps .whl/*.whl
 fi
@@ -92,15 +110,20 @@ from hf_variants.synthetic import synthetic_sentences
 open('$work/train.txt', 'w').write('\n'.join(synthetic_sentences(${HF_VARIANTS_SENTENCES:-20000}, seed=0)) + '\n')"
     if [ "$tiny" = 1 ]; then
         model=(--config_overrides hidden_size=32,num_hidden_layers=2,num_attention_heads=2,intermediate_size=64
-               --train_tokenizer_vocab_size 100 --per_device_train_batch_size 8 --time_budget_seconds 5)
+               --train_tokenizer_vocab_size 100 --time_budget_seconds 5)
     else
         model=(--config_overrides hidden_size=768,num_hidden_layers=12,num_attention_heads=12,intermediate_size=3072
-               --train_tokenizer_vocab_size 8000 --per_device_train_batch_size 64 --time_budget_seconds $(( quick ? 60 : 120 )))
+               --train_tokenizer_vocab_size 8000 --time_budget_seconds $(( quick ? 45 : 60 )))
     fi
-    "$python" -m hf_variants.cli pretrain --model_type bert_control "${model[@]}" --train_file "$work/train.txt" \
-        --max_seq_length 128 --max_train_steps 1000000 --mixed_precision bf16 --report_to none --disable_tqdm \
-        --logging_steps 50 --output_dir "$work/pretrain" | tail -n 20
-    cp "$work/pretrain/results.json" "$output_dir/pretrain_bf16.json"
+    for name in pretrain_bf16 pretrain_bf16_compiled; do
+        extra=()
+        if [ "$name" = pretrain_bf16_compiled ]; then extra=(--torch_compile "${compile_backend[@]}"); fi
+        "$python" -m hf_variants.cli pretrain --model_type bert_control "${model[@]}" "${extra[@]}" \
+            --per_device_train_batch_size "$batch" --train_file "$work/train.txt" --max_seq_length 128 \
+            --max_train_steps 1000000 --mixed_precision bf16 --report_to none --disable_tqdm --logging_steps 50 \
+            --output_dir "$work/$name" | tail -n 5
+        cp "$work/$name/results.json" "$output_dir/$name.json"
+    done
     rm -rf "$work"
 else
     echo "skipped: this machine has no 'datasets' and .whl/ holds no wheels (scripts/device_check.sh --download_wheels)"

@@ -26,6 +26,8 @@ from pathlib import Path
 from findings import power_preset_block
 from findings import rendered as findings_pages
 from finetune_padding_benchmark import table as padding_table
+from pretrain_compile_benchmark import markdown as pretrain_compile_table
+from transject_weights_benchmark import markdown as transject_weights_table
 
 from hf_variants.export_code import module_file, registered_imports
 from hf_variants.lab.glue_after_pretraining import budget_study_table, pair_study_table
@@ -200,6 +202,11 @@ STARTUP = ROOT / "docs" / "benchmarks" / "startup.json"
 #: The fine-tuning page and the padding benchmark (``scripts/finetune_padding_benchmark.py``) its block comes from.
 FINETUNING_PAGE = ROOT / "docs" / "fine-tuning.md"
 PADDING_BENCHMARK = ROOT / "docs" / "benchmarks" / "padding_benchmark.json"
+#: The benchmarks page's blocks rendered from benchmark records: {block: (record, its table)}.
+BENCHMARK_BLOCKS = {
+    "transject-weights": (ROOT / "docs" / "benchmarks" / "transject_weights.json", transject_weights_table),
+    "pretrain-compile": (ROOT / "docs" / "benchmarks" / "pretrain_compile.json", pretrain_compile_table),
+}
 #: The main job's page: its ``power-preset`` block comes from the committed ``--preset power`` run.
 MAIN_JOB_PAGE = ROOT / "docs" / "main-job.md"
 #: The "Which variant?" page and the records its table is read from.
@@ -291,6 +298,9 @@ def rendered_pages() -> dict[Path, str]:
         padding = {"padding-benchmark": padding_table(json.loads(PADDING_BENCHMARK.read_text(encoding="utf-8")))}
         pages[FINETUNING_PAGE] = fill_blocks(FINETUNING_PAGE.read_text(encoding="utf-8"), padding, FINETUNING_PAGE)
         pages[BENCHMARKS_PAGE] = fill_blocks(pages[BENCHMARKS_PAGE], padding, BENCHMARKS_PAGE)
+    benchmark_blocks = {name: table(json.loads(record.read_text(encoding="utf-8")))
+                        for name, (record, table) in BENCHMARK_BLOCKS.items() if record.is_file()}  # fmt: skip
+    pages[BENCHMARKS_PAGE] = fill_blocks(pages[BENCHMARKS_PAGE], benchmark_blocks, BENCHMARKS_PAGE)
     if (ROOT / "docs" / "compare" / "power" / "results.json").is_file():
         pages[MAIN_JOB_PAGE] = fill_blocks(MAIN_JOB_PAGE.read_text(encoding="utf-8"),
                                            {"power-preset": power_preset_block()}, MAIN_JOB_PAGE)

@@ -131,16 +131,26 @@ def test_the_device_check_dry_run_covers_the_gpu_code_path(tmp_path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     versions = json.loads((tmp_path / "versions.json").read_text())
     assert versions["device"] == "cpu" and versions["packages"]["torch"] and versions["packages"]["transformers"]
-    pretraining = json.loads((tmp_path / "pretrain_bf16.json").read_text())
-    assert pretraining["mixed_precision"] == "bf16" and pretraining["steps"] > 0
-    assert pretraining["tokens_per_second"] > 0
+    saturation = json.loads((tmp_path / "saturation.json").read_text())
+    swept = {row["model"]: row for row in saturation["rows"]}
+    assert set(swept) == {"bert", "macaron_bert", "control of macaron_bert", "mgk_bert", "control of mgk_bert",
+                          "bert_control"}  # fmt: skip
+    for row in swept.values():
+        assert row["precision"] == "bf16" and [p["batch"] for p in row["sweep"]][:2] == [2, 4]
+        assert row["saturating"] in row["sweep"]
+    batch = swept["bert_control"]["saturating"]["batch"]
+    for name, compiled in (("pretrain_bf16", False), ("pretrain_bf16_compiled", True)):
+        pretraining = json.loads((tmp_path / f"{name}.json").read_text())
+        assert pretraining["mixed_precision"] == "bf16" and pretraining["steps"] > 0
+        assert pretraining["tokens_per_second"] > 0
+        assert pretraining["arguments"]["per_device_train_batch_size"] == batch
+        assert pretraining["arguments"]["torch_compile"] is compiled
     results = json.loads((tmp_path / "model_benchmark.json").read_text())
     peaks = results["matmul_peak_flops_by_precision"]
-    assert set(peaks) == {"fp32", "bf16"} and results["device"] == "cpu"
+    assert set(peaks) == {"bf16"} and results["device"] == "cpu"
     rows = results["rows"]
     expected_models = {*benchmark.MODELS, *(f"control of {name}" for name in benchmark.MODELS if name != "bert")}
-    for precision in ("fp32", "bf16"):
-        assert {r["model"] for r in rows if r["precision"] == precision and r["length"] == 16} == expected_models
+    assert {r["model"] for r in rows if r["precision"] == "bf16" and r["length"] == 16} == expected_models
     for row in rows:
         assert row["step_seconds"] > 0 and row["inference_seconds"] > 0 and row["training_state_bytes"] > 0
         assert row["mfu"] == pytest.approx(row["step_flops"] / row["step_seconds"] / peaks[row["precision"]])
@@ -150,3 +160,57 @@ def test_the_device_check_dry_run_covers_the_gpu_code_path(tmp_path) -> None:
     assert results["node_transformer"]["sweep"][0]["nfe_total"] > 0
     table = (tmp_path / "model_benchmark.md").read_text()
     assert "| 32 | 16 | bert | bf16 |" in table and "bf16 matmul peak" in table
+
+
+@pytest.fixture
+def simulated_device(monkeypatch: pytest.MonkeyPatch) -> dict[int, float]:
+    """The sweep on a simulated device: a step at batch b takes ``seconds[b]``, and batches missing from it
+    run out of memory."""
+    import benchmark_saturation
+    import torch
+
+    seconds: dict[int, float] = {}
+
+    def step_seconds(model, optimizer, inputs, device, repeats) -> float:
+        size = len(inputs["input_ids"])
+        if size not in seconds:
+            raise torch.OutOfMemoryError(f"batch {size}")
+        return seconds[size]
+
+    monkeypatch.setattr(benchmark_saturation, "build", lambda *args, **kwargs: torch.nn.Linear(1, 1))
+    monkeypatch.setattr(benchmark_saturation, "step_seconds", step_seconds)
+    return seconds
+
+
+def sweep_of(seconds: dict[int, float], max_batch_size: int = 1024) -> dict:
+    import argparse
+
+    import benchmark_saturation
+
+    args = argparse.Namespace(layers=1, vocab_size=50, batch_size=8, max_batch_size=max_batch_size, repeats=1)
+    return benchmark_saturation.sweep("bert", 32, 16, args, benchmark.Device("cpu"))
+
+
+def test_the_sweep_stops_where_doubling_gains_under_five_percent(simulated_device: dict[int, float]) -> None:
+    # tokens/s = 16 b / seconds: 8 → 16 doubles it, 16 → 32 gains 10%, 32 → 64 gains 4%
+    simulated_device.update({8: 1.0, 16: 1.0, 32: 1.0 * 2 / 1.10, 64: 1.0 * 4 / (1.10 * 1.04), 128: 1.0})
+    row = sweep_of(simulated_device)
+    assert [point["batch"] for point in row["sweep"]] == [8, 16, 32, 64]
+    assert row["saturating"]["batch"] == 32 and row["stopped"] == "gain under 5% from 32 to 64"
+    assert row["saturating"]["tokens_per_second"] == pytest.approx(32 * 16 / simulated_device[32])
+
+
+def test_the_sweep_keeps_the_last_batch_that_fitted(simulated_device: dict[int, float]) -> None:
+    simulated_device.update({8: 1.0, 16: 1.0, 32: 1.0})  # still gaining when 64 runs out of memory
+    row = sweep_of(simulated_device)
+    assert row["saturating"]["batch"] == 32 and row["stopped"] == "out of memory at batch 64"
+    assert sweep_of(simulated_device, max_batch_size=16)["saturating"]["batch"] == 16
+    simulated_device.clear()
+    nothing = sweep_of(simulated_device)
+    assert nothing["saturating"] is None and nothing["stopped"] == "out of memory at batch 8"
+
+
+def test_a_recorded_command_names_the_readers_output_folder() -> None:
+    argv = ["--output_dir", "/home/someone/runs", "--repeats", "3", "--output_dir=kept"]
+    assert benchmark.recorded_arguments(argv) == ["--output_dir", "OUT", "--repeats", "3", "--output_dir=kept"]
+    assert benchmark.recorded_arguments([]) == []

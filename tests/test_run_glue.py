@@ -17,7 +17,13 @@ import transformers
 import yaml
 from safetensors.torch import load_file
 from scipy import stats
-from transformers import AutoConfig, AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
+from transformers import (
+    AutoConfig,
+    AutoModelForMaskedLM,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    Trainer,
+)
 
 from hf_variants.core.overrides import parse_overrides
 from hf_variants.synthetic import synthetic_acceptability, synthetic_sentences
@@ -483,13 +489,13 @@ def test_one_fine_tuning_run_per_output_folder(checkpoints: dict[str, Path], glu
 def test_a_non_finite_training_loss_stops_fine_tuning(
     checkpoints: dict[str, Path], glue_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    original = run_glue.Trainer.training_step
+    original = Trainer.training_step
 
     def nan_on_second_step(self, model, inputs, num_items_in_batch=None):
         loss = original(self, model, inputs, num_items_in_batch)
         return loss * float("nan") if self.state.global_step == 1 else loss
 
-    monkeypatch.setattr(run_glue.Trainer, "training_step", nan_on_second_step)
+    monkeypatch.setattr(Trainer, "training_step", nan_on_second_step)
     with pytest.raises(FloatingPointError, match=r"Step 2: non-finite training loss nan"):
         run_glue.main(glue_args(checkpoints["bert"], "sst2", glue_dir, tmp_path / "a", "--do_train",
                                 "--max_steps", "4"))  # fmt: skip
@@ -506,7 +512,7 @@ def test_an_infinite_gradient_stops_fine_tuning_naming_the_step_and_the_paramete
     """One parameter's gradient made infinite on the second step, with a finite loss: the Trainer's
     callback stops before the optimizer step naming that step and exactly that parameter (clipping
     would have spread it as NaN into every weight); with --skip_nonfinite_steps the step is skipped."""
-    original, poisoned = run_glue.Trainer.training_step, {}
+    original, poisoned = Trainer.training_step, {}
 
     def poison_once(self, model, inputs, num_items_in_batch=None):
         if not poisoned:
@@ -514,7 +520,7 @@ def test_an_infinite_gradient_stops_fine_tuning_naming_the_step_and_the_paramete
             poisoned[name] = poison_gradient(parameter, on_call=2)
         return original(self, model, inputs, num_items_in_batch)
 
-    monkeypatch.setattr(run_glue.Trainer, "training_step", poison_once)
+    monkeypatch.setattr(Trainer, "training_step", poison_once)
     with pytest.raises(NonFiniteStepError) as stopped:
         run_glue.main(glue_args(checkpoints["macaron_bert"], "sst2", glue_dir, tmp_path / "a", "--do_train",
                                 "--max_steps", "4"))  # fmt: skip

@@ -14,6 +14,7 @@ from torch.nn.utils.parametrizations import _Orthogonal
 from transformers import AutoModelForMaskedLM
 
 from hf_variants import transject
+from hf_variants.core import modeling_orthogonal_weights
 from hf_variants.transject import (
     TransJectConfig,
     TransJectForMaskedLM,
@@ -327,15 +328,19 @@ def test_entropic_update_has_the_expectation_x_plus_r() -> None:
 
 
 def test_orthogonal_weights_are_computed_once_per_forward(monkeypatch) -> None:
+    """All of them in one batched map, and never one by one through torch's parametrisation."""
     model = TransJectForMaskedLM(small_config()).eval()
-    calls = []
-    original_forward = _Orthogonal.forward
-    monkeypatch.setattr(_Orthogonal, "forward", lambda self, X: calls.append(1) or original_forward(self, X))
+    batched, one_by_one = [], []
+    original_map, original_forward = modeling_orthogonal_weights.orthogonal_matrices, _Orthogonal.forward
+    monkeypatch.setattr(modeling_orthogonal_weights, "orthogonal_matrices",
+                        lambda stack, *rest: batched.append(len(stack)) or original_map(stack, *rest))  # fmt: skip
+    monkeypatch.setattr(_Orthogonal, "forward", lambda self, X: one_by_one.append(1) or original_forward(self, X))
     with torch.no_grad():
         model(**make_inputs(model.config))
     # per layer: 2 per expert + 2 FFN; plus the eigenvector basis of the approx mode
     expected = model.config.num_hidden_layers * (2 * model.config.num_experts + 2) + 1
-    assert len(calls) == expected == len(orthogonal_matrices(model))
+    assert batched == [expected] and one_by_one == []
+    assert expected == len(orthogonal_matrices(model))
 
 
 class TestSigmoidStandardNormalTransJectCommon(CommonEncoderTests):

@@ -211,9 +211,20 @@ def idea_field_names() -> frozenset[str]:
 
 
 def validate_composition(config: EncoderConfig) -> None:
-    """Validate the fields of the config's token mixer and layer scheme (and their pairing)."""
+    """Validate the fields of the config's token mixer and layer scheme, then their pairing: a mixer setting
+    that must be called once per layer forward (``single_call_requirement``) beside a scheme that calls its
+    mixer repeatedly (``calls_mixer_once``)."""
     for idea in selected_ideas(config.attention_type, config.layer_scheme):
         idea.validate_config(config)
+    requirement = ATTENTION_TYPES[config.attention_type].single_call_requirement(config)
+    scheme = LAYER_SCHEMES[config.layer_scheme]
+    if requirement is not None and not scheme.calls_mixer_once:
+        setting, why = requirement
+        how = f" ({scheme.mixer_calls})" if scheme.mixer_calls else ""
+        raise ValueError(
+            f"{setting} cannot be used with layer_scheme={config.layer_scheme!r}, which calls the token mixer a "
+            f"varying number of times per layer{how}: {why}"
+        )
 
 
 def gradient_checkpointing_error(config: EncoderConfig) -> str | None:

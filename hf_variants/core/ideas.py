@@ -88,6 +88,13 @@ class ConfigurableIdea:
         with the other axis) cannot build a meaningful model."""
 
     @classmethod
+    def single_call_requirement(cls, config: EncoderConfig) -> tuple[str, str] | None:
+        """(Token mixers.) When this config's mixer must be called exactly once per layer forward (it updates
+        state in every call): ``(the setting, why)``; ``None`` otherwise. ``validate_composition`` refuses such a
+        setting beside a layer scheme that calls its mixer repeatedly (:attr:`LayerSchemeSpec.calls_mixer_once`)."""
+        return None
+
+    @classmethod
     def gradient_checkpointing_error(cls, config: EncoderConfig) -> str | None:
         """Why gradient checkpointing would change this idea's results, or ``None`` when it is fine."""
         return None
@@ -121,6 +128,8 @@ class LayerSchemeSpec(ConfigurableIdea):
     #: Whether a layer calls its token mixer exactly once per forward (an ODE solver calls it once per
     #: function evaluation): a mixer whose forward updates state (MGK's soft E-step) needs it.
     calls_mixer_once: ClassVar[bool] = True
+    #: For a scheme that does not: how it calls its mixer, for error messages ("an ODE solver: once per NFE").
+    mixer_calls: ClassVar[str | None] = None
 
 
 class FeedForwardSchemeSpec(LayerSchemeSpec):

@@ -64,6 +64,7 @@ from .composition import (
 from .configuration_encoder import EncoderConfig
 from .encoder_layers import EncoderEmbeddings, LayerInputs, LayerScheme, MaskedLMHead, Pooler, TokenMixer
 from .inputs import PaddingMask, check_finite_output, check_finite_weights, key_padding_mask, value_checks_enabled
+from .modeling_orthogonal_weights import held_orthogonal_weights
 from .outputs import (
     EncoderMaskedLMOutput,
     EncoderMultipleChoiceOutput,
@@ -251,6 +252,14 @@ class EncoderPreTrainedModel(PreTrainedModel):
             owners[name].reparametrize(self, name, value)
             setattr(self.config, name, value)
 
+    def hold_parametrized_weights(self, accumulate_gradients: bool = False) -> contextlib.AbstractContextManager:
+        """A block in which the model's parametrised weights (TransJect's orthogonal matrices) are computed
+        once, together, and reused by every forward pass: evaluation over many batches, or, with
+        ``accumulate_gradients=True``, the micro-batches of one optimizer step, whose gradients reach the
+        parameters when the block closes (:func:`~.modeling_orthogonal_weights.held_orthogonal_weights`).
+        Every forward pass outside such a block computes them once for itself. Nothing to hold: no effect."""
+        return held_orthogonal_weights(self, accumulate_gradients)
+
     def get_input_embeddings(self) -> nn.Embedding:
         return self.base_model.embeddings.word_embeddings
 
@@ -326,8 +335,7 @@ class EncoderModel(EncoderPreTrainedModel):
         output_attentions = _requested_outputs(self.config, kwargs)
         if not self.training:
             check_finite_weights(self)
-        # Orthogonally parametrised weights are computed once per forward pass, not once per use.
-        with parametrize.cached() if self.parametrized else contextlib.nullcontext():
+        with self._parametrized_weights_once():
             embeddings = self.embeddings(
                 input_ids=input_ids,
                 token_type_ids=token_type_ids,
@@ -348,6 +356,16 @@ class EncoderModel(EncoderPreTrainedModel):
         if not self.training:
             check_finite_output(outputs.last_hidden_state, embeddings)
         return outputs
+
+    def _parametrized_weights_once(self) -> contextlib.AbstractContextManager:
+        """Parametrised weights computed once per forward pass, not once per use: together, outside the layers
+        (:func:`held_orthogonal_weights`), except under activation checkpointing, whose recomputation in
+        backward must see what the forward saw, so each layer computes its own (torch's ``cached``)."""
+        if not self.parametrized:
+            return contextlib.nullcontext()
+        if self.training and any(getattr(layer, "gradient_checkpointing", False) for layer in self.encoder.layer):
+            return parametrize.cached()
+        return held_orthogonal_weights(self)
 
     def prepare_layer_inputs(self, embeddings: torch.Tensor, padding_mask: torch.Tensor | None) -> LayerInputs:
         """Extra per-forward tensors for every layer, plus an auxiliary loss and diagnostics, from the

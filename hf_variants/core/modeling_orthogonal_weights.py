@@ -1,13 +1,17 @@
 """Orthogonally parametrised weights, shared by every idea that has them (spec:
-:mod:`.configuration_orthogonal_weights`): the float32-kept linear map, initialisation, adapters and exact
+:mod:`.configuration_orthogonal_weights`): the float32-kept linear map, all of a model's orthogonal matrices
+computed in one batched call and held for as long as they are valid, initialisation, adapters and exact
 re-parametrisation."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
+from torch.autograd.function import once_differentiable
 from torch.nn.utils import parametrize
 from torch.nn.utils.parametrizations import orthogonal
 from transformers import initialization as init
@@ -28,7 +32,15 @@ class OrthogonalLinear(nn.Linear):
     device but keeps them in float32; ``forward`` casts the computed weight to the input's dtype (the
     matmul then runs in half precision, as the rest of the model does). State-dict names are those of
     ``nn.Linear`` with ``torch.nn.utils.parametrizations.orthogonal``.
+
+    Inside :func:`held_orthogonal_weights` the weight is not computed here but taken from ``held``, which
+    that block computed for all of a model's orthogonal linears together.
     """
+
+    #: the orthogonal map's name, set where the parametrisation is registered (:func:`orthogonal_linear`)
+    orthogonal_map: str | None = None
+    #: this linear's orthogonal matrix (float32) while a :func:`held_orthogonal_weights` block is open
+    held: torch.Tensor | None = None
 
     def _apply(self, fn, recurse=True):
         probe = fn(torch.zeros((), dtype=torch.float32))
@@ -37,11 +49,16 @@ class OrthogonalLinear(nn.Linear):
             return super()._apply(lambda tensor: tensor.to(device=device), recurse)
         return super()._apply(fn, recurse)
 
+    def matrix(self) -> torch.Tensor:
+        """The orthogonal weight in float32: the held one, or computed now (in float32 under autocast too)."""
+        if self.held is not None:
+            return self.held
+        with full_precision(next(self.parameters()).device):
+            return self.weight
+
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         bias = None if self.bias is None else self.bias.to(hidden_states.dtype)
-        with full_precision(hidden_states.device):  # the map in float32 under autocast too
-            weight = self.weight
-        return nn.functional.linear(hidden_states, weight.to(hidden_states.dtype), bias)
+        return nn.functional.linear(hidden_states, self.matrix().to(hidden_states.dtype), bias)
 
 
 class HoldsOrthogonalLinears(ConfigurableIdea, nn.Module):
@@ -88,6 +105,7 @@ def orthogonal_linear(size: int, bias: bool, orthogonal_map: str) -> OrthogonalL
     """
     with torch.device("cpu"):
         linear = OrthogonalLinear(size, size, bias=bias, dtype=torch.float32)
+        linear.orthogonal_map = orthogonal_map
         return orthogonal(linear, orthogonal_map=orthogonal_map)
 
 
@@ -102,3 +120,114 @@ def set_orthogonal_map(model: nn.Module, orthogonal_map: str) -> None:
             parametrize.remove_parametrizations(module, "weight", leave_parametrized=True)
             with torch.device(module.weight.device):
                 orthogonal(module, orthogonal_map=orthogonal_map)
+            module.orthogonal_map = orthogonal_map
+
+
+def orthogonal_matrices(originals: torch.Tensor, bases: torch.Tensor, orthogonal_map: str) -> torch.Tensor:
+    """``bases @ map(skew(originals))`` for a stack of square matrices, in one batched call: the function
+    ``torch.nn.utils.parametrizations.orthogonal`` computes for one matrix (its trivialisation: a fixed
+    orthogonal base times the map of a skew-symmetric offset A built from the lower triangle).
+
+    * ``matrix_exp``: ``exp(A)``;
+    * ``cayley``: ``(I + A/2)(I − A/2)⁻¹``, one batched solve;
+    * ``householder``: the product of the reflections stored below the diagonal, times the signs kept on it.
+    """
+    if orthogonal_map == "householder":
+        reflectors = originals.tril(diagonal=-1)
+        tau = 2.0 / (1.0 + (reflectors * reflectors).sum(dim=-2))
+        matrices = torch.linalg.householder_product(reflectors, tau)
+        matrices = matrices * originals.diagonal(dim1=-2, dim2=-1).int().unsqueeze(-2)
+    else:
+        lower = originals.tril()
+        skew = lower - lower.mT
+        matrices = torch.matrix_exp(skew) if orthogonal_map == "matrix_exp" else CayleyMap.apply(skew)
+    return bases @ matrices
+
+
+class CayleyMap(torch.autograd.Function):
+    """The Cayley map ``Q = (I − A/2)⁻¹(I + A/2)`` of a stack of skew-symmetric ``A``, computed as torch's
+    parametrisation computes it (one solve), with a backward of two matrix products instead of a second
+    solve: ``Q = 2N − I`` for ``N = (I − A/2)⁻¹``, so ``N = (Q + I)/2``, ``dQ = N dA N`` and the gradient
+    is ``Nᵀ G Nᵀ``."""
+
+    @staticmethod
+    def forward(ctx: Any, skew: torch.Tensor) -> torch.Tensor:
+        identity = torch.eye(skew.shape[-1], dtype=skew.dtype, device=skew.device)
+        matrices = torch.linalg.solve(torch.add(identity, skew, alpha=-0.5), torch.add(identity, skew, alpha=0.5))
+        ctx.save_for_backward(matrices)
+        return matrices
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, gradient: torch.Tensor) -> torch.Tensor:
+        (matrices,) = ctx.saved_tensors
+        inverse = (matrices + torch.eye(matrices.shape[-1], dtype=matrices.dtype, device=matrices.device)) / 2
+        return inverse.mT @ gradient @ inverse.mT
+
+
+def _batchable(linear: nn.Module) -> bool:
+    """An :class:`OrthogonalLinear` whose weight is exactly this module's parametrisation (one orthogonal
+    map with its base), not held by an enclosing block."""
+    return (
+        isinstance(linear, OrthogonalLinear)
+        and linear.held is None
+        and linear.orthogonal_map is not None
+        and parametrize.is_parametrized(linear, "weight")
+        and len(linear.parametrizations.weight) == 1
+        and getattr(linear.parametrizations.weight[0], "base", None) is not None
+    )
+
+
+def compute_together(linears: Sequence[OrthogonalLinear]) -> list[torch.Tensor]:
+    """Every linear's orthogonal weight (float32), one batched call per (map, size, device): a model's
+    4 × layers matrices of TransJect cost one matrix function, not one per layer and matrix."""
+    groups: dict[tuple, list[int]] = {}
+    for index, linear in enumerate(linears):
+        original = linear.parametrizations.weight.original
+        groups.setdefault((linear.orthogonal_map, tuple(original.shape), original.device), []).append(index)
+    weights: list[torch.Tensor | None] = [None] * len(linears)
+    for (orthogonal_map, _, device), indices in groups.items():
+        with full_precision(device):
+            originals = torch.stack([linears[i].parametrizations.weight.original for i in indices])
+            bases = torch.stack([linears[i].parametrizations.weight[0].base for i in indices])
+            for index, weight in zip(
+                indices, orthogonal_matrices(originals, bases, orthogonal_map).unbind(0), strict=True
+            ):
+                weights[index] = weight
+    return weights  # type: ignore[return-value]
+
+
+@contextlib.contextmanager
+def held_orthogonal_weights(model: nn.Module, accumulate_gradients: bool = False) -> Iterator[None]:
+    """Compute every orthogonal weight of ``model`` once, together (:func:`compute_together`), and use it
+    for every forward pass inside the block.
+
+    * Around one forward pass (what the encoder does on every call), gradients flow through the batched
+      maps as usual.
+    * Without autograd (evaluation, inference), the weights are computed once for all batches in the block.
+    * ``accumulate_gradients=True``, around the micro-batches of one optimizer step: their backward passes
+      stop at the held matrices, which sum their gradients; leaving the block sends the sum through the maps
+      once, into the parameters (the same gradients, by linearity, for one map's backward instead of one per
+      micro-batch). Not for parallel training, where each backward must reach the parameters to be reduced.
+      The block must close before the gradients are read (clipping, the optimizer step).
+
+    Linears already held by an enclosing block are left to it; parameters must not change inside a block.
+    """
+    linears = [module for module in model.modules() if _batchable(module)]
+    if not linears:
+        yield
+        return
+    computed = compute_together(linears)
+    accumulate = accumulate_gradients and any(weight.requires_grad for weight in computed)
+    held = [weight.detach().requires_grad_() for weight in computed] if accumulate else computed
+    for linear, weight in zip(linears, held, strict=True):
+        linear.held = weight
+    try:
+        yield
+    finally:
+        for linear in linears:
+            linear.held = None
+    if accumulate:
+        reached = [(weight, leaf.grad) for weight, leaf in zip(computed, held, strict=True) if leaf.grad is not None]
+        if reached:
+            torch.autograd.backward([weight for weight, _ in reached], [gradient for _, gradient in reached])

@@ -33,7 +33,7 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
 import hf_variants  # noqa: F401  (registers the variants)
 
-from ..core.schemes.ode.modeling_ode import ODESolverError
+from ..core.failures import ModelFailure
 from ..training.memory import is_out_of_memory, out_of_memory_summary
 from ..training.nonfinite import NonFiniteStepError
 from ..training.run_glue import GlueTrainer
@@ -44,13 +44,14 @@ ENGINE = "transformers.Trainer (hf_variants.training.run_glue.GlueTrainer)"
 
 
 def stop_status(error: BaseException) -> str | None:
-    """The status of a run that ``error`` stopped — ``diverged`` (a non-finite step), ``solver_failed`` (an ODE
-    solver that gave up), ``out_of_memory`` (an allocation refused) — or None for an error that is a bug, to raise.
+    """The status of a run that ``error`` stopped — ``diverged`` (a non-finite step), a model's failure's own
+    status (:class:`~hf_variants.core.failures.ModelFailure`, e.g. ``solver_failed`` for an ODE solver that gave
+    up), ``out_of_memory`` (an allocation refused) — or None for an error that is a bug, to raise.
     The one rule for fine-tuning, evaluation and a grid's self-pretraining."""
     if isinstance(error, NonFiniteStepError):
         return "diverged"
-    if isinstance(error, ODESolverError):
-        return "solver_failed"
+    if isinstance(error, ModelFailure):
+        return error.status
     return "out_of_memory" if is_out_of_memory(error) else None
 
 

@@ -428,7 +428,25 @@ def left_out_lines(results: dict[str, Any]) -> list[str]:
     return ["## Runs left out", "", *(lines or ["None: every run finished and learned."]), ""]
 
 
+#: How a report writes the folder its run wrote into: the reader's own (``--output_dir OUT``).
+OUTPUT_FOLDER = "OUT"
+
+
+def without_output_folder(results: dict[str, Any]) -> dict[str, Any]:
+    """The records as a report shows them: the run's output folder written as ``OUT`` in the command, the data's
+    description and the settings, so that a report reads the same wherever its run was made and names no path
+    of that machine."""
+    folder = str(results["settings"]["output_dir"])
+    command = results["command"]
+    for form in (f"--output_dir {folder}", f"--output_dir={folder}"):
+        command = command.replace(form, f"--output_dir {OUTPUT_FOLDER}")
+    description = results["data"]["description"].replace(f" in {folder}/", f" in {OUTPUT_FOLDER}/")
+    return {**results, "command": command, "data": {**results["data"], "description": description},
+            "settings": {**results["settings"], "output_dir": OUTPUT_FOLDER}}  # fmt: skip
+
+
 def report_markdown(results: dict[str, Any]) -> str:
+    results = without_output_folder(results)
     tasks = results["tasks"]
     first_model = next(iter(results["models"].values()))
     task_headers = "".join(f" {task} dev {first_model['fine_tuning'][task]['metric']} |" for task in tasks)

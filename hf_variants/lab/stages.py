@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..core.failures import ModelFailure
 from ..core.ideas import MatchedSize
 from ..core.overrides import format_overrides
 from ..settings.compare import CompareArguments
@@ -166,8 +167,6 @@ def train(args: CompareArguments, source: DataSource, tokenizer: str, run: Run) 
     """The run's stage (in a worker or in this process), what it prints going to its log file. A
     fine-tuning run that the N-ODE solver or the non-finite check stops is an outcome, recorded as
     ``{"failed": "<error>"}``; a pretraining that stops ends the comparison."""
-    from ..core.schemes.ode.modeling_ode import ODESolverError
-
     quiet = not args.disable_tqdm or args.workers > 1  # beside bars, or side by side: to the log file only
     with console_to_file(args.output_dir / "models" / run.spec.folder / f"{run.folder_name}.log", quiet):
         if run.task is None:
@@ -175,5 +174,5 @@ def train(args: CompareArguments, source: DataSource, tokenizer: str, run: Run) 
         try:
             return fine_tune(args, source, run.spec, run.task, run.learning_rate, run.folder_name, run.seed,
                              heldout=run.heldout)  # fmt: skip
-        except (ODESolverError, FloatingPointError) as error:
+        except (ModelFailure, FloatingPointError) as error:
             return {"failed": f"{type(error).__name__}: {error}"}

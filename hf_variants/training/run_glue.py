@@ -56,7 +56,6 @@ from transformers import (
     AutoTokenizer,
     DataCollatorWithPadding,
     EvalPrediction,
-    Trainer,
     TrainerCallback,
     TrainerState,
     TrainingArguments,
@@ -66,6 +65,7 @@ from transformers import (
 from transformers.trainer import TRAINER_STATE_NAME, TRAINING_ARGS_NAME
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
+from ..core.failures import ModelFailure
 from ..core.overrides import check_override_fields, parse_overrides
 from ..core.registration import VARIANTS
 from ..glue import EVALUATE_MODULE, GlueTask, get_task, load_glue
@@ -73,7 +73,7 @@ from ..glue.user_files import choose_text_columns, load_task_files
 from ..settings import finetuning
 from ..settings.checks import above, at_least, half_open_interval, seed_range
 from ..settings.finetuning import DataTrainingArguments, ModelArguments, RunArguments
-from . import checkpoints, run_identity
+from . import checkpoints, run_identity, trainer_internals
 from .files import inside, is_link, remove_path, require_regular_file, staged_into, write_text_atomic
 from .interrupts import StopOnSignal, TrainingInterrupted
 from .nonfinite import StopOnNonFiniteGradients
@@ -118,7 +118,7 @@ DATA_ARGUMENTS_WITHOUT_EFFECT = frozenset({"export_dir", "preprocessing_num_work
 LOSS_FILE = "train_loss_sum.json"
 
 
-class GlueTrainer(Trainer):
+class GlueTrainer(trainer_internals.CheckpointHooks):
     """The Trainer with three guarantees:
 
     * a non-finite training loss or gradient stops the run before the optimizer step
@@ -152,7 +152,7 @@ class GlueTrainer(Trainer):
     @property
     def train_loss_sum(self) -> float:
         """The training loss summed over every step of the run, those before a resume included."""
-        return self.loss_sum_before_resume + getattr(self, "_total_loss_scalar", 0.0)  # set once training starts
+        return self.loss_sum_before_resume + trainer_internals.logged_loss_sum(self)
 
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any):
         if isinstance(resume_from_checkpoint, str) and (Path(resume_from_checkpoint) / LOSS_FILE).is_file():
@@ -160,34 +160,39 @@ class GlueTrainer(Trainer):
         return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
 
     def training_step(self, model, inputs, num_items_in_batch=None):
-        from ..core.schemes.ode.modeling_ode import ODESolverError
-
         try:
             loss = super().training_step(model, inputs, num_items_in_batch)
-        except ODESolverError as error:  # the solver knows its block, not the step: name it, as a stop does
-            raise ODESolverError(f"Step {self.state.global_step + 1}: {error}") from error
+        except ModelFailure as error:  # the model knows what failed, not the step: name it, as a stop does
+            raise type(error)(f"Step {self.state.global_step + 1}: {error}") from error
         self.nonfinite_guard.record_loss(loss, len(inputs["input_ids"]))
         return loss
 
-    def _save_checkpoint(self, model, trial):
-        run_dir = Path(self._get_output_dir(trial=trial))
-        step = self.state.global_step
-        folder = run_dir / f"checkpoint-{step}"
-        if self.args.should_save:
-            run_dir.mkdir(parents=True, exist_ok=True)
-            if is_link(folder):  # the Trainer would write into what the link points to
-                logger.warning("%s is a symbolic link: it is removed (never what it points to) before the "
-                               "checkpoint of step %d is written there.", folder, step)  # fmt: skip
-                remove_path(folder, run_dir)
-            checkpoints.write_json(run_dir / checkpoints.PENDING_FILE, {"checkpoint": folder.name})
-        limit, self.args.save_total_limit = self.args.save_total_limit, None  # rotated below, once marked
-        try:
-            super()._save_checkpoint(model, trial)
-        finally:
-            self.args.save_total_limit = limit
+    def evaluation_loop(self, *args: Any, **kwargs: Any):
+        """Trainer's evaluation loop, with the model's parametrised weights (TransJect's orthogonal matrices)
+        computed once for every batch of it rather than once per batch."""
+        hold = getattr(self.model, "hold_parametrized_weights", None)
+        with torch.no_grad(), hold() if hold is not None else contextlib.nullcontext():
+            return super().evaluation_loop(*args, **kwargs)
+
+    def before_checkpoint(self, run_dir: Path, folder: Path) -> None:
+        """A link in the checkpoint's place is removed (the Trainer would write into what it points to), and the
+        checkpoint being written is named in a pending note."""
+        if not self.args.should_save:
+            return
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if is_link(folder):
+            logger.warning("%s is a symbolic link: it is removed (never what it points to) before the "
+                           "checkpoint of step %d is written there.", folder, self.state.global_step)  # fmt: skip
+            remove_path(folder, run_dir)
+        checkpoints.write_json(run_dir / checkpoints.PENDING_FILE, {"checkpoint": folder.name})
+
+    def after_checkpoint(self, run_dir: Path, folder: Path, save_total_limit: int | None) -> None:
+        """The checkpoint's loss sum and fingerprint written, the checkpoint marked complete, then older ones
+        rotated."""
         if not (self.args.should_save and folder.is_dir()):
             return
-        loss_sum = self.train_loss_sum + float(self._tr_loss)
+        step = self.state.global_step
+        loss_sum = self.train_loss_sum + trainer_internals.loss_since_last_log(self)
         checkpoints.write_json(folder / LOSS_FILE, {"loss_sum": loss_sum, "global_step": step})
         if self.fingerprint is not None:
             checkpoints.write_json(folder / checkpoints.FINGERPRINT_FILE, self.fingerprint)
@@ -195,8 +200,7 @@ class GlueTrainer(Trainer):
         checkpoints.mark_complete(folder)
         (run_dir / checkpoints.PENDING_FILE).unlink(missing_ok=True)
         checkpoints.failpoint("checkpoint_marked", step)
-        checkpoints.rotate_checkpoints(run_dir, limit, keep=self.state.best_model_checkpoint)
-
+        checkpoints.rotate_checkpoints(run_dir, save_total_limit, keep=self.state.best_model_checkpoint)
 
     def save_metrics(self, split: str, metrics: dict[str, float], combined: bool = True) -> None:
         """``Trainer.save_metrics`` through the package's checked writer (never through a link)."""

@@ -200,6 +200,19 @@ def masked_lm_loss_sum(
     return loss_sum, getattr(outputs, "auxiliary_loss", None)
 
 
+def held_weights(
+    model: torch.nn.Module, accelerator: Accelerator, accumulate_gradients: bool = False
+) -> contextlib.AbstractContextManager:
+    """The model's parametrised weights computed once for a block (``hold_parametrized_weights``): for all
+    evaluation batches, or for the micro-batches of one optimizer step. Gradients that wait for the block's
+    end would reach the parameters after data-parallel training reduced them, so several processes hold
+    them for one forward pass each, as outside a block."""
+    if accumulate_gradients and accelerator.num_processes > 1:
+        return contextlib.nullcontext()
+    hold = getattr(accelerator.unwrap_model(model), "hold_parametrized_weights", None)
+    return hold(accumulate_gradients) if hold is not None else contextlib.nullcontext()
+
+
 def evaluate(
     model: torch.nn.Module,
     dataset,
@@ -214,7 +227,7 @@ def evaluate(
     size = len(dataset) if max_samples is None else min(max_samples, len(dataset))
     rank, world = accelerator.process_index, accelerator.num_processes
     totals = torch.zeros(2, dtype=torch.float64, device=accelerator.device)
-    with torch.no_grad():
+    with torch.no_grad(), held_weights(model, accelerator):
         for index, start in enumerate(range(0, size, batch_size)):
             if index % world != rank:
                 continue
@@ -404,19 +417,21 @@ def train(
             nothing_masked = masked_total == 0
             local_loss = torch.zeros((), dtype=torch.float64, device=accelerator.device)
             checkpoints.failpoint("train_step", step + 1)
-            for m, batch in enumerate([] if nothing_masked else full):
-                local = {
-                    k: v[rank * per_device : (rank + 1) * per_device].to(accelerator.device) for k, v in batch.items()
-                }
-                sync = m == len(full) - 1
-                with accelerator.no_sync(model) if not sync else contextlib.nullcontext():
-                    with accelerator.autocast():
-                        loss_sum, auxiliary = masked_lm_loss_sum(model, local, sparse)
-                    loss = loss_sum * world / max(masked_total, 1)
-                    if auxiliary is not None:
-                        loss = loss + auxiliary / accumulation
-                    accelerator.backward(loss)
-                local_loss += loss_sum.detach().double()
+            with held_weights(model, accelerator, accumulate_gradients=len(full) > 1):
+                for m, batch in enumerate([] if nothing_masked else full):
+                    local = {
+                        k: v[rank * per_device : (rank + 1) * per_device].to(accelerator.device)
+                        for k, v in batch.items()
+                    }
+                    sync = m == len(full) - 1
+                    with accelerator.no_sync(model) if not sync else contextlib.nullcontext():
+                        with accelerator.autocast():
+                            loss_sum, auxiliary = masked_lm_loss_sum(model, local, sparse)
+                        loss = loss_sum * world / max(masked_total, 1)
+                        if auxiliary is not None:
+                            loss = loss + auxiliary / accumulation
+                        accelerator.backward(loss)
+                    local_loss += loss_sum.detach().double()
             # checked before clipping, which would spread an infinite norm as NaN (nonfinite.py); under a
             # grad scaler (fp16) overflow steps are the scaler's to skip
             nonfinite = [] if accelerator.scaler is not None else nonfinite_gradients(

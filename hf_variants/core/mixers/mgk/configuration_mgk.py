@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ...composition import LAYER_SCHEMES
 from ...ideas import ConfigurableIdea, MatchedSize
 from ...validation import require_bool, require_choice, require_number, require_positive_int
 
@@ -73,13 +72,15 @@ class MixtureOfKeysSpec(ConfigurableIdea):
         if not all(isinstance(c, (int, float)) and not isinstance(c, bool) and c > 0 for c in config.variance_factors):
             raise ValueError(f"variance_factors must be positive numbers, got {config.variance_factors!r}.")
         require_number(config, "key_shift_init_std", strict=False)
-        if config.mixture_weights == "soft_em" and not LAYER_SCHEMES[config.layer_scheme].calls_mixer_once:
-            raise ValueError(
-                f"mixture_weights='soft_em' cannot be used with layer_scheme={config.layer_scheme!r}: the soft E-step "
-                "updates π in every forward of the attention, and this scheme calls it a varying number of times per "
-                "layer (an ODE solver: once per function evaluation, rejected steps included), so π would depend on "
-                "that count. Use 'learned' or 'hard'."
-            )
+
+    @classmethod
+    def single_call_requirement(cls, config: EncoderConfig) -> tuple[str, str] | None:
+        if config.mixture_weights != "soft_em":
+            return None
+        return "mixture_weights='soft_em'", (
+            "the soft E-step updates π in every forward of the attention, so π would depend on how many times a "
+            "layer calls it. Use 'learned' or 'hard'."
+        )
 
     @classmethod
     def gradient_checkpointing_error(cls, config: EncoderConfig) -> str | None:

@@ -8,9 +8,10 @@
   rotated again, so ``‖A(x) − A(y)‖ ≤ ‖x − y‖``. Tokens interact only through Σ.
 
 Orthogonal matrices come from ``torch.nn.utils.parametrizations.orthogonal`` (``config.orthogonal_map``,
-Cayley by default) and are computed once per forward pass (the backbone runs under
-``parametrize.cached()``). Outside ``layer_scheme="injective"`` the attention is still 1-Lipschitz,
-but the layer around it is not bounded by Theorem 2 (see the TransJect model card).
+Cayley by default) and are computed once per forward pass, all of the model's in one batched call
+(:func:`~hf_variants.core.modeling_orthogonal_weights.held_orthogonal_weights`). Outside
+``layer_scheme="injective"`` the attention is still 1-Lipschitz, but the layer around it is not bounded by
+Theorem 2 (see the TransJect model card).
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ class EigenvalueEstimator(nn.Module):
             eigenvalues = torch.linalg.eigvalsh(torch.where(finite, gram, 0.0).double()).flip(-1)
             eigenvalues = torch.where(finite[..., 0], eigenvalues, torch.nan)
             return _standardise(eigenvalues).to(dtype), None
-        vectors = self.eigenvectors.weight.float()  # columns are the eigenvector estimates
+        vectors = self.eigenvectors.matrix()  # float32; columns are the eigenvector estimates
         diagonal = torch.einsum("di,bde,ei->bi", vectors, gram, vectors)
         reconstruction = vectors @ torch.diag_embed(diagonal) @ vectors.T
         error = torch.linalg.matrix_norm(gram - reconstruction) / torch.linalg.matrix_norm(gram).clamp_min(1e-12)

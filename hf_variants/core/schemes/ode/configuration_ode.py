@@ -49,6 +49,7 @@ class OdeSpec(FeedForwardSchemeSpec):
     """
 
     calls_mixer_once = False  # the solver evaluates F (and its token mixer) a data-dependent number of times
+    mixer_calls = "an ODE solver: once per function evaluation, rejected steps included"
     #: The paper's own baseline: vanilla eq. (1) blocks of the same pieces (``layer_scheme="vanilla"``).
     control_overrides: ClassVar[dict[str, Any]] = {"layer_scheme": "vanilla"}
     #: hf-variants ≤ 0.2 chose the baseline inside this scheme with ``block_type``; configs saved then load.

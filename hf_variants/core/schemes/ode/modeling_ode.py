@@ -28,6 +28,7 @@ from transformers import initialization as init
 
 from ...attention import MultiHeadSelfAttention
 from ...encoder_layers import FeedForward, LayerScheme, optional_pre_norms
+from ...failures import ModelFailure
 from ...inputs import value_checks_enabled
 from .configuration_ode import ADAPTIVE_METHODS
 
@@ -54,9 +55,11 @@ def require_solver() -> None:
         )
 
 
-class ODESolverError(RuntimeError):
+class ODESolverError(ModelFailure):
     """The ODE solver could not integrate a block (step cap exceeded, step size underflow, or a
     non-finite state)."""
+
+    status = "solver_failed"
 
 
 class TimeDependentLinear(nn.Linear):
