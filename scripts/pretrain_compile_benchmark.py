@@ -62,7 +62,8 @@ def markdown(record: dict) -> str:
     lines = [
         f"`python {record['command']}` — the BERT control, hidden {settings['hidden_size']}, {settings['layers']} "
         f"layers, batch {settings['batch_size']} × {settings['length']} tokens, {settings['steps']} steps, "
-        f"{record['threads']} threads; runs alternated, each in a fresh process.",
+        f"{record['threads']} threads; runs alternated, each in a fresh process. Whole run: the engine's own "
+        "tokens/s, compilation included; second half: over the second half of the steps, after compilation.",
         "",
         "| mode | runs | tokens/s, whole run | tokens/s, second half | final loss |",
         "|---|---:|---:|---:|---:|",

@@ -142,7 +142,9 @@ def compare_steps(args: argparse.Namespace) -> dict:
 
 def markdown(record: dict) -> str:
     lines = [f"`python {record['command']}` — {record['threads']} threads, torch {record['torch']}.", "",
-             "Forward + backward of `base @ map(skew(X))` for a stack of matrices; medians of repeats.", "",
+             "Forward + backward of `base @ map(skew(X))` for a stack of matrices, medians of repeats: in one batched "
+             "call, and in one call per matrix (how torch's parametrisation runs them, layer by layer). Offset scale: "
+             "the standard deviation of the random offsets X (0: a model at initialisation).", "",
              "| hidden | matrices | offset scale | map | one batched call ms | one call per matrix ms | "
              "max \\|QᵀQ − I\\| |", "|---:|---:|---:|---|---:|---:|---:|"]  # fmt: skip
     for r in record["maps"]:
@@ -160,7 +162,9 @@ def markdown(record: dict) -> str:
               + (" at every size and offset measured." if len(winners) == 1 else ", depending on size and offset.")]
     steps = record["steps"]
     lines += ["", f"Training step, hidden {steps['hidden']}, N = {steps['length']}, batch {steps['batch']}, "
-              f"{steps['layers']} layers; interleaved rounds, medians.", "",
+              f"{steps['layers']} layers; interleaved rounds, medians. *Each matrix in its layer*: torch's "
+              "parametrisation, as before the batching; *plain twin*: the same matrices held as plain weights, with "
+              "no parametrisation at all.", "",
               "| model | step ms | × control |", "|---|---:|---:|"]  # fmt: skip
     for case, seconds in steps["seconds"].items():
         ratio = steps["vs_control"].get(case)
