@@ -12,8 +12,8 @@ The page's blocks lie between ``<!-- BEGIN generated: NAME -->`` and ``<!-- END 
 ``never-from-scratch-listops-budget``);
 docs/findings.md and its forest plot come from ``scripts/findings.py``; docs/which-variant.md's ``which-variant`` block
 comes from the main job's default report, the classification grid
-and the model benchmark. It also writes the package's two generated modules
-``hf_variants/core/registered_{specs,implementations}.py`` (from the registries, ``hf_variants.export_code``).
+and the model benchmark. (The package's generated modules ``hf_variants/core/registered_*.py`` come from
+``python -m hf_variants.export_code``.)
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from finetune_padding_benchmark import table as padding_table
 from pretrain_compile_benchmark import markdown as pretrain_compile_table
 from transject_weights_benchmark import markdown as transject_weights_table
 
-from hf_variants.export_code import module_file, registered_imports
 from hf_variants.lab.glue_after_pretraining import budget_study_table, pair_study_table
 from hf_variants.lab.never_from_scratch import (
     SCRATCH,
@@ -304,8 +303,6 @@ def rendered_pages() -> dict[Path, str]:
     if (ROOT / "docs" / "compare" / "power" / "results.json").is_file():
         pages[MAIN_JOB_PAGE] = fill_blocks(MAIN_JOB_PAGE.read_text(encoding="utf-8"),
                                            {"power-preset": power_preset_block()}, MAIN_JOB_PAGE)
-    # the package's generated modules that list the registries' files (hf_variants.export_code)
-    pages.update({module_file(module): source for module, source in registered_imports().items()})
     for name in TRANSJECT_GRIDS:
         if (experiments / name).is_dir():
             title = f"TransJect's layers on the classification grid ({TRANSJECT_GRIDS[name].removeprefix('--pairs ')})"

@@ -7,6 +7,7 @@ import ast
 
 import pytest
 
+from hf_variants import export_code
 from hf_variants.core.composition import ATTENTION_TYPES, LAYER_SCHEMES
 from hf_variants.core.registration import VARIANTS
 from hf_variants.export_code import flatten_module, module_file, registered_imports
@@ -62,9 +63,33 @@ def test_flattening_keeps_multi_line_imports_and_refuses_a_package_import() -> N
         flatten_module("hf_variants.core.example", "import torch\nfrom .mixers import softmax\n")
 
 
+def test_the_generation_command_rewrites_stale_modules_and_its_check_names_them(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """``python -m hf_variants.export_code`` on a copy of the package's two generated modules, one of them stale
+    and the other replaced by a symbolic link: ``--check`` names both and exits 1; the command rewrites them (the
+    link itself replaced, never what it points to); then ``--check`` passes."""
+    core = tmp_path / "hf_variants" / "core"
+    core.mkdir(parents=True)
+    monkeypatch.setattr(export_code, "PACKAGE_DIR", tmp_path / "hf_variants")
+    monkeypatch.setattr(export_code, "module_file", lambda name: core / f"{name.rsplit('.', 1)[1]}.py")
+    generated = {core / f"{name.rsplit('.', 1)[1]}.py": source for name, source in registered_imports().items()}
+    stale, linked = generated
+    stale.write_text("# an old list\n")
+    elsewhere = tmp_path / "elsewhere.py"
+    elsewhere.write_text("# not the package's\n")
+    linked.symlink_to(elsewhere)
+    assert export_code.main(["--check"]) == 1
+    assert capsys.readouterr().out.splitlines() == [f"stale: hf_variants/core/{path.name}" for path in generated]
+    assert export_code.main([]) == 0
+    assert {path: path.read_text() for path in generated} == generated and not linked.is_symlink()
+    assert elsewhere.read_text() == "# not the package's\n"
+    assert export_code.main(["--check"]) == 0
+
+
 def test_the_packages_registered_modules_are_generated_from_the_registries() -> None:
     """``registered_specs`` / ``registered_implementations`` list every registered idea's modules (rewritten by
-    ``python scripts/render_tables.py``): a registry line added without them fails here."""
+    ``python -m hf_variants.export_code``): a registry line added without them fails here."""
     for module_name, generated in registered_imports().items():
         assert module_file(module_name).read_text(encoding="utf-8") == generated, module_name
     listed = ast.parse(module_file("hf_variants.core.registered_specs").read_text(encoding="utf-8"))
