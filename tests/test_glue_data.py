@@ -214,3 +214,27 @@ def test_evaluate_module_works_offline() -> None:
     assert result["f1"] == pytest.approx(2 / 3) and result["accuracy"] == pytest.approx(0.6)
     stsb = evaluate.load(EVALUATE_MODULE, "stsb").compute(predictions=[0.5, 1.5, 4.0], references=[1.0, 2.0, 4.5])
     assert stsb["pearson"] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_a_new_task_gets_its_metric_and_score_range_from_its_declaration(monkeypatch: pytest.MonkeyPatch,
+                                                                          tmp_path: Path) -> None:  # fmt: skip
+    """What a task declares decides, not its name: a new classification task that declares Matthews
+    correlation is scored by it, and a new regression task's predictions are clipped to its own score range."""
+    import dataclasses
+
+    import numpy as np
+
+    from hf_variants.glue import tasks
+    from hf_variants.training.run_glue import LabelSpace, write_predictions
+
+    grammatical = dataclasses.replace(tasks.TASKS["sst2"], name="grammatical", metrics=("matthews_correlation",))
+    rating = dataclasses.replace(tasks.TASKS["stsb"], name="rating", score_range=(1.0, 3.0))
+    monkeypatch.setitem(tasks.TASKS, "grammatical", grammatical)
+    monkeypatch.setitem(tasks.TASKS, "rating", rating)
+    predictions, references = [1, 1, 0, 0, 1, 0], [1, 0, 0, 0, 1, 1]
+    # MCC by hand: tp 2, tn 2, fp 1, fn 1 → (2·2 − 1·1) / √(3·3·3·3) = 1/3
+    scores = compute_glue_metrics("grammatical", predictions, references)
+    assert scores == {"matthews_correlation": pytest.approx(1 / 3)}
+    write_predictions(tmp_path / "rating.tsv", "rating", LabelSpace(None), np.array([0.2, 2.5, 4.0]), False)
+    rows = (tmp_path / "rating.tsv").read_text().splitlines()
+    assert rows == ["index\tprediction", "0\t1.000", "1\t2.500", "2\t3.000"]

@@ -65,7 +65,7 @@ def compute_glue_metrics(task_name: str, predictions, references) -> dict[str, f
         raise ValueError(f"No examples to score for {task.name}.")
     if task.is_regression:
         result = correlations(predictions, references)
-    elif task.name == "cola":
+    elif "matthews_correlation" in task.metrics:
         result = {"matthews_correlation": matthews_correlation(predictions, references)}
     elif "f1" in task.metrics:
         result = {"accuracy": accuracy(predictions, references), "f1": f1_positive(predictions, references)}

@@ -446,11 +446,13 @@ def collapse_measure(predicted: np.ndarray, is_regression: bool) -> dict[str, fl
 def write_predictions(
     path: Path, task: str | None, labels: LabelSpace, predicted: np.ndarray, label_names: bool
 ) -> None:
-    """``index<TAB>prediction`` rows: scores (STS-B clipped to GLUE's 0–5), class ids or names."""
+    """``index<TAB>prediction`` rows: scores (clipped to the task's score range, STS-B's 0–5), class ids or
+    names."""
+    score_range = get_task(task).score_range if task is not None else None
     rows = ["index\tprediction\n"]
     for index, value in enumerate(predicted):
         if labels.is_regression:
-            score = float(np.clip(value, 0.0, 5.0)) if task == "stsb" else float(value)
+            score = float(value) if score_range is None else float(np.clip(value, *score_range))
             rows.append(f"{index}\t{score:.3f}\n")
         else:
             rows.append(f"{index}\t{labels.names[int(value)] if label_names else int(value)}\n")

@@ -17,11 +17,11 @@ class EvaluateGlue(evaluate.Metric):
     def _info(self) -> evaluate.MetricInfo:
         if self.config_name not in TASKS:
             raise KeyError(f"Unknown GLUE task {self.config_name!r}; choose from {', '.join(TASKS)}.")
-        value = datasets.Value("float32" if self.config_name == "stsb" else "int64")
+        value = datasets.Value("float32" if TASKS[self.config_name].is_regression else "int64")
         return evaluate.MetricInfo(
             description=_DESCRIPTION,
             citation="",
-            inputs_description="predictions and references: class ids (float scores for stsb)",
+            inputs_description="predictions and references: class ids (float scores for a regression task)",
             features=datasets.Features({"predictions": value, "references": value}),
         )
 
