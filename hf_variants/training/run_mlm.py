@@ -41,6 +41,7 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -298,13 +299,79 @@ def run(args: PretrainingArguments, command: str | None = None) -> dict[str, Any
             lock.release()
 
 
+@dataclass
+class StepPlan:
+    """How the training set is cut into optimizer steps: per-device micro-batches, accumulated, on every process."""
+
+    per_device: int
+    accumulation: int
+    world: int
+    rank: int
+    steps_per_epoch: int
+    max_steps: int
+    warmup: int
+
+    @property
+    def global_micro(self) -> int:
+        return self.per_device * self.world
+
+
+@dataclass
+class PretrainingRun:
+    """What the steps of one run share: settings, data, model and optimization, and the state checkpoints keep."""
+
+    args: PretrainingArguments
+    accelerator: Accelerator
+    tokenizer: PreTrainedTokenizerBase
+    train_set: Any
+    eval_set: Any
+    plan: StepPlan
+    fingerprint: dict[str, Any]
+    collator: SeededMaskingCollator
+    model: Any = None
+    optimizer: Any = None
+    scheduler: Any = None
+    state: dict[str, Any] = field(default_factory=dict)
+
+
 def train(
     args: PretrainingArguments, accelerator: Accelerator, command: str | None, stop_on_signal: StopOnSignal
 ) -> dict[str, Any]:
-    """The run itself, inside the output folder's lock; a SIGTERM or SIGINT (``stop_on_signal``) ends it after
-    the current step with a checkpoint of that step (:mod:`.interrupts`)."""
+    """The run itself, inside the output folder's lock, in named steps; a SIGTERM or SIGINT (``stop_on_signal``)
+    ends it after the current step with a checkpoint of that step (:mod:`.interrupts`)."""
     set_seed(args.seed)
+    tokenizer, train_set, eval_set = load_data(args, accelerator)
+    plan = plan_steps(args, accelerator, len(train_set))
+    fingerprint, finished = check_run_folder(args, accelerator, tokenizer, plan)
+    if finished is not None:
+        return finished
+    run = PretrainingRun(args, accelerator, tokenizer, train_set, eval_set, plan, fingerprint,
+                         SeededMaskingCollator(tokenizer, args.mlm_probability, args.seed))  # fmt: skip
+    prepare_optimization(run)
+    files_before = start_run(run)
+    progress = tqdm(total=plan.max_steps, initial=run.state["global_step"], desc="MLM",
+                    disable=args.disable_tqdm or not accelerator.is_local_main_process)  # fmt: skip
+    run.model.train()
+    stop = run.state["global_step"] >= plan.max_steps
+    while not stop:
+        epoch, step_in_epoch = divmod(run.state["global_step"], plan.steps_per_epoch)
+        batches = list(global_batches(len(train_set), plan.global_micro, epoch, args.seed))
+        step_batches = [batches[i : i + plan.accumulation]
+                        for i in range(0, plan.steps_per_epoch * plan.accumulation, plan.accumulation)]  # fmt: skip
+        for micro_batches in step_batches[step_in_epoch:]:
+            record = optimizer_step(run, micro_batches)
+            progress.update(1)
+            if record is not None:
+                progress.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_second']:.0f}")
+            stop = after_step(run, record, stop_on_signal, progress)
+            if stop:
+                break
+    progress.close()
+    return finish_run(run, command, files_before)
 
+
+def load_data(args: PretrainingArguments, accelerator: Accelerator) -> tuple[PreTrainedTokenizerBase, Any, Any]:
+    """The corpus, its tokenizer (trained or loaded) and the tokenized training and validation sets."""
     corpus = load_text_corpus(
         args.train_file, args.validation_file, args.dataset_name, args.dataset_config_name,
         args.text_column, args.validation_split_percentage, args.seed,
@@ -317,42 +384,56 @@ def train(
             corpus, tokenizer, args.max_seq_length, args.line_by_line, args.preprocessing_num_workers
         )
     check_maskable(tokenized, {"validation": args.max_eval_samples})  # before training, not after it
-    train_set, eval_set = tokenized["train"], tokenized["validation"]
+    return tokenizer, tokenized["train"], tokenized["validation"]
 
-    world, rank = accelerator.num_processes, accelerator.process_index
+
+def plan_steps(args: PretrainingArguments, accelerator: Accelerator, train_examples: int) -> StepPlan:
+    """Steps per epoch, the run's length and its warmup; an error when the data cannot fill one step."""
+    world = accelerator.num_processes
     per_device, accumulation = args.per_device_train_batch_size, args.gradient_accumulation_steps
-    global_micro = per_device * world
-    steps_per_epoch = len(train_set) // global_micro // accumulation
+    steps_per_epoch = train_examples // (per_device * world) // accumulation
     if steps_per_epoch == 0:
         raise ValueError(
-            f"The training set has {len(train_set)} examples, fewer than one optimizer step needs "
-            f"({global_micro * accumulation}); lower the batch size or add data."
+            f"The training set has {train_examples} examples, fewer than one optimizer step needs "
+            f"({per_device * world * accumulation}); lower the batch size or add data."
         )
     max_steps = args.max_train_steps or math.ceil(args.num_train_epochs * steps_per_epoch)
     warmup = int(args.num_warmup_steps * max_steps) if args.num_warmup_steps < 1 else int(args.num_warmup_steps)
+    return StepPlan(per_device, accumulation, world, accelerator.process_index, steps_per_epoch, max_steps, warmup)
 
+
+def check_run_folder(
+    args: PretrainingArguments, accelerator: Accelerator, tokenizer: PreTrainedTokenizerBase, plan: StepPlan
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The run's fingerprint checked against the output folder (the one-run-per-folder rule), and the results of
+    this run when the folder already holds it finished at this length (then nothing is trained)."""
     fingerprint = run_fingerprint(args, tokenizer, accelerator.mixed_precision)
     if schedule_depends_on_length(args):  # the steps already taken depend on the length: another length, another run
-        fingerprint["schedule_steps"] = max_steps
+        fingerprint["schedule_steps"] = plan.max_steps
     this_run = checkpoints.check_output_dir(args.output_dir, fingerprint, args.overwrite_output_dir,
                                             replace_unstarted=True)  # fmt: skip
     if args.overwrite_output_dir:
         checkpoints.check_inputs_kept(args.output_dir, input_paths(args))
     finished = checkpoints.finished_run(args.output_dir) if this_run else None
-    if finished is not None and finished.get("steps", 0) >= max_steps:
+    if finished is not None and finished.get("steps", 0) >= plan.max_steps:
         accelerator.print(
             f"{args.output_dir} holds this run, finished at step {finished['steps']}: nothing was trained or written "
             "(a larger --max_train_steps continues it; --overwrite_output_dir runs it again; `hf-variants export` "
             "exports or pushes it)."
         )
-        return finished
+        return fingerprint, finished
     if args.resume_from_checkpoint not in (None, "latest"):  # the clearest message for the commonest mistake
         check_checkpoint_tokenizer(Path(args.resume_from_checkpoint), tokenizer)
-    model = build_model(args, tokenizer)
-    # fine-tuning scripts refuse a tokenizer with another vocabulary (same size, other tokens)
-    model.config.tokenizer_vocabulary_sha256 = run_identity.vocabulary_sha256(tokenizer)
-    collator = SeededMaskingCollator(tokenizer, args.mlm_probability, args.seed)
+    return fingerprint, None
 
+
+def prepare_optimization(run: PretrainingRun) -> None:
+    """The model (compiled if asked), AdamW without decay on biases and norms (fused where the device has it) and
+    the schedule, prepared by accelerate."""
+    args, accelerator = run.args, run.accelerator
+    model = build_model(args, run.tokenizer)
+    # fine-tuning scripts refuse a tokenizer with another vocabulary (same size, other tokens)
+    model.config.tokenizer_vocabulary_sha256 = run_identity.vocabulary_sha256(run.tokenizer)
     no_decay = ("bias", "LayerNorm.weight", "layer_norm", "norm.weight")
     decay_groups = [
         {"params": [p for n, p in model.named_parameters() if not any(k in n for k in no_decay)],
@@ -364,159 +445,173 @@ def train(
                                   fused=fused or None)  # fmt: skip
     if args.torch_compile:  # in place: the module, its parameters and its state_dict keys stay the same
         model.compile(backend=args.torch_compile_backend)
-    scheduler = get_scheduler(args.lr_scheduler_type, optimizer, num_warmup_steps=warmup, num_training_steps=max_steps)
-    sparse = getattr(model.config, "sparse_prediction", False)
+    run.scheduler = get_scheduler(args.lr_scheduler_type, optimizer, num_warmup_steps=run.plan.warmup,
+                                  num_training_steps=run.plan.max_steps)  # fmt: skip
     # The scheduler stays unwrapped: accelerate's wrapper steps it once per process, which would make
     # the schedule depend on the number of processes. It is still saved in checkpoints.
-    model, optimizer = accelerator.prepare(model, optimizer)
-    accelerator.register_for_checkpointing(scheduler)
+    run.model, run.optimizer = accelerator.prepare(model, optimizer)
+    accelerator.register_for_checkpointing(run.scheduler)
 
+
+def start_run(run: PretrainingRun) -> dict[str, Any]:
+    """The folder claimed, the state resumed from a checkpoint if there is one, the trackers started; returns the
+    folder's files before this run (the manifest records what the run writes)."""
+    args, accelerator = run.args, run.accelerator
     # the run starts: the folder becomes its own (a run refused above left nothing that refuses the next)
     with accelerator.main_process_first():
         if accelerator.is_main_process:
-            checkpoints.claim_output_dir(args.output_dir, fingerprint, args.overwrite_output_dir)
-    files_before = checkpoints.file_states(args.output_dir)  # the manifest records what this run writes
-    resume_from = checkpoints.checkpoint_to_resume(args.resume_from_checkpoint, args.output_dir, fingerprint)
-    state = {"global_step": 0, "train_seconds": 0.0, "train_tokens": 0, "skipped_steps": 0, "history": [], "logged": []}
+            checkpoints.claim_output_dir(args.output_dir, run.fingerprint, args.overwrite_output_dir)
+    files_before = checkpoints.file_states(args.output_dir)
+    resume_from = checkpoints.checkpoint_to_resume(args.resume_from_checkpoint, args.output_dir, run.fingerprint)
+    run.state = {"global_step": 0, "train_seconds": 0.0, "train_tokens": 0, "skipped_steps": 0, "history": [],
+                 "logged": []}  # fmt: skip
     if resume_from is not None:
-        state = load_checkpoint(resume_from, accelerator, model, optimizer, scheduler)
-        accelerator.print(f"Resumed from {resume_from} at step {state['global_step']}.")
-
+        run.state = load_checkpoint(resume_from, accelerator, run.model, run.optimizer, run.scheduler)
+        accelerator.print(f"Resumed from {resume_from} at step {run.state['global_step']}.")
     for tracker in accelerator.log_with:
         if isinstance(tracker, tracking.CSVTracker):
-            tracker.rows = list(state["logged"])  # the whole run's history, across resumes
-    accelerator.init_trackers(args.output_dir.name, config=tracker_config(fingerprint))
-    parameters = sum(p.numel() for p in accelerator.unwrap_model(model).parameters())
+            tracker.rows = list(run.state["logged"])  # the whole run's history, across resumes
+    accelerator.init_trackers(args.output_dir.name, config=tracker_config(run.fingerprint))
+    plan = run.plan
     accelerator.print(
-        f"{type(accelerator.unwrap_model(model)).__name__}: {parameters:,} parameters; {len(train_set):,} train / "
-        f"{len(eval_set):,} validation examples of ≤{args.max_seq_length} tokens; {max_steps} steps of "
-        f"{global_micro * accumulation} examples on {world} process(es)."
+        f"{type(accelerator.unwrap_model(run.model)).__name__}: {parameter_count(run):,} parameters; "
+        f"{len(run.train_set):,} train / {len(run.eval_set):,} validation examples of ≤{args.max_seq_length} tokens; "
+        f"{plan.max_steps} steps of {plan.global_micro * plan.accumulation} examples on {plan.world} process(es)."
     )
-    progress = tqdm(
-        total=max_steps,
-        initial=state["global_step"],
-        disable=args.disable_tqdm or not accelerator.is_local_main_process,
-        desc="MLM",
-    )
-    history: list[dict[str, float]] = state["history"]  # continues across resumes
-    model.train()
-    stop = state["global_step"] >= max_steps
-    while not stop:
-        epoch, step_in_epoch = divmod(state["global_step"], steps_per_epoch)
-        batches = list(global_batches(len(train_set), global_micro, epoch, args.seed))
-        step_batches = [batches[i : i + accumulation] for i in range(0, steps_per_epoch * accumulation, accumulation)]
-        for micro_batches in step_batches[step_in_epoch:]:
-            started = time.perf_counter()
-            step = state["global_step"]
-            full = [
-                collator([train_set[i] for i in indices], step * accumulation + m)
-                for m, indices in enumerate(micro_batches)
-            ]
-            masked_total = sum(int((b["labels"] != -100).sum()) for b in full)
-            # a batch that masks no token has no loss: skipped and counted, never logged as a step at loss 0
-            nothing_masked = masked_total == 0
-            local_loss = torch.zeros((), dtype=torch.float64, device=accelerator.device)
-            checkpoints.failpoint("train_step", step + 1)
-            with held_weights(model, accelerator, accumulate_gradients=len(full) > 1):
-                for m, batch in enumerate([] if nothing_masked else full):
-                    local = {
-                        k: v[rank * per_device : (rank + 1) * per_device].to(accelerator.device)
-                        for k, v in batch.items()
-                    }
-                    sync = m == len(full) - 1
-                    with accelerator.no_sync(model) if not sync else contextlib.nullcontext():
-                        with accelerator.autocast():
-                            loss_sum, auxiliary = masked_lm_loss_sum(model, local, sparse)
-                        loss = loss_sum * world / max(masked_total, 1)
-                        if auxiliary is not None:
-                            loss = loss + auxiliary / accumulation
-                        accelerator.backward(loss)
-                    local_loss += loss_sum.detach().double()
-            # checked before clipping, which would spread an infinite norm as NaN (nonfinite.py); under a
-            # grad scaler (fp16) overflow steps are the scaler's to skip
-            nonfinite = [] if accelerator.scaler is not None else nonfinite_gradients(
-                accelerator.unwrap_model(model).named_parameters())  # fmt: skip
-            # the norm before clipping (0 = no clipping, as in transformers: the norm is still measured)
-            grad_norm = accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm or math.inf)
-            step_loss = float(accelerator.reduce(local_loss, reduction="sum")) / max(masked_total, 1)
-            if nothing_masked:
-                state["steps_without_masked_tokens"] = state.get("steps_without_masked_tokens", 0) + 1
-                examples = [int(i) for indices in micro_batches for i in indices]
-                accelerator.print(f"Step {step + 1}: its batch (training examples {examples[:16]}) masked no token, so "
-                                  "it has no loss: skipped, no optimizer step.")  # fmt: skip
-            elif math.isfinite(step_loss) and not nonfinite and math.isfinite(float(grad_norm)):
-                optimizer.step()
-            else:
-                examples = [int(i) for indices in micro_batches for i in indices]
-                error = NonFiniteStepError(
-                    step + 1, nonfinite, None if math.isfinite(step_loss) else str(step_loss),
-                    hint="lower --learning_rate, check the data, or pass --skip_nonfinite_steps.",
-                    detail=f" (gradient norm {float(grad_norm)}) on the batch of training examples {examples[:16]}"
-                    f"{' ...' if len(examples) > 16 else ''}",
-                )  # fmt: skip
-                if not args.skip_nonfinite_steps:
-                    raise error
-                state["skipped_steps"] += 1
-                accelerator.print(f"{error.summary}: skipped.")
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            tokens = sum(
-                int(b["attention_mask"].sum()) if "attention_mask" in b else b["input_ids"].numel() for b in full
-            )
-            state["global_step"] += 1
-            state["train_seconds"] += time.perf_counter() - started
-            state["train_tokens"] += tokens
-            record = {"loss": step_loss, "learning_rate": scheduler.get_last_lr()[0], "grad_norm": float(grad_norm),
-                      "tokens_per_second": state["train_tokens"] / max(state["train_seconds"], 1e-9)}  # fmt: skip
-            progress.update(1)
-            if not nothing_masked:
-                history.append({"step": state["global_step"], **record})
-                progress.set_postfix(loss=f"{step_loss:.3f}", tok_s=f"{record['tokens_per_second']:.0f}")
-            if state["global_step"] % args.logging_steps == 0 and not nothing_masked:
-                accelerator.log(record, step=state["global_step"])
-            if args.eval_steps and state["global_step"] % args.eval_steps == 0:
-                accelerator.log(
-                    evaluate(
-                        model, eval_set, collator, args.per_device_eval_batch_size, accelerator, args.max_eval_samples
-                    ),
-                    step=state["global_step"],
-                )
-            over_budget = args.time_budget_seconds is not None and state["train_seconds"] >= args.time_budget_seconds
-            flags = torch.tensor([float(over_budget), float(stop_on_signal.received is not None)])
-            over_budget, signalled = (bool(flag) for flag in accelerator.reduce(flags.to(accelerator.device), "max"))
-            stop = state["global_step"] >= max_steps or over_budget
-            # a checkpoint at the last step too, so that a longer run of the same schedule continues from it, and
-            # at a stop signal, so that no step is lost
-            checkpoint = args.output_dir / f"checkpoint-{state['global_step']}"
-            every = args.checkpointing_steps
-            if signalled or (every and (state["global_step"] % every == 0 or stop)):
-                state["logged"] = tracking.csv_rows(accelerator)
-                save_checkpoint(accelerator, checkpoint, state, fingerprint, tokenizer, model, optimizer, scheduler)
-            if signalled:
-                progress.close()
-                interrupted = TrainingInterrupted(stop_on_signal.received or signal.SIGTERM, state["global_step"],
-                                                  str(checkpoint))  # fmt: skip
-                accelerator.print(interrupted.message)
-                raise interrupted
-            if stop:
-                break
-    progress.close()
+    return files_before
 
-    metrics = evaluate(model, eval_set, collator, args.per_device_eval_batch_size, accelerator, args.max_eval_samples)
+
+def parameter_count(run: PretrainingRun) -> int:
+    return sum(p.numel() for p in run.accelerator.unwrap_model(run.model).parameters())
+
+
+def optimizer_step(run: PretrainingRun, micro_batches: list[list[int]]) -> dict[str, float] | None:
+    """One optimizer step over its micro-batches: losses summed over the step's masked tokens, gradients checked
+    for non-finite values before clipping, then the update. Returns the step's logged record, or None for a step
+    whose batch masked no token (skipped and counted, never logged as a step at loss 0)."""
+    args, accelerator, plan, state = run.args, run.accelerator, run.plan, run.state
+    started = time.perf_counter()
+    step = state["global_step"]
+    full = [run.collator([run.train_set[i] for i in indices], step * plan.accumulation + m)
+            for m, indices in enumerate(micro_batches)]  # fmt: skip
+    masked_total = sum(int((b["labels"] != -100).sum()) for b in full)
+    nothing_masked = masked_total == 0
+    checkpoints.failpoint("train_step", step + 1)
+    local_loss = accumulate_gradients(run, [] if nothing_masked else full, masked_total)
+    # checked before clipping, which would spread an infinite norm as NaN (nonfinite.py); under a
+    # grad scaler (fp16) overflow steps are the scaler's to skip
+    nonfinite = [] if accelerator.scaler is not None else nonfinite_gradients(
+        accelerator.unwrap_model(run.model).named_parameters())  # fmt: skip
+    # the norm before clipping (0 = no clipping, as in transformers: the norm is still measured)
+    grad_norm = accelerator.clip_grad_norm_(run.model.parameters(), args.max_grad_norm or math.inf)
+    step_loss = float(accelerator.reduce(local_loss, reduction="sum")) / max(masked_total, 1)
+    examples = [int(i) for indices in micro_batches for i in indices]
+    if nothing_masked:
+        state["steps_without_masked_tokens"] = state.get("steps_without_masked_tokens", 0) + 1
+        accelerator.print(f"Step {step + 1}: its batch (training examples {examples[:16]}) masked no token, so "
+                          "it has no loss: skipped, no optimizer step.")  # fmt: skip
+    elif math.isfinite(step_loss) and not nonfinite and math.isfinite(float(grad_norm)):
+        run.optimizer.step()
+    else:
+        error = NonFiniteStepError(
+            step + 1, nonfinite, None if math.isfinite(step_loss) else str(step_loss),
+            hint="lower --learning_rate, check the data, or pass --skip_nonfinite_steps.",
+            detail=f" (gradient norm {float(grad_norm)}) on the batch of training examples {examples[:16]}"
+            f"{' ...' if len(examples) > 16 else ''}",
+        )  # fmt: skip
+        if not args.skip_nonfinite_steps:
+            raise error
+        state["skipped_steps"] += 1
+        accelerator.print(f"{error.summary}: skipped.")
+    run.scheduler.step()
+    run.optimizer.zero_grad(set_to_none=True)
+    state["global_step"] += 1
+    state["train_seconds"] += time.perf_counter() - started
+    state["train_tokens"] += sum(
+        int(b["attention_mask"].sum()) if "attention_mask" in b else b["input_ids"].numel() for b in full
+    )
+    if nothing_masked:
+        return None
+    record = {"loss": step_loss, "learning_rate": run.scheduler.get_last_lr()[0], "grad_norm": float(grad_norm),
+              "tokens_per_second": state["train_tokens"] / max(state["train_seconds"], 1e-9)}  # fmt: skip
+    state["history"].append({"step": state["global_step"], **record})  # continues across resumes
+    return record
+
+
+def accumulate_gradients(run: PretrainingRun, micro_batches: list[dict[str, torch.Tensor]], masked_total: int
+                         ) -> torch.Tensor:  # fmt: skip
+    """Forward and backward of each micro-batch (this process's rows), gradients synchronised on the last one;
+    the summed masked-token loss of this process."""
+    accelerator, plan, model = run.accelerator, run.plan, run.model
+    sparse = getattr(accelerator.unwrap_model(model).config, "sparse_prediction", False)
+    local_loss = torch.zeros((), dtype=torch.float64, device=accelerator.device)
+    rows = slice(plan.rank * plan.per_device, (plan.rank + 1) * plan.per_device)
+    with held_weights(model, accelerator, accumulate_gradients=len(micro_batches) > 1):
+        for m, batch in enumerate(micro_batches):
+            local = {k: v[rows].to(accelerator.device) for k, v in batch.items()}
+            sync = m == len(micro_batches) - 1
+            with accelerator.no_sync(model) if not sync else contextlib.nullcontext():
+                with accelerator.autocast():
+                    loss_sum, auxiliary = masked_lm_loss_sum(model, local, sparse)
+                loss = loss_sum * plan.world / max(masked_total, 1)
+                if auxiliary is not None:
+                    loss = loss + auxiliary / plan.accumulation
+                accelerator.backward(loss)
+            local_loss += loss_sum.detach().double()
+    return local_loss
+
+
+def after_step(
+    run: PretrainingRun, record: dict[str, float] | None, stop_on_signal: StopOnSignal, progress: tqdm
+) -> bool:
+    """Logging, evaluation and checkpoints after a step; whether the run stops here (its length, its time budget).
+    A stop signal checkpoints the step and raises :class:`TrainingInterrupted`."""
+    args, accelerator, state = run.args, run.accelerator, run.state
+    step = state["global_step"]
+    if step % args.logging_steps == 0 and record is not None:
+        accelerator.log(record, step=step)
+    if args.eval_steps and step % args.eval_steps == 0:
+        accelerator.log(evaluate(run.model, run.eval_set, run.collator, args.per_device_eval_batch_size, accelerator,
+                                 args.max_eval_samples), step=step)  # fmt: skip
+    over_budget = args.time_budget_seconds is not None and state["train_seconds"] >= args.time_budget_seconds
+    flags = torch.tensor([float(over_budget), float(stop_on_signal.received is not None)])
+    over_budget, signalled = (bool(flag) for flag in accelerator.reduce(flags.to(accelerator.device), "max"))
+    stop = step >= run.plan.max_steps or over_budget
+    # a checkpoint at the last step too, so that a longer run of the same schedule continues from it, and
+    # at a stop signal, so that no step is lost
+    checkpoint = args.output_dir / f"checkpoint-{step}"
+    every = args.checkpointing_steps
+    if signalled or (every and (step % every == 0 or stop)):
+        state["logged"] = tracking.csv_rows(accelerator)
+        save_checkpoint(accelerator, checkpoint, state, run.fingerprint, run.tokenizer, run.model, run.optimizer,
+                        run.scheduler)  # fmt: skip
+    if signalled:
+        progress.close()
+        interrupted = TrainingInterrupted(stop_on_signal.received or signal.SIGTERM, step, str(checkpoint))
+        accelerator.print(interrupted.message)
+        raise interrupted
+    return stop
+
+
+def finish_run(run: PretrainingRun, command: str | None, files_before: dict[str, Any]) -> dict[str, Any]:
+    """The final evaluation, then the model, tokenizer, results, history and manifest written into the folder."""
+    args, accelerator, state, history = run.args, run.accelerator, run.state, run.state["history"]
+    metrics = evaluate(run.model, run.eval_set, run.collator, args.per_device_eval_batch_size, accelerator,
+                       args.max_eval_samples)  # fmt: skip
     if metrics["eval_tokens"] == 0:
         raise ValueError(
-            f"No validation token was masked ({len(eval_set)} validation examples, --max_eval_samples "
+            f"No validation token was masked ({len(run.eval_set)} validation examples, --max_eval_samples "
             f"{args.max_eval_samples}, --max_seq_length {args.max_seq_length}, --mlm_probability "
             f"{args.mlm_probability}): there is no loss to report. Give more validation data or longer sequences."
         )
     accelerator.log(metrics, step=state["global_step"])
     accelerator.wait_for_everyone()
-    unwrapped = accelerator.unwrap_model(model)
+    unwrapped = accelerator.unwrap_model(run.model)
     results = {
         "command": command,
         "arguments": requested_arguments(args),
         "model_type": unwrapped.config.model_type,
-        "parameters": parameters,
+        "parameters": parameter_count(run),
         "steps": state["global_step"],
         "train_seconds": state["train_seconds"],
         "train_tokens": state["train_tokens"],
@@ -524,17 +619,17 @@ def train(
         "final_train_loss": history[-1]["loss"] if history else None,
         "skipped_nonfinite_steps": state["skipped_steps"],
         "steps_without_masked_tokens": state.get("steps_without_masked_tokens", 0),
-        "processes": world,
+        "processes": run.plan.world,
         "mixed_precision": accelerator.mixed_precision,
         **metrics,
     }
     if accelerator.is_main_process:
         with staged_into(args.output_dir) as staging:  # never through a link in the folder
             unwrapped.save_pretrained(staging, safe_serialization=True)
-            tokenizer.save_pretrained(staging)
+            run.tokenizer.save_pretrained(staging)
         write_text_atomic(args.output_dir / "results.json", json.dumps(results, indent=2) + "\n")
         write_text_atomic(args.output_dir / "train_history.json", json.dumps(history) + "\n")
-        export_if_asked(args, unwrapped, tokenizer, results)
+        export_if_asked(args, unwrapped, run.tokenizer, results)
         checkpoints.write_manifest(args.output_dir, files_before, "pretrain")
     accelerator.print(json.dumps({k: v for k, v in results.items() if k not in ("command", "arguments")}, indent=2))
     accelerator.wait_for_everyone()  # every process returns once the folder is complete, and all end together
