@@ -22,19 +22,21 @@ Writes ``transject_weights.json`` and ``transject_weights.md``.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
-from benchmark import build, recorded_arguments, twin, write_record
+from benchmark import build, recorded_arguments, timed, twin, write_record
 from torch.nn.utils import parametrize
 
 from hf_variants.core import modeling_encoder
 from hf_variants.core.configuration_orthogonal_weights import ORTHOGONAL_MAPS
 from hf_variants.core.modeling_orthogonal_weights import OrthogonalLinear, orthogonal_matrices
+from hf_variants.training.run_mlm import send_waiting_gradients
 
 VOCAB = 8000
 
@@ -59,12 +61,7 @@ def map_seconds(stack: torch.Tensor, bases: torch.Tensor, orthogonal_map: str, b
         matrices.sum().backward()
 
     once()
-    timings = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        once()
-        timings.append(time.perf_counter() - started)
-    return statistics.median(timings)
+    return statistics.median(timed(once) for _ in range(repeats))
 
 
 def compare_maps(sizes: dict[int, int], scales: list[float], repeats: int) -> list[dict]:
@@ -91,14 +88,15 @@ def each_in_its_layer(model: torch.nn.Module) -> parametrize.cached:
     return parametrize.cached()
 
 
-def step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batches: list[dict], hold: bool) -> float:
-    started = time.perf_counter()
-    with model.hold_parametrized_weights(accumulate_gradients=True) if hold else torch.enable_grad():
+def step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batches: list[dict], hold: bool) -> None:
+    """One optimizer step over ``batches``; with ``hold``, the matrices held for all of them (as the pretraining
+    engine does)."""
+    with model.hold_parametrized_weights(accumulate_gradients=True) if hold else contextlib.nullcontext() as held:
         for inputs in batches:
             (model(**inputs).loss / len(batches)).backward()
+    send_waiting_gradients(held)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    return time.perf_counter() - started
 
 
 def compare_steps(args: argparse.Namespace) -> dict:
@@ -123,7 +121,7 @@ def compare_steps(args: argparse.Namespace) -> dict:
         for case, (name, batches, hold) in cases.items():
             unbatched = name == "transject, each matrix in its layer"
             modeling_encoder.held_orthogonal_weights = each_in_its_layer if unbatched else batched
-            seconds = step(models[name], optimizers[name], batches, hold)
+            seconds = timed(functools.partial(step, models[name], optimizers[name], batches, hold))
             if round_:
                 timings[case].append(seconds)
     modeling_encoder.held_orthogonal_weights = batched

@@ -13,6 +13,7 @@ import hf_variants  # noqa: F401  (registers the model types)
 from hf_variants.core import modeling_encoder, modeling_orthogonal_weights
 from hf_variants.core.configuration_orthogonal_weights import ORTHOGONAL_MAPS
 from hf_variants.core.modeling_orthogonal_weights import CayleyMap, OrthogonalLinear, compute_together
+from hf_variants.training.run_mlm import send_waiting_gradients
 
 
 def transject(orthogonal_map: str = "cayley") -> torch.nn.Module:
@@ -99,6 +100,8 @@ def test_the_cayley_backward_matches_finite_differences() -> None:
 
 
 def test_held_for_an_optimizer_step_gives_the_gradients_of_separate_backward_passes(map_calls: list[int]) -> None:
+    """The micro-batches' backward passes stop at the held copies; the pretraining engine's
+    ``send_waiting_gradients`` takes their sum through the maps once."""
     model = transject()
     micro_batches = [inputs(seed) for seed in range(3)]
     for batch in micro_batches:
@@ -106,11 +109,12 @@ def test_held_for_an_optimizer_step_gives_the_gradients_of_separate_backward_pas
     separate = {name: p.grad.clone() for name, p in model.named_parameters()}
     model.zero_grad()
     map_calls.clear()
-    with model.hold_parametrized_weights(accumulate_gradients=True):
+    with model.hold_parametrized_weights(accumulate_gradients=True) as held:
         for batch in micro_batches:
             model(**batch).loss.backward()
-        originals = [m.parametrizations.weight.original for m in orthogonal_linears(model)]
-        assert all(original.grad is None for original in originals)  # waiting for the block's end
+    originals = [m.parametrizations.weight.original for m in orthogonal_linears(model)]
+    assert all(original.grad is None for original in originals)  # waiting for the engine to send them on
+    send_waiting_gradients(held)
     assert len(map_calls) == 1
     for name, parameter in model.named_parameters():
         torch.testing.assert_close(separate[name], parameter.grad, rtol=1e-5, atol=1e-6, msg=name)
@@ -147,9 +151,10 @@ def test_a_compiled_model_holds_the_same_matrices_and_gradients() -> None:
     compiled.compile(backend="eager")
     for step in range(2):
         for model in (compiled, eager):
-            with model.hold_parametrized_weights(accumulate_gradients=True):
+            with model.hold_parametrized_weights(accumulate_gradients=True) as held:
                 for seed in (2 * step, 2 * step + 1):
                     model(**inputs(seed)).loss.backward()
+            send_waiting_gradients(held)
         for (name, a), b in zip(compiled.named_parameters(), eager.parameters(), strict=True):
             torch.testing.assert_close(a.grad, b.grad, rtol=1e-5, atol=1e-6, msg=name)
         with torch.no_grad():

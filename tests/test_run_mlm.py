@@ -3,6 +3,7 @@ training, and clear errors."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -390,3 +391,23 @@ def test_pretraining_compiles_resumes_and_records_it(corpus: Path, tokenizer_dir
     assert json.dumps(results).count('"torch_compile": true') >= 1
     with pytest.raises((CheckpointError, SystemExit, ValueError), match="torch_compile"):
         run_mlm.main(mlm_args(corpus, tokenizer_dir, whole, "macaron_bert", "--max_train_steps", "3", *constant))
+
+
+def test_held_orthogonal_weights_train_like_one_forward_pass_each(
+    corpus: Path, tokenizer_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TransJect with gradient accumulation: the engine holds its orthogonal matrices for the step's micro-batches
+    and sends their summed gradients through the maps once; the weights match a run that computes them in every
+    forward pass (the same arithmetic up to rounding), and the orthogonal offsets did train."""
+    common = ["--max_train_steps", "3", "--gradient_accumulation_steps", "2", "--per_device_train_batch_size", "4",
+              "--learning_rate", "2e-2"]  # fmt: skip
+    run_mlm.main(mlm_args(corpus, tokenizer_dir, tmp_path / "held", "transject", *common))
+    unheld = run_mlm.held_weights
+    monkeypatch.setattr(run_mlm, "held_weights", lambda model, accelerator, accumulate_gradients=False: (
+        unheld(model, accelerator) if not accumulate_gradients else contextlib.nullcontext()))
+    run_mlm.main(mlm_args(corpus, tokenizer_dir, tmp_path / "per_forward", "transject", *common))
+    held, per_forward = (load_file(tmp_path / name / "model.safetensors") for name in ("held", "per_forward"))
+    offsets = [key for key in held if key.endswith("parametrizations.weight.original")]
+    assert offsets and any(bool(held[key].abs().max() > 0) for key in offsets)  # offsets start at zero
+    for key, tensor in per_forward.items():
+        torch.testing.assert_close(held[key], tensor, rtol=1e-4, atol=1e-5, msg=key)

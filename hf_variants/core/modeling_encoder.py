@@ -255,8 +255,8 @@ class EncoderPreTrainedModel(PreTrainedModel):
     def hold_parametrized_weights(self, accumulate_gradients: bool = False) -> contextlib.AbstractContextManager:
         """A block in which the model's parametrised weights (TransJect's orthogonal matrices) are computed
         once, together, and reused by every forward pass: evaluation over many batches, or, with
-        ``accumulate_gradients=True``, the micro-batches of one optimizer step, whose gradients reach the
-        parameters when the block closes (:func:`~.modeling_orthogonal_weights.held_orthogonal_weights`).
+        ``accumulate_gradients=True``, the micro-batches of one optimizer step, whose summed gradients the caller
+        then sends on to the parameters (:func:`~.modeling_orthogonal_weights.held_orthogonal_weights`).
         Every forward pass outside such a block computes them once for itself. Nothing to hold: no effect."""
         return held_orthogonal_weights(self, accumulate_gradients)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -197,37 +198,51 @@ def compute_together(linears: Sequence[OrthogonalLinear]) -> list[torch.Tensor]:
     return weights  # type: ignore[return-value]
 
 
+@dataclass
+class HeldWeights:
+    """What a :func:`held_orthogonal_weights` block computed: the matrices, in the autograd graph of the
+    parameters (``computed``), and the tensors its forward passes used (``used``: the same tensors, or, to
+    accumulate gradients, detached copies that sum them)."""
+
+    computed: list[torch.Tensor] = field(default_factory=list)
+    used: list[torch.Tensor] = field(default_factory=list)
+
+    def waiting_gradients(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """The computed matrices whose detached copies summed a gradient, and those gradients: what one backward
+        pass through the maps sends on to the parameters (``torch.autograd.backward(*held.waiting_gradients())``,
+        the pretraining engine's, after the step's micro-batches). Empty without detached copies."""
+        pairs = [(computed, used.grad) for computed, used in zip(self.computed, self.used, strict=True)
+                 if used is not computed and used.grad is not None]  # fmt: skip
+        return [computed for computed, _ in pairs], [gradient for _, gradient in pairs]
+
+
 @contextlib.contextmanager
-def held_orthogonal_weights(model: nn.Module, accumulate_gradients: bool = False) -> Iterator[None]:
+def held_orthogonal_weights(model: nn.Module, accumulate_gradients: bool = False) -> Iterator[HeldWeights]:
     """Compute every orthogonal weight of ``model`` once, together (:func:`compute_together`), and use it
     for every forward pass inside the block.
 
     * Around one forward pass (what the encoder does on every call), gradients flow through the batched
       maps as usual.
     * Without autograd (evaluation, inference), the weights are computed once for all batches in the block.
-    * ``accumulate_gradients=True``, around the micro-batches of one optimizer step: their backward passes
-      stop at the held matrices, which sum their gradients; leaving the block sends the sum through the maps
-      once, into the parameters (the same gradients, by linearity, for one map's backward instead of one per
-      micro-batch). Not for parallel training, where each backward must reach the parameters to be reduced.
-      The block must close before the gradients are read (clipping, the optimizer step).
+    * ``accumulate_gradients=True``, around the micro-batches of one optimizer step: the forward passes use
+      detached copies, so their backward passes stop there and sum their gradients; after the block the
+      caller sends the sum through the maps once (:meth:`HeldWeights.waiting_gradients`): the same gradients,
+      by linearity, for one map's backward instead of one per micro-batch. Not for parallel training, where
+      each backward must reach the parameters to be reduced.
 
     Linears already held by an enclosing block are left to it; parameters must not change inside a block.
     """
     linears = [module for module in model.modules() if _batchable(module)]
     if not linears:
-        yield
+        yield HeldWeights()
         return
     computed = compute_together(linears)
     accumulate = accumulate_gradients and any(weight.requires_grad for weight in computed)
-    held = [weight.detach().requires_grad_() for weight in computed] if accumulate else computed
-    for linear, weight in zip(linears, held, strict=True):
+    used = [weight.detach().requires_grad_() for weight in computed] if accumulate else computed
+    for linear, weight in zip(linears, used, strict=True):
         linear.held = weight
     try:
-        yield
+        yield HeldWeights(computed, used)
     finally:
         for linear in linears:
             linear.held = None
-    if accumulate:
-        reached = [(weight, leaf.grad) for weight, leaf in zip(computed, held, strict=True) if leaf.grad is not None]
-        if reached:
-            torch.autograd.backward([weight for weight, _ in reached], [gradient for _, gradient in reached])

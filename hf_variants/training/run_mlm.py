@@ -205,13 +205,14 @@ def held_weights(
     model: torch.nn.Module, accelerator: Accelerator, accumulate_gradients: bool = False
 ) -> contextlib.AbstractContextManager:
     """The model's parametrised weights computed once for a block (``hold_parametrized_weights``): for all
-    evaluation batches, or for the micro-batches of one optimizer step. Gradients that wait for the block's
-    end would reach the parameters after data-parallel training reduced them, so several processes hold
-    them for one forward pass each, as outside a block."""
-    if accumulate_gradients and accelerator.num_processes > 1:
-        return contextlib.nullcontext()
+    evaluation batches, or for the micro-batches of one optimizer step, whose summed gradients
+    :func:`accumulate_gradients` then sends on. Gradients that wait for the step's end would reach the
+    parameters after data-parallel training reduced them, so several processes hold them for one forward pass
+    each, as outside a block."""
     hold = getattr(accelerator.unwrap_model(model), "hold_parametrized_weights", None)
-    return hold(accumulate_gradients) if hold is not None else contextlib.nullcontext()
+    if hold is None or (accumulate_gradients and accelerator.num_processes > 1):
+        return contextlib.nullcontext()
+    return hold(accumulate_gradients)
 
 
 def evaluate(
@@ -546,7 +547,7 @@ def accumulate_gradients(run: PretrainingRun, micro_batches: list[dict[str, torc
     sparse = getattr(accelerator.unwrap_model(model).config, "sparse_prediction", False)
     local_loss = torch.zeros((), dtype=torch.float64, device=accelerator.device)
     rows = slice(plan.rank * plan.per_device, (plan.rank + 1) * plan.per_device)
-    with held_weights(model, accelerator, accumulate_gradients=len(micro_batches) > 1):
+    with held_weights(model, accelerator, accumulate_gradients=len(micro_batches) > 1) as held:
         for m, batch in enumerate(micro_batches):
             local = {k: v[rows].to(accelerator.device) for k, v in batch.items()}
             sync = m == len(micro_batches) - 1
@@ -558,7 +559,16 @@ def accumulate_gradients(run: PretrainingRun, micro_batches: list[dict[str, torc
                     loss = loss + auxiliary / plan.accumulation
                 accelerator.backward(loss)
             local_loss += loss_sum.detach().double()
+    send_waiting_gradients(held)
     return local_loss
+
+
+def send_waiting_gradients(held: Any) -> None:
+    """The gradients a held block's micro-batches summed (``hold_parametrized_weights(accumulate_gradients=
+    True)``), sent through the maps once, into the parameters; nothing for a block without any."""
+    matrices, gradients = held.waiting_gradients() if held is not None else ([], [])
+    if matrices:
+        torch.autograd.backward(matrices, gradients)
 
 
 def after_step(
