@@ -23,6 +23,14 @@ for archive_check in "unzip -l $wheel" "tar tzf $sdist"; do
         grep -q "$needed" <<<"$listing" || { echo "missing from ${archive_check%% *}: $needed"; exit 1; }
     done
 done
+# The wheel is the library: only the package and its metadata, no record, no study driver, no docs renderer (they
+# live beside it in the repository: experiments/, benchmarks/, tools/, examples/).
+outside="$(python3 -c 'import sys, zipfile
+names = zipfile.ZipFile(sys.argv[1]).namelist()
+print("\n".join(n for n in names if not (n.startswith("hf_variants/") or ".dist-info/" in n)
+                or n.endswith((".json", ".jsonl")) or n.rsplit("/", 1)[-1] in {"render_tables.py", "findings.py",
+                "which_variant.py", "never_from_scratch.py", "study_tables.py", "benchmark_tables.py"}))' "$wheel")"
+[ -z "$outside" ] || { echo "the wheel holds files outside the library:"; echo "$outside"; exit 1; }
 
 python3 -m venv "$work/venv"
 # shellcheck disable=SC1091

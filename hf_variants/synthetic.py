@@ -134,8 +134,8 @@ def attractor_sentence(rng: random.Random, attractors: int) -> tuple[str, bool]:
     return " ".join(words) + " .", plural
 
 
-#: The default difficulty: at most this many attractor phrases on each side of the subject (chosen by
-#: ``scripts/calibrate_embedded.py``, records in docs/compare/calibration).
+#: The default difficulty: at most this many attractor phrases on each side of the subject (calibrated: the
+#: level at which the BERT control learns the task and its ablated twin does not; docs "The main job").
 DEFAULT_ATTRACTORS = 3
 
 
@@ -154,8 +154,8 @@ def synthetic_attractor_number(
 # in-context recall, Poli et al. 2024): key–value pairs, then a key to look up. Keys and values are words of their
 # own (``k0``…, ``v0``…), so that each is one token; the binding lives only in the order of the sequence.
 RECALL_KEYS, RECALL_VALUES = 64, 16
-#: The default difficulty: key–value pairs per example (chosen by ``scripts/calibrate_embedded.py``, records in
-#: docs/compare/calibration).
+#: The default difficulty: key–value pairs per example (calibrated like :data:`DEFAULT_ATTRACTORS`; docs "The
+#: main job").
 DEFAULT_RECALL_PAIRS = 2
 
 

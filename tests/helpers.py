@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import os
 import signal
@@ -60,12 +61,12 @@ def run_launcher(
 
 
 def load_script(name: str) -> ModuleType:
-    """Import ``scripts/<name>.py`` as a module (scripts are not a package; as when run, their folder is
-    on ``sys.path`` so that they can import ``workspace``)."""
-    if str(REPO_ROOT / "scripts") not in sys.path:
-        sys.path.append(str(REPO_ROOT / "scripts"))
-    path = REPO_ROOT / "scripts" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"scripts_{name}", path)
+    """Import the repository script ``<name>.py`` (``"tools/findings"``, ``"experiments/parity/parity"``) as a
+    module; as when it runs, its folder is on ``sys.path`` so that it imports the modules beside it."""
+    path = REPO_ROOT / f"{name}.py"
+    if str(path.parent) not in sys.path:
+        sys.path.append(str(path.parent))
+    spec = importlib.util.spec_from_file_location(f"script_{name.replace('/', '_')}", path)
     module = importlib.util.module_from_spec(spec)
     assert spec.loader is not None
     sys.modules[spec.name] = module  # as an imported module is (dataclasses look their module up there)
@@ -104,3 +105,14 @@ def middle_parameter(model) -> tuple[str, object]:
     """The (name, parameter) in the middle of ``model.named_parameters()``."""
     named = list(model.named_parameters())
     return named[len(named) // 2]
+
+
+@functools.cache
+def _records_tool() -> ModuleType:
+    return load_script("tools/records")
+
+
+def committed_records(study: str) -> Path:
+    """The committed records of ``experiments/<study>`` (its ``records/*.jsonl``) as the study's output folder,
+    unpacked once per test session by ``tools/records.py`` into a temporary folder."""
+    return _records_tool().unpacked(REPO_ROOT / "experiments" / study)

@@ -1,4 +1,4 @@
-"""scripts/benchmark.py: its FLOP extrapolation, matched controls, exponent fit and a tiny end-to-end run."""
+"""benchmarks/benchmark.py: its FLOP extrapolation, matched controls, exponent fit and a tiny end-to-end run."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from torch.utils.flop_counter import FlopCounterMode
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import benchmark  # noqa: E402
 
@@ -53,7 +53,7 @@ TINY_RUN_MODELS = ("bert", "macaron_bert", "transject", "node_transformer")
 @pytest.mark.full  # a benchmark script's end-to-end run (the scripts' own tool, not the package's)
 def test_tiny_run_writes_consistent_json_and_tables(tmp_path) -> None:
     command = [
-        sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--output_dir", str(tmp_path),
+        sys.executable, str(ROOT / "benchmarks" / "benchmark.py"), "--output_dir", str(tmp_path),
         "--hidden_sizes", "64", "--lengths", "16", "32", "--mlk_lengths", "--repeats", "1",
         "--long_repeats", "1", "--tolerances", "1e-2", "--vocab_size", "100", "--layers", "2",
         "--models", *TINY_RUN_MODELS,
@@ -87,7 +87,7 @@ def test_tiny_run_writes_consistent_json_and_tables(tmp_path) -> None:
 @pytest.mark.full  # minutes of compiling on a CPU: in the full suite (CI)
 def test_compile_mode_records_eager_and_compiled_throughput(tmp_path) -> None:
     command = [
-        sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--compile", "--output_dir", str(tmp_path),
+        sys.executable, str(ROOT / "benchmarks" / "benchmark.py"), "--compile", "--output_dir", str(tmp_path),
         "--models", "bert", "node_transformer", "--hidden_sizes", "64", "--lengths", "16", "--repeats", "1",
         "--vocab_size", "100", "--layers", "1",
     ]  # fmt: skip
@@ -121,11 +121,11 @@ def test_one_bert_layer_costs_the_hand_counted_flops() -> None:
 
 @pytest.mark.full  # minutes of compiling on a CPU: in the full suite (CI)
 def test_the_device_check_dry_run_covers_the_gpu_code_path(tmp_path) -> None:
-    """`scripts/device_check.sh --device cpu --tiny`: what the script runs at BERT-base size on a GPU — the
+    """`benchmarks/device_check.sh --device cpu --tiny`: what the script runs at BERT-base size on a GPU — the
     versions, the benchmark's device path (a Device's clock, autocast, memory, matmul peak per precision, MFU)
     and a bf16 pretraining run from the launcher's mixed precision — at toy sizes, in under a minute."""
     env = {**os.environ, "PYTHON": sys.executable, "HF_VARIANTS_SENTENCES": "2000"}
-    command = ["bash", str(ROOT / "scripts" / "device_check.sh"), "--device", "cpu", "--tiny",
+    command = ["bash", str(ROOT / "benchmarks" / "device_check.sh"), "--device", "cpu", "--tiny",
                "--output_dir", str(tmp_path)]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=600, env=env)
     assert done.returncode == 0, done.stderr[-3000:]

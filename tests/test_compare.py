@@ -709,7 +709,7 @@ def test_the_committed_default_reports_at_two_seeds_conclude_the_same() -> None:
     from hf_variants.lab.report import answer_lines, calibration_checks
 
     def conclusions(folder: str) -> dict[str, str]:
-        results = json.loads((REPO_ROOT / "docs" / "compare" / folder / "results.json").read_text())
+        results = json.loads((REPO_ROOT / "experiments" / "compare" / folder / "results.json").read_text())
         checks = {kind: passed for kind, _, passed, _ in calibration_checks(results)}
         assert checks == {"positive": True, "negative": False}
         lines = [line for line in answer_lines(results) if line.startswith("- ")]

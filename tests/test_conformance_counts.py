@@ -1,4 +1,4 @@
-"""scripts/conformance_counts.py: per-model counts from pytest's JUnit report."""
+"""tools/conformance_counts.py: per-model counts from pytest's JUnit report."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ REPORT = """<?xml version="1.0" encoding="utf-8"?>
 def test_counts_passed_not_applicable_and_failed_per_model(tmp_path: Path) -> None:
     report = tmp_path / "report.xml"
     report.write_text(REPORT)
-    counts = load_script("conformance_counts").count(report)
+    counts = load_script("tools/conformance_counts").count(report)
     assert counts == {
         "MacaronBert": {"passed": 1, "not applicable": 0, "failed": 2},
         "TransJect": {"passed": 1, "not applicable": 1, "failed": 0},

@@ -83,7 +83,7 @@ def test_docstring_roles_render_as_code_linked_where_documented() -> None:
     site for any role left)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("mkdocs_hooks", REPO_ROOT / "scripts" / "mkdocs_hooks.py")
+    spec = importlib.util.spec_from_file_location("mkdocs_hooks", REPO_ROOT / "tools" / "mkdocs_hooks.py")
     hooks = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hooks)
     html = ('<h3 id="hf_variants.training.run_mlm.run">run</h3><h3 id="hf_variants.training.run_glue.run">run</h3>'

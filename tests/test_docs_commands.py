@@ -95,14 +95,7 @@ def check_command(page: str, command: list[str]) -> list[str]:
         return problems + check_hf_variants(command[split + 1 :])
     if program in ("python", "python3") and len(command) > 1 and command[1].endswith(".py"):
         script = command[1]
-        if (REPO_ROOT / script).is_file():
-            return []
-        restored = re.search(rf"git checkout (\w+) -- [^`]*{re.escape(script)}",
-                             (REPO_ROOT / page).read_text(encoding="utf-8"))  # fmt: skip
-        if restored is None:
-            return [f"{script} does not exist, and the page does not say from which commit to restore it"]
-        kept = subprocess.run(["git", "cat-file", "-e", f"{restored.group(1)}:{script}"], cwd=REPO_ROOT)
-        return [] if kept.returncode == 0 else [f"{script} is not in commit {restored.group(1)}"]
+        return [] if (REPO_ROOT / script).is_file() else [f"{script} does not exist"]
     if program == "bash" and len(command) > 1:
         return [] if (REPO_ROOT / command[1]).is_file() else [f"{command[1]} does not exist"]
     if program == "pip" and command[1:2] == ["install"]:
@@ -123,7 +116,7 @@ def test_shell_blocks_are_found() -> None:
     assert check_command("README.md", ["hf-variants", "pretrain", "--model-type", "x", "--nope"]) == [
         "pretrain has no --nope"]
     assert check_command("README.md", ["hf-variants", "pretrian"]) == ["no subcommand 'pretrian'"]
-    assert check_command("README.md", ["python", "scripts/removed.py"])[0].startswith("scripts/removed.py does not")
+    assert check_command("README.md", ["python", "scripts/removed.py"]) == ["scripts/removed.py does not exist"]
     assert check_command("README.md", ["pip", "install", "hf-variants[lab,gpu]"]) == ["no extra 'gpu'"]
 
 
@@ -131,3 +124,34 @@ def test_shell_blocks_are_found() -> None:
                          else " ".join(value)[:60])  # fmt: skip
 def test_every_command_in_the_docs_works_as_written(page: str, command: list[str]) -> None:
     assert check_command(page, command) == []
+
+
+#: What no documented command may do: check out another commit, pass a commit to record, or write into the
+#: repository's pages or committed records (a reproduction writes into a fresh folder of the reader's choosing).
+INTO_THE_REPOSITORY = re.compile(
+    r"git (?:checkout|switch|reset)\b|--git_commit\b"
+    r"|--output(?:_dir)?[ =](?:\./)?(?:docs|experiments|benchmarks/records|tools/records)\b"
+)
+CODE = re.compile(r"```.*?```|`[^`\n]+`", re.DOTALL)
+
+
+def repository_writes(text: str) -> list[str]:
+    """The code spans and blocks of a page that check out a commit or write into the repository."""
+    return [match.group(0) for code in CODE.finditer(text) for match in INTO_THE_REPOSITORY.finditer(code.group(0))]
+
+
+def test_no_documented_command_checks_out_a_commit_or_writes_into_the_repository() -> None:
+    """Reproduction commands write into a fresh folder of the reader's choosing: none checks out an old commit,
+    passes a commit flag, or writes into docs/, experiments/ or the committed records (the pages, the model cards,
+    and the usage lines of the repository's scripts)."""
+    package_cards = sorted((REPO_ROOT / "hf_variants" / "model_cards").glob("*.md"))
+    scripts = [path for folder in ("scripts", "benchmarks", "tools", "experiments", "examples")
+               for path in sorted((REPO_ROOT / folder).rglob("*.py"))]  # fmt: skip
+    found = {f"{path.relative_to(REPO_ROOT)}: {hit}" for path in [*PAGES, *package_cards]
+             for hit in repository_writes(path.read_text(encoding="utf-8"))}  # fmt: skip
+    found |= {f"{path.relative_to(REPO_ROOT)}: {match.group(0)}" for path in scripts  # usage lines, whole text
+              for match in INTO_THE_REPOSITORY.finditer(path.read_text(encoding="utf-8"))}  # fmt: skip
+    assert found == set()
+    assert repository_writes("run `git checkout ed7beb1 && x` then\n```bash\npython a.py --output_dir docs/x\n```") == [
+        "git checkout", "--output_dir docs"]
+    assert repository_writes("`python a.py --output_dir runs/docs` writes `docs/x`") == []

@@ -15,15 +15,20 @@ from pathlib import Path
 import pytest
 
 from hf_variants.lab.grid import Grid, GridSettings, SelfPretraining, held_out_run, load_grid
-from hf_variants.lab.never_from_scratch import SCRATCH, cell_compute, compute_table
 from hf_variants.lab.spec import ModelSpec, spec_folder
 from hf_variants.lab.statistics import mean_interval, paired_difference, predicts_one_class
-from hf_variants.lab.tables import comparison_table, injective_layer_table, rate_text, reading_table, summarize_role
+from hf_variants.lab.tables import comparison_table, rate_text, summarize_role
 from hf_variants.lab.text_classification import load_task
 from hf_variants.lab.verdicts import HeldOutRun, stayed_on_plateau
 from hf_variants.training.checkpoints import CheckpointError
 
-from .helpers import middle_parameter, poison_gradient
+from .helpers import load_script, middle_parameter, poison_gradient
+
+#: The repository's renderers of the studies' tables (tools/, outside the package).
+_never_from_scratch, _study_tables = load_script("tools/never_from_scratch"), load_script("tools/study_tables")
+SCRATCH, cell_compute = _never_from_scratch.SCRATCH, _never_from_scratch.cell_compute
+compute_table = _never_from_scratch.compute_table
+injective_layer_table, reading_table = _study_tables.injective_layer_table, _study_tables.reading_table
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Two-sided 95% Student-t critical values from a printed table (df = 1, 2, 4).
@@ -555,7 +560,7 @@ def test_a_reading_is_paired_by_seed_with_the_default_and_only_on_the_same_grid(
 def test_committed_tables_are_rendered_from_the_committed_results() -> None:
     """The results page's generated blocks and docs/experiments/classification.md equal what the result
     files give."""
-    command = [sys.executable, str(ROOT / "scripts" / "render_tables.py"), "--check"]
+    command = [sys.executable, str(ROOT / "tools" / "render_tables.py"), "--check"]
     result = subprocess.run(command, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
 
@@ -772,7 +777,7 @@ def test_a_transject_grid_run_records_its_trained_alphas_and_the_accuracy_withou
 def test_which_variant_reads_cost_as_shares_of_the_matched_control(tmp_path: Path) -> None:
     """The "Which variant?" cost column divides each variant's row by its control's at the same shape, and a
     shape the benchmark did not run is left out rather than guessed."""
-    from hf_variants.lab.which_variant import benchmark_costs
+    benchmark_costs = load_script("tools/which_variant").benchmark_costs
 
     rows = [{"model": "mgk_bert", "hidden": 256, "length": 128, "throughput_vs_control": 0.8,
              "training_state_bytes": 300},

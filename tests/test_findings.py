@@ -1,5 +1,5 @@
 """The findings page (docs/findings.md): first in the site's navigation after the home page, short, rendered from
-the committed records (``scripts/findings.py``), and its reading of a verdict against a paper's claim."""
+the committed records (``tools/findings.py``), and its reading of a verdict against a paper's claim."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hf_variants.lab.statistics import mean_interval
 
 from .helpers import REPO_ROOT, load_script
 
-findings = load_script("findings")
+findings = load_script("tools/findings")
 
 
 def test_the_findings_page_is_first_after_home_and_under_two_thousand_words() -> None:
@@ -33,7 +33,7 @@ def test_the_committed_page_and_plot_are_what_the_records_give() -> None:
     is a comparison of a committed condition, one panel per condition in the plot."""
     rendered = findings.rendered()
     for path, text in rendered.items():
-        assert path.read_text(encoding="utf-8") == text, f"{path} is out of date: run scripts/render_tables.py"
+        assert path.read_text(encoding="utf-8") == text, f"{path} is out of date: run tools/render_tables.py"
     rows = findings.findings()
     table = [line for line in rendered[findings.FINDINGS_PAGE].splitlines()
              if line.startswith("| ") and not line.startswith("| idea")]  # fmt: skip

@@ -1,10 +1,11 @@
 """Fine-tuning computes real tokens, not padding: ``hf-variants finetune`` pads each batch to its longest example and
 groups examples of similar length by default, counts the real tokens it trains on, and predicts what the padded path
-predicts; the benchmark that measures it (``scripts/finetune_padding_benchmark.py``) counts positions exactly."""
+predicts; the benchmark that measures it (``benchmarks/finetune_padding_benchmark.py``) counts positions exactly."""
 
 from __future__ import annotations
 
 import csv
+import json
 import random
 from pathlib import Path
 
@@ -48,7 +49,7 @@ def test_the_command_line_defaults_to_dynamic_padding_length_grouped_batches_and
 def benchmark_run(tmp_path_factory) -> tuple[dict, Path, Path]:
     root = tmp_path_factory.mktemp("padding")
     data = sst2_folder(root / "data")
-    script = load_script("finetune_padding_benchmark")
+    script = load_script("benchmarks/finetune_padding_benchmark")
     return script.main(["--data_dir", str(data), "--output_dir", str(root / "out"), "--tiny"]), data, root / "out"
 
 
@@ -62,7 +63,9 @@ def test_the_padded_path_computes_every_position_and_the_default_far_fewer(bench
     assert all(run["positions"] <= 3 * 32 * 42 for run in default)
     row = record["summary"]["dynamic padding + length-grouped batches (default)"]
     assert row["fewer_positions_than_padded"] >= 128 / 42
-    assert (out / "padding_benchmark.md").read_text().startswith("| setting |")
+    assert json.loads((out / "padding_benchmark.json").read_text())["summary"] == record["summary"]
+    table = load_script("tools/benchmark_tables").padding_table(record)  # the pages' table of the record
+    assert table.startswith("| setting |") and table.count("\n| ") == len(record["summary"])
 
 
 def test_dynamic_padding_predicts_what_padding_to_max_length_predicts(benchmark_run, tmp_path) -> None:

@@ -5,6 +5,7 @@ a config reaches no modeling code; in the source, no module but the engines runs
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -192,13 +193,79 @@ def test_a_config_reaches_no_modeling_code() -> None:
     assert {"hf_variants.core.composition", "hf_variants.core.ideas"} <= reached
 
 
+#: A path into the repository beside the package: its scripts, benchmarks, tools, studies and committed records.
+REPOSITORY_PATH = re.compile(r"\b(?:scripts|benchmarks|tools|experiments|examples)/[\w./-]*\.(?:py|sh|json|jsonl)\b"
+                             r"|\bdocs/[\w./-]*\.jsonl?\b|\.\./shared\b")
+
+
+def test_the_package_names_no_repository_script_and_reads_no_committed_record(tmp_path: Path) -> None:
+    """The wheel is the library: none of its modules (or the studies it ships) names a script, benchmark, tool or
+    study driver of the repository, or a committed record, so nothing in it depends on a checkout."""
+    package = REPO_ROOT / "hf_variants"
+    files = [*package.rglob("*.py"), *package.rglob("*.toml")]
+    named = {f"{path.relative_to(REPO_ROOT).as_posix()}: {match.group(0)}" for path in files
+             for match in REPOSITORY_PATH.finditer(path.read_text(encoding="utf-8"))}  # fmt: skip
+    assert named == set()
+    sample = tmp_path / "sample.py"
+    sample.write_text('"""Made by ``tools/render_tables.py`` from experiments/parity/parity.json."""\n')
+    assert [m.group(0) for m in REPOSITORY_PATH.finditer(sample.read_text())] == [
+        "tools/render_tables.py", "experiments/parity/parity.json"]  # the scan finds both
+
+
+#: The variant folders and idea folders: what one idea knows of itself.
+IDEA_PACKAGES = ("hf_variants.macaron_bert", "hf_variants.mgk_bert", "hf_variants.transject",
+                 "hf_variants.node_transformer")  # fmt: skip
+
+
+def test_the_engines_and_the_lab_import_no_ideas_code() -> None:
+    """An idea's knowledge stays with its owner: the engines and the lab reach a model through the Auto classes,
+    the registries and the core's failure type, never through one idea's modules (so no idea's name needs to be
+    caught or special-cased there)."""
+    graph = import_graph()
+    reached = {(module, target) for module in graph if module.startswith(("hf_variants.training", "hf_variants.lab"))
+               for target in graph[module]
+               if idea_folder(target) or target.startswith(IDEA_PACKAGES)}  # fmt: skip
+    assert reached == set()
+    assert idea_folder("hf_variants.core.schemes.ode.modeling_ode")  # the scan knows an idea's module
+
+
+#: The longest function an engine may have, in lines: a named step of about a screen.
+ENGINE_STEP_LINES = 80
+
+
+def long_functions(path: Path, limit: int) -> dict[str, int]:
+    """The functions and methods of ``path`` longer than ``limit`` lines (decorators and docstring included)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {node.name: node.end_lineno - node.lineno + 1 for node in ast.walk(tree)
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.end_lineno - node.lineno + 1 > limit}  # fmt: skip
+
+
+def test_the_engines_are_named_steps_of_a_screen(tmp_path: Path) -> None:
+    """``run_mlm.train`` and ``run_glue.fine_tune`` call named steps; no function of the training package is longer
+    than :data:`ENGINE_STEP_LINES`."""
+    too_long = {path.name: found for path in (REPO_ROOT / "hf_variants" / "training").glob("*.py")
+                if (found := long_functions(path, ENGINE_STEP_LINES))}  # fmt: skip
+    assert too_long == {}
+    sample = tmp_path / "sample.py"
+    sample.write_text("class A:\n    def step(self):\n" + "        x = 1\n" * 80 + "def short():\n    return 1\n")
+    assert long_functions(sample, ENGINE_STEP_LINES) == {"step": 81}  # the scan counts methods too
+
+
 #: The one library module that runs training steps itself: the pretraining engine (accelerate's loop).
 #: Fine-tuning steps run inside transformers' Trainer (``run_glue.GlueTrainer``).
 PRETRAINING_ENGINE = REPO_ROOT / "hf_variants" / "training" / "run_mlm.py"
 #: Scripts whose loop is what they show, not an experiment: the benchmarks time a step, the quickstart is a
 #: tour of the models in a plain PyTorch loop.
-STEP_SCRIPTS = {"benchmark.py", "benchmark_attention.py", "benchmark_sparse_mlm.py", "quickstart.py",
-                "transject_weights_benchmark.py"}  # fmt: skip
+STEP_SCRIPTS = {"benchmarks/benchmark.py", "benchmarks/benchmark_attention.py", "benchmarks/benchmark_sparse_mlm.py",
+                "examples/quickstart.py", "benchmarks/transject_weights_benchmark.py"}  # fmt: skip
+#: The repository's folders of scripts beside the package (none of them in the wheel).
+SCRIPT_FOLDERS = ("scripts", "benchmarks", "tools", "experiments", "examples")
+
+
+def repository_scripts() -> list[Path]:
+    """Every Python file of :data:`SCRIPT_FOLDERS`."""
+    return [path for folder in SCRIPT_FOLDERS for path in sorted((REPO_ROOT / folder).rglob("*.py"))]
 
 
 def backward_calls(path: Path) -> list[int]:
@@ -210,14 +277,15 @@ def backward_calls(path: Path) -> list[int]:
 
 def test_no_module_outside_the_two_engines_runs_a_training_step() -> None:
     """Experiments train through the engines (and so get their non-finite check, seeds and records):
-    no module of the package or of scripts/ calls ``backward`` but the pretraining engine and the scripts
-    whose loop is the point (:data:`STEP_SCRIPTS`)."""
-    candidates = [*(REPO_ROOT / "hf_variants").rglob("*.py"), *(REPO_ROOT / "scripts").glob("*.py")]
-    own_steps = {path.relative_to(REPO_ROOT).as_posix(): lines for path in candidates
-                 if path != PRETRAINING_ENGINE and path.name not in STEP_SCRIPTS and (lines := backward_calls(path))}
+    no module of the package or of the repository's scripts calls ``backward`` but the pretraining engine and the
+    scripts whose loop is the point (:data:`STEP_SCRIPTS`)."""
+    candidates = [*(REPO_ROOT / "hf_variants").rglob("*.py"), *repository_scripts()]
+    own_steps = {name: lines for path in candidates if path != PRETRAINING_ENGINE
+                 and (name := path.relative_to(REPO_ROOT).as_posix()) not in STEP_SCRIPTS
+                 and (lines := backward_calls(path))}  # fmt: skip
     assert own_steps == {}
     assert backward_calls(PRETRAINING_ENGINE)  # the scan finds the engine's own step
-    assert all(backward_calls(REPO_ROOT / "scripts" / name) for name in STEP_SCRIPTS)  # no stale exception
+    assert all(backward_calls(REPO_ROOT / path) for path in STEP_SCRIPTS)  # no stale exception
 
 
 def pool_constructions(path: Path) -> list[int]:
@@ -231,9 +299,9 @@ def pool_constructions(path: Path) -> list[int]:
 
 def test_the_lab_has_one_process_pool() -> None:
     """Studies run side by side through the lab's one executor (workers that die with the study and share its
-    threads): no module of the package or of scripts/ builds a process pool of its own."""
+    threads): no module of the package or of the repository's scripts builds a process pool of its own."""
     executor = REPO_ROOT / "hf_variants" / "lab" / "execution.py"
-    candidates = [*(REPO_ROOT / "hf_variants").rglob("*.py"), *(REPO_ROOT / "scripts").glob("*.py")]
+    candidates = [*(REPO_ROOT / "hf_variants").rglob("*.py"), *repository_scripts()]
     pools = {path.relative_to(REPO_ROOT).as_posix(): lines for path in candidates
              if path != executor and (lines := pool_constructions(path))}  # fmt: skip
     assert pools == {}
@@ -261,12 +329,13 @@ def test_the_lab_has_one_resume_record() -> None:
     """Every study keeps its finished runs through the lab's one resume record (:mod:`hf_variants.lab.records`,
     written atomically, taken only for the same settings): no lab module or study script commits a JSON file,
     renames or copies one by hand."""
-    candidates = [*(REPO_ROOT / "hf_variants" / "lab").rglob("*.py"), REPO_ROOT / "scripts" / "calibrate_embedded.py",
-                  REPO_ROOT / "scripts" / "classification_grid.py", REPO_ROOT / "scripts" / "glue_after_pretraining.py",
-                  REPO_ROOT / "scripts" / "pretraining_budget.py"]  # fmt: skip
+    studies = REPO_ROOT / "experiments"
+    candidates = [*(REPO_ROOT / "hf_variants" / "lab").rglob("*.py"), studies / "calibration" / "calibrate_embedded.py",
+                  studies / "glue_after_pretraining" / "glue_after_pretraining.py",
+                  studies / "glue_after_pretraining" / "pretraining_budget.py"]  # fmt: skip
     writes = {path.relative_to(REPO_ROOT).as_posix(): lines for path in candidates if (lines := file_writes(path))}
     assert writes == {}
-    assert file_writes(REPO_ROOT / "scripts" / "node_nfe.py")  # the scan finds a JSON written by hand
+    assert file_writes(REPO_ROOT / "experiments" / "node_nfe" / "node_nfe.py")  # the scan finds a JSON written by hand
 
 
 #: The one checked writer (hf_variants/training/files.py): every file the package writes, copies, renames or

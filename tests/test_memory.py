@@ -7,14 +7,11 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 import torch
 
 from hf_variants.training.memory import is_out_of_memory, limit_address_space, out_of_memory_summary
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def refused_allocation() -> RuntimeError:
@@ -67,11 +64,3 @@ def test_under_the_cap_an_allocation_beyond_it_is_refused_and_reported_with_the_
 def test_a_cap_that_is_not_a_positive_finite_number_is_refused(gib: float) -> None:
     with pytest.raises(ValueError, match=f"positive number of GiB, got {gib}"):
         limit_address_space(gib)
-
-
-def test_the_grid_script_names_a_bad_memory_limit_in_one_line(tmp_path: Path) -> None:
-    command = [sys.executable, str(ROOT / "scripts" / "classification_grid.py"), "--data_dir", str(tmp_path),
-               "--memory_limit_gib", "0"]  # fmt: skip
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert "argument --memory_limit_gib: The memory limit must be a positive number of GiB, got 0.0." in result.stderr

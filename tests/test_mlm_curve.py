@@ -1,4 +1,4 @@
-"""``scripts/mlm_curve.py``: the unigram reference against a hand computation, and runs of another corpus refused."""
+"""``tools/mlm_curve.py``: the unigram reference against a hand computation, and runs of another corpus refused."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def whitespace_tokenizer(text: str, truncation: bool, max_length: int, add_speci
 
 
 def test_the_unigram_entropy_is_the_token_frequencies_entropy() -> None:
-    curve = load_script("mlm_curve")
+    curve = load_script("tools/mlm_curve")
     # length 5 leaves 3 tokens beside [CLS] and [SEP]: "a a b" and "a c c" (d cut) → a: 3, b: 1, c: 2 of 6
     entropy = curve.unigram_entropy(whitespace_tokenizer, ["a a b", "a c c d"], max_length=5)
     assert entropy == pytest.approx(-(0.5 * math.log(0.5) + 1 / 6 * math.log(1 / 6) + 1 / 3 * math.log(1 / 3)))
@@ -26,7 +26,7 @@ def test_the_unigram_entropy_is_the_token_frequencies_entropy() -> None:
 
 
 def test_a_run_of_another_corpus_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
-    curve = load_script("mlm_curve")
+    curve = load_script("tools/mlm_curve")
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("the cat\n")
     run = tmp_path / "run"
@@ -45,7 +45,7 @@ def test_a_run_of_another_corpus_is_refused(tmp_path: Path, monkeypatch: pytest.
 def test_a_run_without_a_tracker_gives_its_curve_from_the_training_history(tmp_path: Path) -> None:
     """The grid's self-pretraining reports to no tracker: its curve is the window means of its per-step training
     loss and its final validation loss; a folder with neither record is named."""
-    curve = load_script("mlm_curve")
+    curve = load_script("tools/mlm_curve")
     losses = [9.0, 8.0, 7.0, 6.0, 5.0, 4.0, 3.0]  # 7 steps in windows of 3 (points=2): the seventh step left out
     (tmp_path / "train_history.json").write_text(json.dumps([{"step": i + 1, "loss": x} for i, x in enumerate(losses)]))
     (tmp_path / "results.json").write_text(json.dumps({"steps": 7, "eval_loss": 3.5}))

@@ -202,18 +202,24 @@ def test_the_study_scripts_commit_nothing_and_read_only_the_data_folder_they_are
         return {node.value for node in nodes if isinstance(node, ast.Constant) and isinstance(node.value, str)}
 
     writes_to_git = []
-    for path in [*(ROOT / "scripts").glob("*.py"), *(ROOT / "hf_variants").rglob("*.py")]:
+    folders = ("scripts", "benchmarks", "tools", "experiments", "examples", "hf_variants")
+    for path in [path for folder in folders for path in (ROOT / folder).rglob("*.py")]:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         calls = [words(node) for node in ast.walk(tree) if isinstance(node, ast.Call)]
         if any("git" in called for called in calls) and any(called & {"commit", "add", "push"} for called in calls):
             writes_to_git.append(path.relative_to(ROOT).as_posix())
-    assert writes_to_git == []  # reading the commit a record was made at (scripts/node_nfe.py) is allowed
+    assert writes_to_git == []  # reading the commit a record was made at (experiments/node_nfe/node_nfe.py) is allowed
     env = {key: value for key, value in os.environ.items() if key != "HF_VARIANTS_DATA"}
-    for script in ("classification_grid.py", "pretraining_budget.py", "glue_after_pretraining.py"):
-        completed = subprocess.run([sys.executable, str(ROOT / "scripts" / script), "--output_dir", str(tmp_path)],
+    for script in ("pretraining_budget.py", "glue_after_pretraining.py"):
+        path = ROOT / "experiments" / "glue_after_pretraining" / script
+        completed = subprocess.run([sys.executable, str(path), "--output_dir", str(tmp_path)],
                                    capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)  # fmt: skip
         assert completed.returncode == 2, (script, completed.stderr[-2000:])
         assert "the following arguments are required: --data_dir" in completed.stderr.strip().splitlines()[-1]
+    study = [sys.executable, "-m", "hf_variants.cli", "study", "classification_from_scratch", "--output_dir", "out"]
+    completed = subprocess.run(study, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert completed.returncode == 2 and not (tmp_path / "out").exists()
+    assert "argument --data_dir: required when $HF_VARIANTS_DATA is not set" in completed.stderr
 
 
 @pytest.mark.parametrize("spec", PAIRS)

@@ -14,18 +14,32 @@ from hf_variants.lab import verdicts
 from hf_variants.lab.glue_after_pretraining import choose_learning_rate as glue_choice
 from hf_variants.lab.grid import held_out_run, load_grid
 
+from .helpers import committed_records
+
 ROOT = Path(__file__).resolve().parents[1]
-EXPERIMENTS = ROOT / "docs" / "experiments"
-GRIDS = sorted(path.parent for path in EXPERIMENTS.glob("*/*/run_fingerprint.json"))
-GLUE_CELLS = sorted({path.parent for path in EXPERIMENTS.glob("pretraining_budget*/runs/**/seed*.json")})
-COMPARISONS = sorted(ROOT.glob("docs/compare/**/results.json"))
+#: The committed grids (their records unpacked) and the GLUE studies' cells.
+GRID_STUDIES = {name: committed_records(name)
+                for name in ("classification", "transject_residual", "transject_embedding")}  # fmt: skip
+GLUE_STUDIES = {name: committed_records(f"glue_after_pretraining/{name}")
+                for name in ("pretraining_budget", "pretraining_budget_long")}  # fmt: skip
+GRIDS = sorted(path.parent for folder in GRID_STUDIES.values() for path in folder.glob("*/run_fingerprint.json"))
+GLUE_CELLS = sorted({path.parent for folder in GLUE_STUDIES.values() for path in folder.glob("runs/**/seed*.json")})
+
+
+def shown(path: Path) -> str:
+    """A committed cell's name in the test id: its study and its path in the study."""
+    for name, folder in {**GRID_STUDIES, **GLUE_STUDIES}.items():
+        if path.is_relative_to(folder):
+            return f"{name}/{path.relative_to(folder).as_posix()}"
+    return path.name
+COMPARISONS = sorted(ROOT.glob("experiments/compare/**/results.json"))
 
 
 def test_there_are_committed_studies_of_each_kind() -> None:
     assert len(GRIDS) >= 9 and len(GLUE_CELLS) >= 20 and COMPARISONS
 
 
-@pytest.mark.parametrize("folder", GRIDS, ids=lambda p: p.relative_to(EXPERIMENTS).as_posix())
+@pytest.mark.parametrize("folder", GRIDS, ids=shown)
 def test_every_grid_cell_was_run_at_the_protocols_rate(folder: Path) -> None:
     for spec, roles in load_grid(folder)["cells"].items():
         for role, cell in roles.items():
@@ -36,7 +50,7 @@ def test_every_grid_cell_was_run_at_the_protocols_rate(folder: Path) -> None:
             assert {r["learning_rate"] for r in cell["seeds"].values()} == {chosen}, (spec, role)
 
 
-@pytest.mark.parametrize("folder", GLUE_CELLS, ids=lambda p: p.relative_to(EXPERIMENTS).as_posix())
+@pytest.mark.parametrize("folder", GLUE_CELLS, ids=shown)
 def test_every_glue_cell_was_run_at_the_protocols_rate(folder: Path) -> None:
     sweep = {float(p.stem.removeprefix("sweep-lr")): json.loads(p.read_text()) for p in folder.glob("sweep-lr*.json")}
     seeds = [json.loads(p.read_text()) for p in folder.glob("seed*.json")]
@@ -64,7 +78,7 @@ def test_committed_glue_runs_are_recognised_from_the_studys_typed_settings(study
     from hf_variants.lab.glue_after_pretraining import FineTuning, finished_run
 
     protocol, work = FineTuning(), Path("runs") / study.replace("_", "-")
-    records = sorted((EXPERIMENTS / study / "runs").glob("*/*/*.json"))
+    records = sorted((GLUE_STUDIES[study] / "runs").glob("*/*/*.json"))
     assert len(records) >= 50
     for record in records:
         model, task, run = record.parent.parent.name, record.parent.name, record.stem
@@ -92,7 +106,7 @@ def test_committed_pretraining_runs_are_recognised_from_the_studys_typed_setting
     from hf_variants.lab.glue_after_pretraining import PRETRAINING_SIZES, mlm_settings
     from hf_variants.training import run_mlm
 
-    record = EXPERIMENTS / study / "pretraining.json"
+    record = GLUE_STUDIES[study] / "pretraining.json"
     work = Path("runs") / study.replace("_", "-")
     settings = mlm_settings("bert_control", PRETRAINING_SIZES, Path("../shared/data"), work / "tokenizer", steps,
                             every, work / "mlm")  # fmt: skip

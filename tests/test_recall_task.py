@@ -20,6 +20,8 @@ from hf_variants.synthetic import (
     synthetic_recall,
 )
 
+from .helpers import committed_records
+
 
 def answer_by_reading(sequence: str) -> int:
     """The value that followed the queried key, read off the words (independently of the generator)."""
@@ -127,7 +129,7 @@ def test_the_default_levels_are_the_calibrated_ones(name: str, level: str, low: 
     from hf_variants import synthetic
     from hf_variants.settings.compare import RECALL_STEPS
 
-    folder = Path(__file__).resolve().parents[1] / "docs" / "compare" / "calibration"
+    folder = committed_records("calibration")
     record = json.loads((folder / (name.format(getattr(synthetic, level), RECALL_STEPS) + ".json")).read_text())
     assert low < record["dev_accuracy_mean"] < high
     assert record["statuses"] == dict.fromkeys(record["statuses"], "learned")

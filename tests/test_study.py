@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,10 +14,10 @@ import pytest
 
 from hf_variants.lab.study import load_study
 
-from .helpers import REPO_ROOT, run_python
+from .helpers import REPO_ROOT, committed_records, load_script, run_python
 from .test_experiments import learnable_ag_news
 
-COMMITTED_GRID = REPO_ROOT / "docs" / "experiments" / "classification"
+COMMITTED_GRID = committed_records("classification")
 
 
 @pytest.mark.parametrize("task", ["ag_news", "listops", "imdb"])
@@ -30,8 +32,9 @@ def test_the_from_scratch_study_is_the_committed_grids_settings(task: str) -> No
 def test_the_pilot_study_resumes_its_committed_folders() -> None:
     """Every committed condition of the never-from-scratch pilot is its study file's settings, so the same command
     resumes it: a switch added since (``sparse_prediction``, off there) leaves an old fingerprint unchanged."""
-    pilot = REPO_ROOT / "docs" / "experiments" / "never_from_scratch_pilot"
-    grids = [(c, s) for c, s in load_study(str(pilot / "pilot.toml")).grids if s.task == "ag_news"]  # --tasks ag_news
+    pilot = committed_records("never_from_scratch_pilot")
+    study_file = REPO_ROOT / "experiments" / "never_from_scratch_pilot" / "pilot.toml"
+    grids = [(c, s) for c, s in load_study(study_file).grids if s.task == "ag_news"]  # --tasks ag_news
     assert len(sorted(pilot.glob("*/*/run_fingerprint.json"))) == len(grids) >= 5
     for condition, settings in grids:
         fingerprint = json.loads((pilot / condition / settings.task / "run_fingerprint.json").read_text())
@@ -129,7 +132,8 @@ def test_the_two_answers_pair_each_model_by_seed_across_conditions(tmp_path: Pat
     paired by seed, against hand-computed means, intervals and detectable differences; a one-class run left out."""
     from scipy import stats
 
-    from hf_variants.lab.never_from_scratch import payoff_table, scratch_table, verdict_table
+    study = load_script("tools/never_from_scratch")
+    payoff_table, scratch_table, verdict_table = study.payoff_table, study.scratch_table, study.verdict_table
 
     scratch = {"variant": {1: 0.70, 2: 0.72, 3: 0.74}, "control": {1: 0.71, 2: 0.71, 3: 0.75}}
     pretrained = {"variant": {1: 0.80, 2: 0.84, 3: 0.86}, "control": {1: 0.78, 2: None, 3: 0.83}}
@@ -192,7 +196,7 @@ def test_the_tally_counts_the_differences_that_exclude_zero_against_chance_alone
 
     from scipy import stats
 
-    from hf_variants.lab.never_from_scratch import tally_table
+    tally_table = load_script("tools/never_from_scratch").tally_table
 
     cells = {  # (condition, pair, role) → accuracies by seed
         ("scratch", "mgk_bert", "variant"): {1: 0.80, 2: 0.82, 3: 0.84},
@@ -237,7 +241,8 @@ def test_the_plateau_table_gives_each_seeds_exit_step_from_its_recorded_curve(tm
     """Per condition, pair and role, each seed's step off its starting loss (:func:`left_plateau_at`), ``never``
     within its budget, ``no curve`` for a record without one, a stopped run's status; a copied cell names its twin.
     Its counts (:func:`plateau_exit_counts`) count a copied cell once and tell a one-class run from one that learned."""
-    from hf_variants.lab.never_from_scratch import plateau_exit_counts, plateau_exit_table
+    study = load_script("tools/never_from_scratch")
+    plateau_exit_counts, plateau_exit_table = study.plateau_exit_counts, study.plateau_exit_table
 
     def curve(first_low: int | None) -> list[dict[str, float]]:  # on ln 10 until the point first_low (1-based)
         return [{"step": 15 * i, "loss": 2.30 if first_low is None or i < first_low else 1.9} for i in range(1, 21)]
@@ -281,7 +286,7 @@ def test_the_plateau_table_gives_each_seeds_exit_step_from_its_recorded_curve(tm
 def test_which_variant_reads_each_condition_of_the_study(tmp_path: Path) -> None:
     """The "Which variant?" table's study column: the variant's verdict per task in each condition, scratch first,
     from the cells on disk (a pair without both cells is not shown)."""
-    from hf_variants.lab.which_variant import study_verdicts
+    study_verdicts = load_script("tools/which_variant").study_verdicts
 
     for condition, variant in (("self_pretrained", {1: 0.80, 2: 0.82, 3: 0.84}), ("scratch", {1: 0.70, 2: 0.72})):
         folder = tmp_path / condition / "sst2"
@@ -297,3 +302,50 @@ def test_which_variant_reads_each_condition_of_the_study(tmp_path: Path) -> None
     assert pretrained.startswith("sst2 (self_pretrained): ") and "+11.7 [" in pretrained  # (10 + 11 + 14) / 3
     assert "(learned" not in pretrained  # every run learned: no count shown
     assert study_verdicts(tmp_path / "absent", ["sst2"]) == {}
+
+
+CLI = Path(sys.executable).with_name("hf-variants")
+
+
+def test_the_study_command_runs_the_smallest_cell_of_the_from_scratch_study(tmp_path: Path) -> None:
+    """``hf-variants study`` as a user types it: one pair, one role, one learning rate, one seed of the shipped
+    from-scratch study; its records in the folder given, read back (not rerun) by the same command."""
+    learnable_ag_news(tmp_path / "data", rows=120)
+    command = [str(CLI), "study", "classification_from_scratch", "--tasks", "ag_news", "--pairs", "mgk_bert",
+               "--roles", "control", "--seeds", "1", "--learning_rates", "1e-3", "--data_dir", "data",
+               "--output_dir", "records"]  # fmt: skip
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    cell = tmp_path / "records" / "ag_news" / "mgk_bert" / "control"
+    assert sorted(path.name for path in cell.iterdir()) == ["choice.json", "seed1.json", "sweep-lr0.001.json"]
+    seed = json.loads((cell / "seed1.json").read_text())
+    assert seed["status"] == "finished" and seed["learning_rate"] == 1e-3 and seed["seed"] == 1
+    (settings,) = [s for _, s in load_study("classification_from_scratch").grids if s.task == "ag_news"]
+    fingerprint = json.loads((tmp_path / "records" / "ag_news" / "run_fingerprint.json").read_text())
+    assert fingerprint["steps"] == settings.steps and fingerprint["pairs"] == ["mgk_bert"]
+    assert not (tmp_path / "records" / "ag_news" / "mgk_bert" / "variant").exists()  # --roles control only
+    modified = (cell / "seed1.json").stat().st_mtime_ns
+    again = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and (cell / "seed1.json").stat().st_mtime_ns == modified  # resumed, not rerun
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["nothing"], "argument STUDY: No study 'nothing'"),
+        (["classification_from_scratch", "--tasks", "sst2"],
+         "argument --tasks: classification_from_scratch.toml has the tasks ag_news, listops, imdb, not sst2"),
+        (["classification_from_scratch", "--conditions", "scratch"], "argument --conditions: "),
+        (["classification_from_scratch", "--seeds", "1", "1"], "argument --seeds: names a value twice"),
+        (["classification_from_scratch", "--memory_limit_gib", "0"],
+         "argument --memory_limit_gib: 0 must be greater than 0"),
+        (["classification_from_scratch", "--roles", "treated"], "argument --roles: invalid choice: 'treated'"),
+    ],
+)
+def test_the_study_command_names_a_wrong_argument_in_one_line(tmp_path: Path, arguments: list[str],
+                                                               message: str) -> None:  # fmt: skip
+    result = subprocess.run([str(CLI), "study", *arguments, "--data_dir", str(tmp_path), "--output_dir",
+                             str(tmp_path / "out")], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert message in result.stderr, result.stderr
+    assert not (tmp_path / "out").exists()  # refused before anything was written

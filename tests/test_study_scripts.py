@@ -14,12 +14,12 @@ from .helpers import load_script, middle_parameter, poison_gradient
 
 @pytest.fixture(scope="module")
 def parity():
-    return load_script("parity")
+    return load_script("experiments/parity/parity")
 
 
 @pytest.fixture(scope="module")
 def bounds():
-    return load_script("transject_bounds")
+    return load_script("experiments/transject_bounds/transject_bounds")
 
 
 def reference_parity_run(parity, dim: int, blocks: int, learning_rate: float, seed: int, epochs: int) -> dict:
@@ -123,7 +123,7 @@ def test_a_bounds_row_that_stopped_is_reported_by_status(bounds, tmp_path: Path)
     with no numbers; finished rows render as before."""
     import json
 
-    from hf_variants.lab.tables import transject_bounds_table
+    transject_bounds_table = load_script("tools/study_tables").transject_bounds_table
 
     stopped = {"status": "diverged", "diverged_at_step": 4, "cause": "Step 5: non-finite gradient in encoder.x"}
     assert bounds.bounds_record(stopped, bounds.ResidualWeightTrace(10)) == stopped
@@ -141,7 +141,7 @@ def test_the_parity_table_reports_stopped_runs_by_status(parity, tmp_path: Path)
     stopped, and no numbers for a cell where none finished."""
     import json
 
-    from hf_variants.lab.tables import parity_table
+    parity_table = load_script("tools/study_tables").parity_table
 
     finished = {"learning_rate": 1e-2, "seed": 0, "parameters": 10, "status": "finished", "best_accuracy": 0.75,
                 "time_to_best_s": 2.0, "epoch_of_best": 5, "epochs_run": 9, "mean_nfe_per_forward": 20.0}  # fmt: skip

@@ -419,3 +419,23 @@ def test_alpha_zero_makes_every_layer_the_identity_and_restores_it() -> None:
         assert residual_weights(model) == [0.5, 0.5, 0.5]
         torch.testing.assert_close(model(**inputs).last_hidden_state, before, rtol=0, atol=0)
     assert not torch.allclose(before, embeddings)  # the layers act when α_l = 0.5
+
+
+def test_an_idea_reports_itself_to_a_study_that_does_not_name_it() -> None:
+    """The generic diagnostics (:mod:`hf_variants.core.diagnostics`) a study reads: TransJect's layers report α_l
+    and offer the identity ablation; the same model without the injective scheme reports and offers nothing, and
+    asking it for the ablation names what it offers."""
+    from hf_variants.core.diagnostics import ablated, ablations, diagnostics
+
+    model = TransJectModel(small_config(residual_weight="sigmoid"))
+    assert diagnostics(model) == {"residual_weights": [0.5, 0.5, 0.5]} and ablations(model) == ["identity_layers"]
+    with ablated(model, "identity_layers"):
+        assert diagnostics(model) == {"residual_weights": [0.0, 0.0, 0.0]}
+    assert diagnostics(model)["residual_weights"] == [0.5, 0.5, 0.5]
+    with pytest.raises(RuntimeError, match="inside"), ablated(model, "identity_layers"):
+        raise RuntimeError("inside")
+    assert diagnostics(model)["residual_weights"] == [0.5, 0.5, 0.5]  # restored after an error too
+    plain = TransJectModel(small_config(layer_scheme="vanilla"))
+    assert diagnostics(plain) == {} and ablations(plain) == []
+    with pytest.raises(ValueError, match="offers no ablation 'identity_layers'; it offers none"):
+        ablated(plain, "identity_layers").__enter__()

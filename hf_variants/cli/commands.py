@@ -78,6 +78,15 @@ def _compare(argv: list[str]) -> object:
     return main(argv)
 
 
+def _study(argv: list[str]) -> object:
+    from ..settings.study import parse_args
+
+    parse_args(argv)  # --help and argument errors before the lab is imported
+    from ..lab.study import main
+
+    return main(argv)
+
+
 def _verify(argv: list[str]) -> object:
     from .hub import verify
 
@@ -98,6 +107,8 @@ COMMANDS: dict[str, Command] = {
     "push": Command("Upload a Hub folder to the Hub (or to a local folder laid out like it).", _push),
     "compare": Command("The main job: each variant against its matched control on embedded tasks that can separate "
                        "models, with controls showing what it can detect.", _compare),
+    "study": Command("Run a study file: each variant against its matched control on text-classification tasks, "
+                     "records into a folder.", _study),
     "verify": Command("Check a folder hf-variants wrote against its manifest (sizes and SHA-256).", _verify),
     "info": Command("Registered model types, library versions and the compute device.", _info),
 }

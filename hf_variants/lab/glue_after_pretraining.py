@@ -1,12 +1,12 @@
 """GLUE after pretraining: masked-LM pretraining on WikiText-2, then fine-tuning on GLUE tasks with the
 learning rate chosen on held-out training data — shared by two studies:
 
-* the **budget study** (``scripts/pretraining_budget.py``): one BERT-control MLM run keeps a checkpoint
+* the **budget study** (the repository's pretraining-budget driver): one BERT-control MLM run keeps a checkpoint
   every few hundred steps; each chosen checkpoint ("budget", in optimizer steps) and the same
   architecture from random initialisation (budget 0) are fine-tuned, and a budget helps on a task when
   its paired-by-seed difference from random initialisation has a 95% interval above 0 (more than the
   seed spread). It measures the budget the variant comparison needs before that comparison is run.
-* the **variant comparison** (``scripts/glue_after_pretraining.py``): each variant and its matched
+* the **variant comparison** (the repository's GLUE-after-pretraining driver): each variant and its matched
   control pretrained at one budget with the same tokenizer, data, schedule and seed, then fine-tuned the
   same way; differences variant − control paired by seed.
 
@@ -422,7 +422,7 @@ def pair_table(
 
 
 # --------------------------------------------------------------------------------------------
-# Tables from the committed files (scripts/render_tables.py)
+# Tables from the committed files (the docs renderer)
 # --------------------------------------------------------------------------------------------
 def task_order(cells: dict[tuple[Any, str], Cell]) -> list[str]:
     """The tasks of ``cells``, SST-2 (the anchor task) first, then alphabetical."""

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.composition import NAMING_FIELDS, idea_field_names, model_identity
+from ..settings.study import ROLES
 from ..tokenization import train_wordpiece_tokenizer
 from ..training.checkpoints import CheckpointError, OutputDirLock, load_json, prepare_output_dir
 from ..training.files import write_text_atomic
@@ -44,7 +45,6 @@ from .text_classification import TextClassificationData, load_task
 from .verdicts import HeldOutRun, RunOutcome, choose_learning_rate
 
 logger = logging.getLogger(__name__)
-ROLES = ("variant", "control")
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ class SelfPretraining:
     #: Share of the pretraining texts held out for its validation loss (training inputs all the same).
     validation_percentage: float = 5.0
     #: The MLM decoder only at the masked positions (the config's ``sparse_prediction``): the same loss at a
-    #: fraction of the decoder's cost, which dominates a small model's MLM step (``scripts/benchmark_sparse_mlm.py``).
+    #: fraction of the decoder's cost, which dominates a small model's MLM step (docs "Benchmarks", sparse MLM).
     sparse_prediction: bool = False
 
     def compute_multiple(self, fine_tuning_steps: int) -> float:

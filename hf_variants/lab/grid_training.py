@@ -33,6 +33,7 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
 import hf_variants  # noqa: F401  (registers the variants)
 
+from ..core.diagnostics import ablated, ablations, diagnostics
 from ..core.failures import ModelFailure
 from ..training.memory import is_out_of_memory, out_of_memory_summary
 from ..training.nonfinite import NonFiniteStepError
@@ -122,19 +123,18 @@ class RunSettings:
         )  # fmt: skip
 
 
-def injective_layer_effect(model: torch.nn.Module, trainer: GlueTrainer, evaluation: EncodedSplit) -> dict:
-    """For a model with injective layers (TransJect's scheme): the trained α_l and the accuracy with every
-    α_l set to 0 — how much the layers carry; nothing for other models."""
-    from ..core.schemes.injective.modeling_injective import layers_as_identity, residual_weights
-
-    alphas = residual_weights(model)
-    if not alphas:
-        return {}
-    with layers_as_identity(model):
-        predictions = trainer.predict(evaluation).predictions.argmax(-1).tolist()
-    correct = sum(p == y for p, y in zip(predictions, evaluation.labels, strict=True))
-    return {"residual_weights": [round(alpha, 6) for alpha in alphas],
-            "accuracy_with_identity_layers": correct / len(predictions)}  # fmt: skip
+def idea_effect(model: torch.nn.Module, trainer: GlueTrainer, evaluation: EncodedSplit) -> dict:
+    """What the model's ideas report of themselves (:mod:`hf_variants.core.diagnostics`, e.g. TransJect's trained
+    α_l as ``residual_weights``) and the accuracy under each ablation they offer (``accuracy_with_<name>``, e.g.
+    ``accuracy_with_identity_layers``: how much the layers carry); nothing for a model whose ideas report none."""
+    effect: dict[str, Any] = {name: [round(value, 6) for value in values]
+                              for name, values in diagnostics(model).items()}  # fmt: skip
+    for name in ablations(model):
+        with ablated(model, name):
+            predictions = trainer.predict(evaluation).predictions.argmax(-1).tolist()
+        correct = sum(p == y for p, y in zip(predictions, evaluation.labels, strict=True))
+        effect[f"accuracy_with_{name}"] = correct / len(predictions)
+    return effect
 
 
 def train_and_evaluate(
@@ -198,7 +198,7 @@ def train_and_evaluate(
     return {
         "status": "finished",
         "accuracy": correct / len(predictions),
-        **injective_layer_effect(model, trainer, evaluation),
+        **idea_effect(model, trainer, evaluation),
         "prediction_counts": counts,
         "predicts_one_class": predicts_one_class(counts),
         "final_train_loss": sum(tail) / len(tail),

@@ -478,7 +478,7 @@ def report_markdown(results: dict[str, Any]) -> str:
               "`AutoModelForSequenceClassification` and its dev score recomputed (equal to the reported one).",
               "† Tokens/s and training time (pretraining plus the final runs) depend on the machine's load",
               f"while each run trained ({results['settings']['workers']} runs side by side); they are not a speed",
-              "comparison — `scripts/benchmark.py` is.",
+              "comparison — the benchmarks are (docs \"Benchmarks\").",
               f"The comparison took {results['wall_seconds']:.0f} s, {results['training_wall_seconds']:.0f} s of "
               "them training.", "", "## Figures", ""]  # fmt: skip
     without_attention = [n for n, e in results["models"].items() if not e.get("has_attention_probabilities", True)]

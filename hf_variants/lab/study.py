@@ -17,6 +17,8 @@ condition is an error naming the file and the field, before anything runs.
 from __future__ import annotations
 
 import dataclasses
+import logging
+import os
 import sys
 import types
 import typing
@@ -25,7 +27,9 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from .grid import ROLES, Grid, GridSettings, SelfPretraining
+from ..settings.study import ROLES, build_parser, parse_args
+from ..training.memory import limit_address_space
+from .grid import Grid, GridSettings, SelfPretraining
 from .text_classification import TASKS
 
 if sys.version_info >= (3, 11):
@@ -166,6 +170,18 @@ def load_study(name_or_path: str | Path) -> Study:
     return Study(path.stem, study.get("description", ""), path, tuple(grids))
 
 
+def check_selection(
+    study: Study, *, tasks: Sequence[str] | None, conditions: Sequence[str] | None, roles: Sequence[str] | None
+) -> None:
+    """A ``ValueError`` naming the option when ``tasks``, ``conditions`` or ``roles`` ask for what the study lacks."""
+    offered = {"tasks": study.tasks(), "conditions": list(dict.fromkeys(condition for condition, _ in study.grids)),
+               "roles": list(ROLES)}  # fmt: skip
+    for name, asked in (("tasks", tasks), ("conditions", conditions), ("roles", roles)):
+        if asked and set(asked) - set(offered[name]):
+            raise ValueError(f"argument --{name}: {study.path.name} has the {name} {', '.join(offered[name]) or 'none'}"
+                             f", not {', '.join(asked)}")  # fmt: skip
+
+
 def run_study(
     study: Study, data_dir: Path, output_dir: Path, work_dir: Path, *, tasks: Sequence[str] | None = None,
     conditions: Sequence[str] | None = None, roles: Sequence[str] | None = None,
@@ -176,11 +192,7 @@ def run_study(
     ``output_dir/<condition>/<task>``, a self-pretraining grid's models under ``work_dir/<condition>``; the folders
     of the grids run. ``on_record(cell folder)`` follows each run and choice written into a (pair, role) cell, e.g.
     to report progress or copy the cell elsewhere (:meth:`Grid.run`)."""
-    offered = {"tasks": study.tasks(), "conditions": list(dict.fromkeys(condition for condition, _ in study.grids)),
-               "roles": list(ROLES)}  # fmt: skip
-    for name, asked in (("tasks", tasks), ("conditions", conditions), ("roles", roles)):
-        if asked and set(asked) - set(offered[name]):
-            raise ValueError(f"{study.path.name} has the {name} {', '.join(offered[name])}, not {', '.join(asked)}.")
+    check_selection(study, tasks=tasks, conditions=conditions, roles=roles)
     folders = []
     for condition, settings in study.grids:
         if (tasks and settings.task not in tasks) or (conditions and condition not in conditions):
@@ -190,3 +202,23 @@ def run_study(
         grid.run(on_record=on_record, roles=roles or ROLES)
         folders.append(output_dir / condition / settings.task)
     return folders
+
+
+def main(argv: list[str] | None = None) -> list[Path]:
+    """``hf-variants study``: the study of the command line run (:func:`run_study`); the grid folders run. A
+    mistake in the command line, the study file or the selection is a usage error before anything runs."""
+    args = parse_args(argv)
+    try:
+        study = load_study(args.study)
+    except (ValueError, FileNotFoundError) as error:
+        build_parser().error(f"argument STUDY: {error}")
+    try:
+        check_selection(study, tasks=args.tasks, conditions=args.conditions, roles=args.roles)
+    except ValueError as error:
+        build_parser().error(str(error))
+    if args.memory_limit_gib is not None:
+        limit_address_space(args.memory_limit_gib)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    return run_study(study, args.data_dir, args.output_dir, args.work_dir, tasks=args.tasks,
+                     conditions=args.conditions, roles=args.roles, replace=args.replaced_fields())  # fmt: skip

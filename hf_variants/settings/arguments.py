@@ -32,13 +32,15 @@ def setting(
     group: str | None = None,
     aliases: Sequence[str] = (),
     metavar: str | None = None,
+    positional: bool = False,
     default_factory: Callable[[], Any] | Any = dataclasses.MISSING,
 ) -> Any:
-    """A dataclass field that is also a command-line flag ``--<name>``: ``parse`` checks and converts a
-    value (a command line's text, or ``str`` of a value set in Python); no default makes it required."""
+    """A dataclass field that is also a command-line flag ``--<name>`` (or, ``positional``, an argument without
+    one, as ``hf-variants study NAME``): ``parse`` checks and converts a value (a command line's text, or ``str``
+    of a value set in Python); no default makes it required."""
     metadata: dict[str, Any] = {"help": help}
     for key, value in (("parse", parse), ("choices", list(choices) if choices else None), ("group", group),
-                       ("aliases", list(aliases)), ("metavar", metavar)):  # fmt: skip
+                       ("aliases", list(aliases)), ("metavar", metavar), ("positional", positional)):  # fmt: skip
         if value:
             metadata[key] = value
     return dataclasses.field(default=default, default_factory=default_factory, metadata=metadata)
@@ -114,6 +116,9 @@ def add_arguments(parser: argparse.ArgumentParser, settings_class: type) -> argp
         help_text = field.metadata["help"] + (" (required)" if field.name in required else "")
         kind, is_list = _value_type(hints[field.name])
         options: dict[str, Any] = {"dest": field.name, "help": help_text, "default": _default(field)}
+        if field.metadata.get("positional"):  # its name, not a flag; argparse itself requires it
+            flags = [options.pop("dest")]
+            options["help"] = field.metadata["help"]
         if kind is bool:
             target.add_argument(*flags, action="store_true", **options)
             if field.default is True:

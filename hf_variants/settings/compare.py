@@ -45,8 +45,8 @@ preset's value.
 #: seed-paired difference lies inside ±m (two one-sided tests at 5%).
 DEFAULT_EQUIVALENCE_MARGIN = 2.0
 
-#: Fine-tuning steps of the recall preset (chosen by ``scripts/calibrate_embedded.py``, records in
-#: docs/compare/calibration).
+#: Fine-tuning steps of the recall preset (calibrated: enough for the BERT control to learn the task; docs "The main
+#: job").
 RECALL_STEPS = 1500
 
 #: The variants of the powered preset: every one but N-ODE (whose solver takes 10–20× a step's time), and MGK's

@@ -511,7 +511,8 @@ def refuse_sharded_state(training_args: TrainingArguments) -> None:
         raise ValueError(
             f"hf-variants finetune does not support {requested[0]}: its checkpoints are written in shards by every "
             "process, which the main process's completeness marker cannot vouch for. Use data parallelism "
-            "(accelerate launch --multi_gpu, scripts/configs/ddp_multi_gpu.yaml or multi_cpu_gloo.yaml)."
+            "(`accelerate launch --multi_gpu`, or an accelerate config whose distributed_type is MULTI_GPU or "
+            "MULTI_CPU)."
         )
 
 
@@ -633,31 +634,42 @@ def recorded_arguments(results: dict[str, Any], record: Path) -> dict[str, dict[
     )
 
 
-def fine_tune(model_args, data_args, training_args, run_args, command: str | None) -> dict[str, Any]:
-    """The run itself, inside the output folder's lock."""
+@dataclass
+class TaskData:
+    """The raw splits of a run with their labels encoded, the task's declaration (None for the user's own files)
+    and the text columns the model reads."""
+
+    raw: DatasetDict
+    task: GlueTask | None
+    labels: LabelSpace
+    sentence1_key: str
+    sentence2_key: str | None
+
+
+def configure_logging(training_args: TrainingArguments) -> None:
     logging.basicConfig(format="%(asctime)s - %(levelname)s - %(name)s - %(message)s", level=logging.INFO)
     log_level = training_args.get_process_log_level()
     logger.setLevel(log_level)
     datasets.utils.logging.set_verbosity(log_level)
     transformers.utils.logging.set_verbosity(log_level)
 
-    # Hub pushes of hf-variants models go through hf_variants.hub (with the card); the Trainer's own
-    # push stays off for them.
-    push_to_hub = training_args.push_to_hub
-    set_seed(training_args.seed)
 
+def load_task_data(model_args, data_args) -> TaskData:
+    """Step 1: the splits (GLUE or the user's files), labels encoded, a held-out slice split off when asked."""
     raw = load_raw_datasets(data_args, model_args)
     task = get_task(data_args.task_name) if data_args.task_name is not None else None
     labels = label_space(raw, task)
     raw = encode_labels(raw, labels)
     if data_args.heldout_fraction is not None:
         raw = hold_out(raw, data_args.heldout_fraction, data_args.heldout_seed)
-    sentence1_key, sentence2_key = text_keys(raw, task)
+    return TaskData(raw, task, labels, *text_keys(raw, task))
 
-    config = AutoConfig.from_pretrained(
-        model_args.config_name or model_args.model_name_or_path, cache_dir=model_args.cache_dir,
-        revision=model_args.model_revision, token=model_args.token, trust_remote_code=model_args.trust_remote_code,
-    )  # fmt: skip
+
+def load_task_config(model_args, data_args, labels: LabelSpace) -> transformers.PretrainedConfig:
+    """Step 2: the model's configuration with the overrides applied and checked, and the task's label space."""
+    hub = {"cache_dir": model_args.cache_dir, "revision": model_args.model_revision, "token": model_args.token,
+           "trust_remote_code": model_args.trust_remote_code}  # fmt: skip
+    config = AutoConfig.from_pretrained(model_args.config_name or model_args.model_name_or_path, **hub)
     pretrained_config = copy.deepcopy(config)
     overrides = parse_overrides(model_args.config_overrides)
     check_override_fields(overrides, lambda **switches: type(config).from_dict({**config.to_dict(), **switches}))
@@ -667,10 +679,7 @@ def fine_tune(model_args, data_args, training_args, run_args, command: str | Non
         config.validate()
     if not model_args.random_init:
         if model_args.config_name is not None:
-            pretrained_config = AutoConfig.from_pretrained(
-                model_args.model_name_or_path, cache_dir=model_args.cache_dir, revision=model_args.model_revision,
-                token=model_args.token, trust_remote_code=model_args.trust_remote_code,
-            )  # fmt: skip
+            pretrained_config = AutoConfig.from_pretrained(model_args.model_name_or_path, **hub)
         checkpoints.check_function_kept(pretrained_config, config, model_args.model_name_or_path,
                                         model_args.allow_function_changes)  # fmt: skip
     check_task_matches_model(config, labels, data_args.task_name, model_args.ignore_mismatched_sizes)
@@ -680,6 +689,11 @@ def fine_tune(model_args, data_args, training_args, run_args, command: str | Non
     if not labels.is_regression:
         config.label2id = {name: i for i, name in enumerate(labels.names)}
         config.id2label = dict(enumerate(labels.names))
+    return config
+
+
+def load_model_and_tokenizer(model_args, config: transformers.PretrainedConfig) -> tuple[Any, Any]:
+    """Step 3: the tokenizer, and the model from its checkpoint (every backbone weight loaded) or initialised."""
     tokenizer = AutoTokenizer.from_pretrained(
         model_args.tokenizer_name or model_args.model_name_or_path, cache_dir=model_args.cache_dir,
         revision=model_args.model_revision, token=model_args.token, trust_remote_code=model_args.trust_remote_code,
@@ -702,9 +716,12 @@ def fine_tune(model_args, data_args, training_args, run_args, command: str | Non
         raise ValueError(
             f"The tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {model.config.vocab_size}."
         )
+    return model, tokenizer
 
-    fingerprint = run_fingerprint(model_args, data_args, training_args, run_args, tokenizer)
-    output_dir = Path(training_args.output_dir)
+
+def check_run_folder(output_dir: Path, fingerprint: dict[str, Any], model_args, data_args, training_args,
+                     run_args) -> dict[str, Any] | None:  # fmt: skip
+    """Step 4: refuse a folder that holds another run; this run's results when the folder holds it finished."""
     this_run = checkpoints.check_output_dir(output_dir, fingerprint, run_args.overwrite_output_dir,
                                             replace_unstarted=True)  # fmt: skip
     if run_args.overwrite_output_dir:
@@ -713,8 +730,12 @@ def fine_tune(model_args, data_args, training_args, run_args, command: str | Non
     if finished is not None:
         logger.warning("%s holds this run, finished: nothing was trained or written (--overwrite_output_dir runs it "
                        "again; `hf-variants export` exports or pushes it).", output_dir)  # fmt: skip
-        return finished
+    return finished
 
+
+def tokenized_splits(data: TaskData, tokenizer: Any, model: Any, data_args, training_args) -> dict[str, Any]:
+    """Step 5: the splits the run reads, each cut to its ``--max_*_samples`` and tokenised: ``train`` (a dataset),
+    ``eval`` and ``predict`` (split name → dataset); None for a split not asked for."""
     positions = getattr(model.config, "max_position_embeddings", None)
     if positions is not None and data_args.max_seq_length > positions:
         raise ValueError(
@@ -725,20 +746,17 @@ def fine_tune(model_args, data_args, training_args, run_args, command: str | Non
     padding = "max_length" if data_args.pad_to_max_length else False
 
     def preprocess(examples: dict[str, list]) -> dict[str, list]:
-        texts = (
-            (examples[sentence1_key],) if sentence2_key is None else (examples[sentence1_key], examples[sentence2_key])
-        )
-        result = tokenizer(*texts, padding=padding, max_length=max_seq_length, truncation=True)
-        return result
+        columns = [data.sentence1_key] if data.sentence2_key is None else [data.sentence1_key, data.sentence2_key]
+        return tokenizer(*(examples[column] for column in columns), padding=padding, max_length=max_seq_length,
+                         truncation=True)  # fmt: skip
 
     def prepared(prefix: str, limit: int | None, flag: str) -> dict[str, datasets.Dataset]:
-        """The splits named ``prefix*``, cut to ``limit`` examples, then tokenised."""
-        names = [name for name in raw if name.startswith(prefix)]
+        names = [name for name in data.raw if name.startswith(prefix)]
         if not names:
-            raise ValueError(f"--{flag} needs a {prefix} split; the data has {list(raw)}.")
+            raise ValueError(f"--{flag} needs a {prefix} split; the data has {list(data.raw)}.")
         splits = {}
         for name in names:
-            dataset = raw[name] if limit is None else raw[name].select(range(min(limit, len(raw[name]))))
+            dataset = data.raw[name] if limit is None else data.raw[name].select(range(min(limit, len(data.raw[name]))))
             with training_args.main_process_first(desc="dataset map pre-processing"):
                 splits[name] = dataset.map(
                     preprocess, batched=True, num_proc=data_args.preprocessing_num_workers,
@@ -746,118 +764,151 @@ def fine_tune(model_args, data_args, training_args, run_args, command: str | Non
                 )  # fmt: skip
         return splits
 
-    train_dataset = eval_splits = predict_splits = None
-    if training_args.do_train:
-        train_dataset = prepared("train", data_args.max_train_samples, "do_train")["train"]
-    if training_args.do_eval:
-        eval_splits = prepared("validation", data_args.max_eval_samples, "do_eval")
-    if training_args.do_predict:
-        predict_splits = prepared("test", data_args.max_predict_samples, "do_predict")
+    asked = training_args
+    return {
+        "train": prepared("train", data_args.max_train_samples, "do_train")["train"] if asked.do_train else None,
+        "eval": prepared("validation", data_args.max_eval_samples, "do_eval") if asked.do_eval else None,
+        "predict": prepared("test", data_args.max_predict_samples, "do_predict") if asked.do_predict else None,
+    }
 
+
+def build_trainer(model: Any, tokenizer: Any, splits: dict[str, Any], data: TaskData, fingerprint: dict[str, Any],
+                  data_args, training_args, run_args, stop_on_signal: StopOnSignal) -> GlueTrainer:  # fmt: skip
+    """Step 6: the Trainer with the task's metric, dynamic padding (or the fixed padding asked for) and the
+    package's callbacks."""
     collator = default_data_collator if data_args.pad_to_max_length else DataCollatorWithPadding(tokenizer)
-    compute_metrics = metric_function(data_args.task_name, labels)
-    training_args.push_to_hub = push_to_hub and model.config.model_type not in VARIANTS
-    stop_on_signal = StopOnSignal()
     trainer = GlueTrainer(
-        model=model,
-        callbacks=[stop_on_signal],
-        fingerprint=fingerprint,
-        skip_nonfinite_steps=run_args.skip_nonfinite_steps,
-        args=training_args,
-        train_dataset=train_dataset,
-        eval_dataset=next(iter(eval_splits.values())) if eval_splits else None,
-        compute_metrics=compute_metrics,
-        processing_class=tokenizer,
+        model=model, callbacks=[stop_on_signal], fingerprint=fingerprint,
+        skip_nonfinite_steps=run_args.skip_nonfinite_steps, args=training_args, train_dataset=splits["train"],
+        eval_dataset=next(iter(splits["eval"].values())) if splits["eval"] else None,
+        compute_metrics=metric_function(data_args.task_name, data.labels), processing_class=tokenizer,
         data_collator=collator,
-    )
-
+    )  # fmt: skip
     if not run_args.print_logs:
         for printer in (ProgressCallback, PrinterCallback):
             trainer.remove_callback(printer)
         if not training_args.disable_tqdm:
             trainer.add_callback(SilentLogProgressCallback)
+    return trainer
+
+
+def train(trainer: GlueTrainer, train_dataset: Any, output_dir: Path, fingerprint: dict[str, Any],
+          stop_on_signal: StopOnSignal) -> dict[str, Any]:  # fmt: skip
+    """Step 7: train (or resume, or finish at a checkpoint that holds the last step) and save the model; the
+    training metrics. A stop signal ends in :class:`TrainingInterrupted` after the checkpoint it asked for."""
+    args = trainer.args
+    resume_from = checkpoints.checkpoint_to_resume(args.resume_from_checkpoint, output_dir, fingerprint)
+    if resume_from is not None and args.world_size > 1 and args.device.type == "cpu":
+        check_cpu_processes_can_resume()
+    if resume_from is not None and reached_its_last_step(resume_from):  # the Trainer would take one more step
+        train_metrics = finish_at_last_checkpoint(trainer, resume_from)
+    else:
+        with stop_on_signal:
+            train_metrics = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None).metrics
+    if stop_on_signal.received is not None:
+        interrupted = TrainingInterrupted(stop_on_signal.received, trainer.state.global_step,
+                                          str(output_dir / f"checkpoint-{trainer.state.global_step}"))  # fmt: skip
+        logger.warning(interrupted.message)
+        raise interrupted
+    metrics = {**train_metrics, "train_samples": len(train_dataset), "skipped_nonfinite_steps": trainer.skipped_steps}
+    # the Trainer's own train_loss covers only the steps since the last resume
+    metrics["train_loss"] = trainer.train_loss_sum / max(trainer.state.global_step, 1)
+    saving = staged_into(output_dir) if trainer.is_world_process_zero() else contextlib.nullcontext(output_dir)
+    with saving as staging:  # never through a link in the folder
+        trainer.save_model(str(staging))
+        if trainer.is_world_process_zero():  # save_model pickles the TrainingArguments: results.json has them
+            (staging / TRAINING_ARGS_NAME).unlink(missing_ok=True)
+    trainer.log_metrics("train", metrics)
+    trainer.save_metrics("train", metrics)
+    trainer.save_state()
+    return metrics
+
+
+def evaluate_splits(trainer: GlueTrainer, eval_splits: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Step 8: each validation split's metrics (``validation_matched`` → ``eval_matched_*`` in the files)."""
+    results = {}
+    for name, dataset in eval_splits.items():
+        suffix = name.removeprefix("validation").lstrip("_")
+        prefix = "eval" if not suffix else f"eval_{suffix}"
+        metrics = {**trainer.evaluate(eval_dataset=dataset, metric_key_prefix=prefix),
+                   f"{prefix}_samples": len(dataset)}  # fmt: skip
+        trainer.log_metrics(prefix, metrics)
+        trainer.save_metrics(prefix, metrics, combined=True)
+        results[name] = {k.removeprefix(f"{prefix}_"): v for k, v in metrics.items()}
+    return results
+
+
+def predict_splits(trainer: GlueTrainer, splits: dict[str, Any], labels: LabelSpace, task_name: str | None,
+                   output_dir: Path) -> None:  # fmt: skip
+    """Step 9: each test split's predictions, in a text file and, for a GLUE task, the benchmark's submission file."""
+    for name, dataset in splits.items():
+        dataset = dataset.remove_columns([c for c in ("label",) if c in dataset.column_names])
+        logits = trainer.predict(dataset, metric_key_prefix="predict").predictions
+        logits = logits[0] if isinstance(logits, tuple) else logits
+        predicted = np.squeeze(logits, -1) if labels.is_regression else np.argmax(logits, axis=-1)
+        split_task = "ax" if name == "test_ax" else task_name
+        if trainer.is_world_process_zero():
+            base = f"predict_results_{split_task or 'custom'}{'_' + name if name not in ('test', 'test_ax') else ''}"
+            write_predictions(output_dir / f"{base}.txt", split_task, labels, predicted, label_names=True)
+            submission = SUBMISSION_FILES.get((split_task, "test" if name == "test_ax" else name))
+            if submission is not None:
+                write_predictions(output_dir / submission, split_task, labels, predicted,
+                                  label_names=split_task in SUBMIT_LABEL_NAMES)  # fmt: skip
+
+
+def fine_tune(model_args, data_args, training_args, run_args, command: str | None) -> dict[str, Any]:
+    """The run itself, inside the output folder's lock: the steps above in order; the run's results."""
+    configure_logging(training_args)
+    # Hub pushes of hf-variants models go through hf_variants.hub (with the card); the Trainer's own stays off.
+    push_to_hub = training_args.push_to_hub
+    set_seed(training_args.seed)
+    data = load_task_data(model_args, data_args)
+    config = load_task_config(model_args, data_args, data.labels)
+    model, tokenizer = load_model_and_tokenizer(model_args, config)
+    fingerprint = run_fingerprint(model_args, data_args, training_args, run_args, tokenizer)
+    output_dir = Path(training_args.output_dir)
+    finished = check_run_folder(output_dir, fingerprint, model_args, data_args, training_args, run_args)
+    if finished is not None:
+        return finished
+    splits = tokenized_splits(data, tokenizer, model, data_args, training_args)
+    training_args.push_to_hub = push_to_hub and model.config.model_type not in VARIANTS
+    stop_on_signal = StopOnSignal()
+    trainer = build_trainer(model, tokenizer, splits, data, fingerprint, data_args, training_args, run_args,
+                            stop_on_signal)  # fmt: skip
     results: dict[str, Any] = {
-        "command": command,
-        "arguments": requested_arguments(model_args, data_args, training_args, run_args),
-        "task": data_args.task_name,
-        "model_name_or_path": model_args.model_name_or_path,
-        "model_type": model.config.model_type,
-        "random_init": model_args.random_init,
+        "command": command, "arguments": requested_arguments(model_args, data_args, training_args, run_args),
+        "task": data_args.task_name, "model_name_or_path": model_args.model_name_or_path,
+        "model_type": model.config.model_type, "random_init": model_args.random_init,
         "evaluated_on": "dev set" if data_args.heldout_fraction is None else (
             f"held-out {data_args.heldout_fraction:g} of the training split (seed {data_args.heldout_seed})"),
-        "seed": training_args.seed,
-        "parameters": sum(p.numel() for p in model.parameters()),
-    }
+        "seed": training_args.seed, "parameters": sum(p.numel() for p in model.parameters()),
+    }  # fmt: skip
     # the run starts: the folder becomes its own (a run refused above left nothing that refuses the next)
     with training_args.main_process_first(desc="claiming the output folder"):
         if training_args.process_index == 0:
             checkpoints.claim_output_dir(output_dir, fingerprint, run_args.overwrite_output_dir)
     files_before = checkpoints.file_states(output_dir)  # the manifest records what this run writes
     if training_args.do_train:
-        resume_from = checkpoints.checkpoint_to_resume(training_args.resume_from_checkpoint, output_dir, fingerprint)
-        if resume_from is not None and training_args.world_size > 1 and training_args.device.type == "cpu":
-            check_cpu_processes_can_resume()
-        if resume_from is not None and reached_its_last_step(resume_from):  # the Trainer would take one more step
-            train_metrics = finish_at_last_checkpoint(trainer, resume_from)
-        else:
-            with stop_on_signal:
-                train_metrics = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None).metrics
-        if stop_on_signal.received is not None:
-            interrupted = TrainingInterrupted(stop_on_signal.received, trainer.state.global_step,
-                                              str(output_dir / f"checkpoint-{trainer.state.global_step}"))  # fmt: skip
-            logger.warning(interrupted.message)
-            raise interrupted
-        metrics = {**train_metrics, "train_samples": len(train_dataset),
-                   "skipped_nonfinite_steps": trainer.skipped_steps}  # fmt: skip
-        # the Trainer's own train_loss covers only the steps since the last resume
-        metrics["train_loss"] = trainer.train_loss_sum / max(trainer.state.global_step, 1)
-        saving = staged_into(output_dir) if trainer.is_world_process_zero() else contextlib.nullcontext(output_dir)
-        with saving as staging:  # never through a link in the folder
-            trainer.save_model(str(staging))
-            if trainer.is_world_process_zero():  # save_model pickles the TrainingArguments: results.json has them
-                (staging / TRAINING_ARGS_NAME).unlink(missing_ok=True)
-        trainer.log_metrics("train", metrics)
-        trainer.save_metrics("train", metrics)
-        trainer.save_state()
-        results["train"] = metrics
-
+        results["train"] = train(trainer, splits["train"], output_dir, fingerprint, stop_on_signal)
     if training_args.do_eval:
-        results["eval"] = {}
-        for name, dataset in eval_splits.items():
-            suffix = name.removeprefix("validation").lstrip("_")
-            prefix = "eval" if not suffix else f"eval_{suffix}"
-            metrics = {**trainer.evaluate(eval_dataset=dataset, metric_key_prefix=prefix),
-                       f"{prefix}_samples": len(dataset)}  # fmt: skip
-            trainer.log_metrics(prefix, metrics)
-            trainer.save_metrics(prefix, metrics, combined=True)
-            results["eval"][name] = {k.removeprefix(f"{prefix}_"): v for k, v in metrics.items()}
-
+        results["eval"] = evaluate_splits(trainer, splits["eval"])
     if training_args.do_predict:
-        output_dir = Path(training_args.output_dir)
-        for name, dataset in predict_splits.items():
-            dataset = dataset.remove_columns([c for c in ("label",) if c in dataset.column_names])
-            logits = trainer.predict(dataset, metric_key_prefix="predict").predictions
-            logits = logits[0] if isinstance(logits, tuple) else logits
-            predicted = np.squeeze(logits, -1) if labels.is_regression else np.argmax(logits, axis=-1)
-            split_task = "ax" if name == "test_ax" else data_args.task_name
-            if trainer.is_world_process_zero():
-                base = (
-                    f"predict_results_{split_task or 'custom'}{'_' + name if name not in ('test', 'test_ax') else ''}"
-                )
-                write_predictions(output_dir / f"{base}.txt", split_task, labels, predicted, label_names=True)
-                submission = SUBMISSION_FILES.get((split_task, "test" if name == "test_ax" else name))
-                if submission is not None:
-                    write_predictions(output_dir / submission, split_task, labels, predicted,
-                                      label_names=split_task in SUBMIT_LABEL_NAMES)  # fmt: skip
-
+        predict_splits(trainer, splits["predict"], data.labels, data_args.task_name, output_dir)
     if trainer.is_world_process_zero():
-        Path(training_args.output_dir).mkdir(parents=True, exist_ok=True)
-        write_text_atomic(Path(training_args.output_dir) / "results.json", json.dumps(results, indent=2) + "\n")
-        export_if_asked(data_args, training_args, push_to_hub, model, tokenizer, results)
-        if training_args.push_to_hub:  # a model without hf-variants card: the Trainer's own push
-            trainer.push_to_hub(finetuned_from=model_args.model_name_or_path, tasks="text-classification")
-        checkpoints.write_manifest(output_dir, files_before, "finetune")
+        finish_run(trainer, output_dir, files_before, results, model_args, data_args, training_args, push_to_hub,
+                   tokenizer)  # fmt: skip
     return results
+
+
+def finish_run(trainer: GlueTrainer, output_dir: Path, files_before: dict, results: dict[str, Any], model_args,
+               data_args, training_args, push_to_hub: bool, tokenizer: Any) -> None:  # fmt: skip
+    """Step 10 (the main process): results.json, the export or push asked for, and the run's manifest."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(output_dir / "results.json", json.dumps(results, indent=2) + "\n")
+    export_if_asked(data_args, training_args, push_to_hub, trainer.model, tokenizer, results)
+    if training_args.push_to_hub:  # a model without hf-variants card: the Trainer's own push
+        trainer.push_to_hub(finetuned_from=model_args.model_name_or_path, tasks="text-classification")
+    checkpoints.write_manifest(output_dir, files_before, "finetune")
 
 
 def reached_its_last_step(checkpoint: Path) -> bool:

@@ -257,7 +257,8 @@ def check_parallelism(accelerator: Accelerator) -> None:
         raise SystemExit(
             f"run_mlm does not support {accelerator.distributed_type.value}: its checkpoints are written by the main "
             "process, which holds only its shard of the optimizer state, so resuming would be wrong. Use data "
-            "parallelism (scripts/configs/ddp_multi_gpu.yaml or multi_cpu_gloo.yaml)."
+            "parallelism (`accelerate launch --multi_gpu`, or an accelerate config whose distributed_type is MULTI_GPU "
+            "or MULTI_CPU)."
         )
     requested = [name for name in ("FSDP", "DEEPSPEED") if os.environ.get(f"ACCELERATE_USE_{name}") == "true"]
     if requested:

@@ -34,7 +34,7 @@ class MixtureOfKeysSpec(ConfigurableIdea):
             MGK only. Default ``[1, 1]``: §2.3 and appendix A.1 (the setting of every reported
             experiment) and the LRA code. ``[1, 3]`` is the §3 ablation; ``[1, 1/3]`` the WikiText
             code. The kernel has no Gaussian normaliser, so unequal variances bias both E-steps
-            toward the wide component (``scripts/mgk_e_step_bias.py`` measures it).
+            toward the wide component (the MGK-BERT model card gives the measured share).
         mixture_weights: How the priors π_r are obtained (paper Table 5):
             ``"learned"`` — by SGD (default), one softmax-normalised π per head shared over
             positions; ``"soft_em"`` — the M-step of eq. (8), ``π_r = mean_{i,j} γ_ijr``, computed in

@@ -27,6 +27,7 @@ from torch import nn
 from transformers import initialization as init
 from transformers.pytorch_utils import apply_chunking_to_forward
 
+from ...diagnostics import ablated, diagnostics
 from ...encoder_layers import LayerScheme
 from ...modeling_orthogonal_weights import HoldsOrthogonalLinears, orthogonal_linear
 
@@ -74,6 +75,22 @@ class InjectiveLayer(HoldsOrthogonalLinears, LayerScheme):
         squash = RESIDUAL_WEIGHTS[self.config.residual_weight]
         return self.alpha if squash is None else squash(self.alpha)
 
+    #: The ablation this layer offers (:mod:`hf_variants.core.diagnostics`): α_l = 0, the layer the identity.
+    ABLATION = "identity_layers"
+
+    def diagnostic_values(self) -> dict[str, float]:
+        """The trained α_l (:mod:`hf_variants.core.diagnostics`): near 0 the layer does nothing."""
+        return {"residual_weights": self.residual_weight().item()}
+
+    @contextlib.contextmanager
+    def ablated(self) -> Iterator[None]:
+        """α_l = 0 inside the block: the layer is the identity, so the score lost is what it contributes."""
+        self.residual_weight = lambda: torch.zeros_like(self.alpha)
+        try:
+            yield
+        finally:
+            del self.residual_weight
+
     def expert_weights(
         self, hidden_states: torch.Tensor, updates: torch.Tensor, padding_mask: PaddingMask
     ) -> torch.Tensor:
@@ -119,20 +136,10 @@ class InjectiveLayer(HoldsOrthogonalLinears, LayerScheme):
 
 
 def residual_weights(model: nn.Module) -> list[float]:
-    """α_l of every injective layer of ``model`` (``tanh(a_l)``, ``sigmoid(a_l)`` or ``a_l``); empty when
-    it has none. With α_l near 0 the layers do nothing and the model is its embeddings and pooling."""
-    return [m.residual_weight().item() for m in model.modules() if isinstance(m, InjectiveLayer)]
+    """α_l of every injective layer of ``model``; empty when it has none."""
+    return diagnostics(model).get("residual_weights", [])
 
 
-@contextlib.contextmanager
-def layers_as_identity(model: nn.Module) -> Iterator[None]:
-    """Every injective layer of ``model`` with α_l = 0 (each layer the identity) inside the block: what
-    the layers contribute is the score lost with them."""
-    layers = [m for m in model.modules() if isinstance(m, InjectiveLayer)]
-    for layer in layers:
-        layer.residual_weight = lambda layer=layer: torch.zeros_like(layer.alpha)
-    try:
-        yield
-    finally:
-        for layer in layers:
-            del layer.residual_weight
+def layers_as_identity(model: nn.Module) -> contextlib.AbstractContextManager[None]:
+    """Every injective layer of ``model`` with α_l = 0 (each layer the identity) inside the block."""
+    return ablated(model, InjectiveLayer.ABLATION)

@@ -1,0 +1,88 @@
+"""The tables of docs/benchmarks.md and docs/fine-tuning.md rendered from the benchmarks' records
+(``benchmarks/records/*.json``, written by the scripts under ``benchmarks/``); ``tools/render_tables.py`` fills the
+pages' blocks with them."""
+
+from __future__ import annotations
+
+
+def padding_table(record: dict) -> str:
+    """The committed record (``padding_benchmark.json``) as the table of docs/fine-tuning.md and docs/benchmarks.md."""
+    rows, settings = record["summary"], record["settings"]
+    lines = ["| setting | positions computed | × fewer than padded | training time | × faster than padded | "
+             "dev accuracy | against padded (dev accuracy, points) |",
+             "|---|---:|---:|---:|---:|---:|---|"]  # fmt: skip
+    for setting, row in rows.items():
+        lines.append(f"| {setting} | {row['positions']:,.0f} | {row['fewer_positions_than_padded']:.1f} | "
+                     f"{row['train_seconds']:.2f} s | {row['speedup_over_padded']:.1f} | "
+                     f"{100 * row['dev_accuracy']:.1f} | {row['dev_accuracy_vs_padded'] or '—'} |")  # fmt: skip
+    return "\n".join(lines) + (
+        "\n\nSST-2, a randomly initialised BERT control (hidden 128, 2 layers), "
+        f"{settings['steps']} steps of 32 on the first {settings['train_examples']:,} training sentences, "
+        f"max_seq_length {settings['max_seq_length']}, seeds "
+        f"{', '.join(map(str, settings['seeds']))}; medians over seeds (ratios per seed, then the median). Made by "
+        "`python benchmarks/finetune_padding_benchmark.py --data_dir $DATA --output_dir OUT`.\n"
+    )  # fmt: skip
+
+
+def pretrain_compile_table(record: dict) -> str:
+    """The compiled-pretraining record (``pretrain_compile.json``) as the table of docs/benchmarks.md."""
+    settings = record["settings"]
+    lines = [
+        f"`python {record['command']}` — the BERT control, hidden {settings['hidden_size']}, {settings['layers']} "
+        f"layers, batch {settings['batch_size']} × {settings['length']} tokens, {settings['steps']} steps, "
+        f"{record['threads']} threads; runs alternated, each in a fresh process. Whole run: the engine's own "
+        "tokens/s, compilation included; second half: over the second half of the steps, after compilation.",
+        "",
+        "| mode | runs | tokens/s, whole run | tokens/s, second half | final loss |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for mode, summary in record["summary"].items():
+        throughput = f"{summary['tokens_per_second']:,.0f} | {summary['second_half_tokens_per_second']:,.0f}"
+        lines.append(f"| {mode} | {summary['runs']} | {throughput} | {summary['final_train_loss']:.4f} |")
+    ratio = record["compiled_vs_eager"]
+    lines += ["", f"Compiled / eager: {ratio['whole_run']:.2f}× over whole runs (compilation included), "
+              f"{ratio['second_half']:.2f}× after compilation (medians of runs)."]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def transject_weights_table(record: dict) -> str:
+    """The TransJect-weights record (``transject_weights.json``) as the table of docs/benchmarks.md."""
+    lines = [f"`python {record['command']}` — {record['threads']} threads, torch {record['torch']}.", "",
+             "Forward + backward of `base @ map(skew(X))` for a stack of matrices, medians of repeats: in one batched "
+             "call, and in one call per matrix (how torch's parametrisation runs them, layer by layer). Offset scale: "
+             "the standard deviation of the random offsets X (0: a model at initialisation).", "",
+             "| hidden | matrices | offset scale | map | one batched call ms | one call per matrix ms | "
+             "max \\|QᵀQ − I\\| |", "|---:|---:|---:|---|---:|---:|---:|"]  # fmt: skip
+    for r in record["maps"]:
+        lines.append(f"| {r['hidden']} | {r['matrices']} | {r['offset_scale']:g} | {r['map']} | "
+                     f"{1000 * r['batched_seconds']:,.0f} | {1000 * r['one_by_one_seconds']:,.0f} | "
+                     f"{r['orthogonality_error']:.1e} |")  # fmt: skip
+    fastest = {}
+    for r in record["maps"]:
+        key = (r["hidden"], r["offset_scale"])
+        if key not in fastest or r["batched_seconds"] < fastest[key]["batched_seconds"]:
+            fastest[key] = r
+    names = {r["map"] for r in fastest.values()}
+    winners = sorted(f"{name} (the default)" if name == "cayley" else name for name in names)
+    lines += ["", f"Fastest exact map: {' or '.join(winners)}"
+              + (" at every size and offset measured." if len(winners) == 1 else ", depending on size and offset.")]
+    steps = record["steps"]
+    lines += ["", f"Training step, hidden {steps['hidden']}, N = {steps['length']}, batch {steps['batch']}, "
+              f"{steps['layers']} layers; interleaved rounds, medians. *Each matrix in its layer*: torch's "
+              "parametrisation, as before the batching; *plain twin*: the same matrices held as plain weights, with "
+              "no parametrisation at all.", "",
+              "| model | step ms | × control |", "|---|---:|---:|"]  # fmt: skip
+    for case, seconds in steps["seconds"].items():
+        ratio = steps["vs_control"].get(case)
+        lines.append(f"| {case} | {1000 * seconds:,.0f} | {'—' if ratio is None else f'{ratio:.2f}'} |")
+    share, ratios = steps["parametrisation_share"], steps["vs_control"]
+    reached, bound = ratios["transject"], ratios["plain twin"]
+    verdict = "met" if reached >= 0.8 else f"missed by {0.8 - reached:.2f}"
+    lines += ["", f"TransJect at {reached:.2f}× its control: the target of 0.8× is {verdict}. With no "
+              f"parametrisation at all its twin runs at {bound:.2f}× the control, which bounds what any map could "
+              "reach at this size: the rest of the gap is the cost of TransJect's own layers, not of its maps."]
+    lines += ["", f"The parametrisation's share of a TransJect step: {100 * share['batched']:.0f}% batched, "
+              f"{100 * share['each matrix in its layer']:.0f}% with each matrix computed in its layer. Four "
+              f"micro-batches with the matrices held for the step: "
+              f"{steps['held_for_the_step_vs_per_forward']:.2f}× the speed of computing them in every forward pass."]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,404 @@
+"""The findings page (docs/findings.md) and its forest plot (docs/findings/forest.svg), rendered from the committed
+records by ``python tools/render_tables.py``: every pair of every condition (the main job, the self-pretraining
+study from scratch and self-pretrained, the same at GPU size) through the one verdict rule
+(:func:`hf_variants.lab.verdicts.compare_pairs`), beside what the idea's paper claims in its own setting."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+from records import unpacked
+from which_variant import VARIANTS, grid_comparisons, main_job_comparisons
+
+from hf_variants.lab import verdicts
+from hf_variants.lab.report import verdict_words
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS, EXPERIMENTS = ROOT / "docs", ROOT / "experiments"
+FINDINGS_PAGE = DOCS / "findings.md"
+FOREST = DOCS / "findings" / "forest.svg"
+STUDY, GPU_STUDY = EXPERIMENTS / "never_from_scratch", EXPERIMENTS / "never_from_scratch_gpu"
+STUDY_TASKS = ["ag_news", "listops", "imdb", "sst2"]
+MODEL_BENCHMARK = ROOT / "benchmarks" / "records" / "model_benchmark.json"
+
+
+def records_folder(folder: str) -> Path:
+    """Where a condition's records are read: a main-job report's folder as committed, a study's condition from its
+    unpacked JSON-lines records (``tools/records.py``)."""
+    parts = Path(folder).parts
+    if parts[:2] == ("experiments", "compare"):
+        return ROOT / folder
+    return unpacked(ROOT.joinpath(*parts[:2])).joinpath(*parts[2:])
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a paper claims for its idea against its baseline, in the paper's own setting."""
+
+    text: str
+    direction: int  # +1: the idea helps; −1: it hurts; 0: no difference claimed
+    points: float | None = None  # the claimed effect on this task, in points, where the paper ran it
+
+    @property
+    def short(self) -> str:
+        """The claim in a table cell: the claimed effect on this task, else the claimed direction in general."""
+        if self.points is not None:
+            return f"{self.points:+.1f} ({self.text.rpartition('(')[2].rstrip(')')})"
+        return {1: "a gain", -1: "a loss", 0: "none"}[self.direction] + " (other tasks)"
+
+
+#: (idea, task) → the paper's claim on that task; (idea, None) → its claim in general.
+CLAIMS: dict[tuple[str, str | None], Claim] = {
+    ("macaron_bert", None): Claim("GLUE average 79.7 vs 77.4 after BERT-base pretraining (Table 2)", +1),
+    ("macaron_bert", "sst2"): Claim("SST-2 94.0 vs 92.8 after BERT-base pretraining (Table 2)", +1, 1.2),
+    ("mgk_bert", None): Claim("LRA average 61.36 vs 60.25 at 2 heads (Table 1)", +1),
+    ("mgk_bert", "listops"): Claim("LRA ListOps 36.88 vs 36.76 at 2 heads (Table 1)", +1, 0.12),
+    ("mgk_bert", "imdb"): Claim("LRA byte-level IMDb 65.37 vs 64.90 at 2 heads (Table 1)", +1, 0.47),
+    ("transject", None): Claim("+3.1 (short) and +11 (long sequences) points on average (abstract of the reviewed "
+                               "manuscript; the published version: up to +6.8 and +5.9)", +1),
+    ("transject", "imdb"): Claim("IMDb 88.1 vs 81.3 at 512 tokens (Table 2)", +1, 6.8),
+    ("transject", "ag_news"): Claim("AG News 88.8 vs 88.8 (Table 2)", 0, 0.0),
+    ("transject", "listops"): Claim("ListOps 48.3 vs 36.4 at 1,024 tokens (Table 3)", +1, 11.9),
+    ("node_transformer", None): Claim("less accurate and slower than the Transformer on parity at equal weights "
+                                      "(Table 1)", -1),
+}
+SUPPORTS, CONTRADICTS, CANNOT_TEST, NO_CLAIM = "supports", "contradicts", "cannot test at this size", "no claim"
+
+
+def claim_of(spec: str, task: str) -> Claim | None:
+    idea = spec.partition(":")[0]
+    if idea == "mgk_bert" and "attention_type=mlk" in spec:
+        return None  # MLK's paper compares it with linear attention; its matched control here is softmax
+    return CLAIMS.get((idea, task), CLAIMS.get((idea, None)))
+
+
+def reading(verdict: verdicts.Verdict, claim: Claim | None) -> str:
+    """What a verdict says of the paper's claim: *supports* (the claimed direction, or equivalence where the paper
+    claims none), *contradicts* (the other direction, or equivalence within a margin smaller than the claimed
+    effect), else *cannot test at this size* (not resolved, not comparable, or a claim smaller than the margin)."""
+    if claim is None:
+        return NO_CLAIM
+    if verdict.outcome in (verdicts.ABOVE, verdicts.BELOW):
+        sign = 1 if verdict.outcome == verdicts.ABOVE else -1
+        return SUPPORTS if sign == claim.direction else CONTRADICTS
+    if verdict.outcome == verdicts.EQUIVALENT:
+        if claim.direction == 0:
+            return SUPPORTS
+        if claim.points is not None and abs(claim.points) / 100 > verdict.margin:
+            return CONTRADICTS
+    return CANNOT_TEST
+
+
+def main_job(folder: str, rate: str | None = None) -> Callable[[], dict[tuple[str, str], verdicts.PairComparison]]:
+    return lambda: main_job_comparisons(EXPERIMENTS / "compare" / folder / "results.json", rate)
+
+
+def study(folder: Path, condition: str) -> Callable[[], dict[tuple[str, str], verdicts.PairComparison]]:
+    return lambda: grid_comparisons(unpacked(folder) / condition, STUDY_TASKS,
+                                    keep=lambda spec: spec.partition(":")[0] in VARIANTS)  # fmt: skip
+
+
+POWER = EXPERIMENTS / "compare" / "power" / "results.json"
+
+
+def calibrated_power_rates() -> list[str]:
+    """The learning rates at which the committed ``--preset power`` run is calibrated with every model at that rate
+    (its report's "Each pair at every learning rate"); none without the record."""
+    from hf_variants.lab.report import final_rates, not_calibrated
+
+    if not POWER.is_file():
+        return []
+    results = json.loads(POWER.read_text(encoding="utf-8"))
+    return [rate for rate in final_rates(results) if not_calibrated(results, rate) is None]
+
+
+#: Each condition: its label, where its records are, and its comparisons (one Holm family each). The main job's
+#: rows are its 16-seed run with both sides at each rate where that run is calibrated.
+CONDITIONS = [
+    *[(f"main job, 16 seeds, both at {rate}", "experiments/compare/power", main_job("power", rate))
+      for rate in calibrated_power_rates()],
+    ("from scratch", "experiments/never_from_scratch/scratch", study(STUDY, "scratch")),
+    ("self-pretrained", "experiments/never_from_scratch/self_pretrained", study(STUDY, "self_pretrained")),
+    ("from scratch, GPU size", "experiments/never_from_scratch_gpu/scratch", study(GPU_STUDY, "scratch")),
+    ("self-pretrained, GPU size", "experiments/never_from_scratch_gpu/self_pretrained",
+     study(GPU_STUDY, "self_pretrained")),
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Finding:
+    condition: str
+    spec: str
+    task: str
+    comparison: verdicts.PairComparison
+
+    @property
+    def verdict(self) -> verdicts.Verdict:
+        return self.comparison.per_protocol
+
+    @property
+    def reading(self) -> str:
+        return reading(self.verdict, claim_of(self.spec, self.task))
+
+
+def findings() -> list[Finding]:
+    """Every pair of every condition whose records are committed, in the order of :data:`CONDITIONS`."""
+    found = []
+    for label, folder, comparisons in CONDITIONS:
+        if not records_folder(folder).exists():
+            continue
+        for (spec, task), comparison in comparisons().items():
+            found.append(Finding(label, spec, task, comparison))
+    return found
+
+
+def table(rows: list[Finding]) -> str:
+    lines = ["| idea | task | condition | variant − control [95% interval] | learned (variant, control) | verdict | "
+             "the paper's claim, in its setting | at this size, the verdict |",
+             "|---|---|---|---:|---|---|---|---|"]  # fmt: skip
+    for row in rows:
+        d = row.verdict.difference
+        effect = "—" if d is None else d.difference_text(100, bold=False) if d.spread else f"{100 * d.mean:+.1f}"
+        learned = ", ".join(f"{k}/{n}" for k, n in row.comparison.learned.values())
+        claim = claim_of(row.spec, row.task)
+        lines.append(f"| {row.spec} | {row.task} | {row.condition} | {effect} | {learned} | "
+                     f"{verdict_words(row.verdict)} | {'—' if claim is None else claim.short} | {row.reading} |")
+    return "\n".join(lines) + "\n"
+
+
+def forest_svg(rows: list[Finding], limit: float = 25.0) -> str:
+    """One panel per condition: each pair's 95% interval (a line, its mean a dot) against 0 (solid) and ±margin
+    (dashed), in points, coloured by verdict; an interval past ±``limit`` ends in an arrow at the edge (and a mean
+    past it has no dot)."""
+    width, label_width, row_height, top = 760, 300, 16, 24
+    plot = width - label_width - 20
+    conditions = list(dict.fromkeys(row.condition for row in rows))
+
+    def x(points: float) -> float:
+        return label_width + plot * (max(-limit, min(limit, points)) + limit) / (2 * limit)
+
+    colours = {verdicts.ABOVE: "#1a7f37", verdicts.BELOW: "#cf222e", verdicts.EQUIVALENT: "#0969da"}
+    parts, y = [], 0.0
+    for condition in conditions:
+        group = [row for row in rows if row.condition == condition]
+        margin = 100 * group[0].verdict.margin
+        height = top + row_height * len(group) + 8
+        parts.append(f'<text x="4" y="{y + 16:.0f}" font-weight="bold">{escape(condition)}</text>')
+        for value, dash in ((0.0, ""), (-margin, ' stroke-dasharray="4 3"'), (margin, ' stroke-dasharray="4 3"')):
+            parts.append(f'<line x1="{x(value):.1f}" y1="{y + top - 6:.0f}" x2="{x(value):.1f}" '
+                         f'y2="{y + height - 4:.0f}" stroke="#888"{dash}/>')  # fmt: skip
+        for index, row in enumerate(group):
+            middle = y + top + row_height * index + row_height / 2
+            parts.append(f'<text x="4" y="{middle + 4:.1f}">{escape(f"{row.spec}, {row.task}")}</text>')
+            d = row.verdict.difference
+            if d is None:
+                parts.append(f'<text x="{label_width:.0f}" y="{middle + 4:.1f}" fill="#888">not comparable</text>')
+                continue
+            colour = colours.get(row.verdict.outcome, "#57606a")
+            low, high = (100 * d.low, 100 * d.high) if d.spread else (100 * d.mean, 100 * d.mean)
+            parts.append(f'<line x1="{x(low):.1f}" y1="{middle:.1f}" x2="{x(high):.1f}" y2="{middle:.1f}" '
+                         f'stroke="{colour}" stroke-width="2"/>')  # fmt: skip
+            if abs(100 * d.mean) <= limit:
+                parts.append(f'<circle cx="{x(100 * d.mean):.1f}" cy="{middle:.1f}" r="3.5" fill="{colour}"/>')
+            for end, edge in ((low, -limit), (high, limit)):
+                if (end < edge) if edge < 0 else (end > edge):
+                    tip, back = x(edge), x(edge) + (6 if edge < 0 else -6)
+                    parts.append(f'<path d="M{tip:.1f},{middle:.1f} L{back:.1f},{middle - 4:.1f} '
+                                 f'L{back:.1f},{middle + 4:.1f} Z" fill="{colour}"/>')  # fmt: skip
+        y += height
+    for value in (-limit, -margin, 0.0, margin, limit):
+        parts.append(f'<text x="{x(value):.1f}" y="{y + 14:.0f}" text-anchor="middle">{value:+.0f}</text>')
+    parts.append(f'<text x="{label_width + plot / 2:.0f}" y="{y + 30:.0f}" text-anchor="middle">variant − control, '
+                 f"points (95% interval; dashed: ±margin; clipped at ±{limit:.0f})</text>")  # fmt: skip
+    legend = [("above", verdicts.ABOVE), ("below", verdicts.BELOW), ("equivalent", verdicts.EQUIVALENT),
+              ("not resolved", verdicts.NOT_RESOLVED)]  # fmt: skip
+    for index, (word, outcome) in enumerate(legend):
+        left = label_width + index * 110
+        parts.append(f'<circle cx="{left:.0f}" cy="{y + 44:.0f}" r="3.5" fill="{colours.get(outcome, "#57606a")}"/>'
+                     f'<text x="{left + 8:.0f}" y="{y + 48:.0f}">{word}</text>')  # fmt: skip
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{y + 56:.0f}" font-family="sans-serif" '
+            f'font-size="11">\n<rect width="100%" height="100%" fill="white"/>\n'
+            + "\n".join(parts) + "\n</svg>\n")  # fmt: skip
+
+
+def main_job_sentence() -> str:
+    """What the main job's budgets can say: the default 3 seeds' calibration (experiments/compare/default) and, with
+    ``--preset power``, the BERT control against itself at the rates each chose, and where it is calibrated."""
+    from hf_variants.lab.report import calibration_checks
+
+    default = json.loads((EXPERIMENTS / "compare" / "default" / "results.json").read_text(encoding="utf-8"))
+    seeds = default["settings"]["num_seeds"]
+    failed = [kind for kind, _, passed, _ in calibration_checks(default) if not passed]
+    said = (f"At its default {seeds} seeds the main job is " + (
+        "calibrated." if not failed else f"not calibrated (its {' and '.join(failed)} control failed), so none of "
+        "its pairs is comparable."))  # fmt: skip
+    if POWER.is_file():
+        power = json.loads(POWER.read_text(encoding="utf-8"))
+        negative = next((text for kind, _, passed, text in calibration_checks(power) if kind == "negative"), None)
+        rates = calibrated_power_rates()
+        said += (f" At 16 seeds (`--preset power`), with each model at the rate it chose on its held-out slice, the "
+                 f"BERT control against itself under other seeds reads {negative.split(': ', 1)[1]}: here the held-out "
+                 "rate choice moved a pair by more than any idea did at a common rate. With every model at one "
+                 f"rate it is calibrated at {', '.join(rates) or 'no rate'}; the main-job rows are those.")  # fmt: skip
+    return said
+
+
+def throughput_sentence() -> str:
+    rows = json.loads(MODEL_BENCHMARK.read_text(encoding="utf-8"))["rows"]
+    shares = {row["model"]: row["throughput_vs_control"] for row in rows
+              if row["hidden"] == 256 and row["length"] == 128 and row.get("throughput_vs_control")}  # fmt: skip
+    shown = ", ".join(f"{name} {shares[name]:.2f}×" for name in VARIANTS if name in shares)
+    return f"Training speed (tokens/s) against the matched control at hidden 256, 128 tokens, on a CPU: {shown}."
+
+
+def count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def claims_list() -> str:
+    """Every claim of the table's column, in full, by idea."""
+    lines = []
+    for idea in VARIANTS:
+        claims = [(task, claim) for (name, task), claim in CLAIMS.items() if name == idea]
+        lines.append(f"- **{idea}**: " + "; ".join(f"{task or 'in general'}: {claim.text}" for task, claim in claims)
+                     + ".")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def sentences(rows: list[Finding]) -> list[str]:
+    """At most ten plain sentences, each computed from the rows or a record."""
+    outcomes = Counter(row.verdict.outcome for row in rows)
+    readings = Counter(row.reading for row in rows)
+    above = [row for row in rows if row.verdict.outcome == verdicts.ABOVE]
+    below = [row for row in rows if row.verdict.outcome == verdicts.BELOW]
+    failures = [row for row in rows if row.comparison.learned_p < 0.05]
+    said = [
+        f"Of {len(rows)} comparisons, {outcomes[verdicts.ABOVE]} came out above the matched control, "
+        f"{outcomes[verdicts.BELOW]} below, {outcomes[verdicts.EQUIVALENT]} equivalent within the margin, "
+        f"{outcomes[verdicts.NOT_RESOLVED]} not resolved and {outcomes[verdicts.NOT_COMPARABLE]} not comparable.",
+        ("No idea came out above its matched control in any condition at these sizes." if not above else
+         "Above its control: " + "; ".join(f"{r.spec} on {r.task} ({r.condition})" for r in above) + "."),
+    ]
+    if below:
+        said.append("Below its control: " + "; ".join(f"{r.spec} on {r.task} ({r.condition}, "
+                                                       f"{r.verdict.difference.difference_text(100, bold=False)})"
+                                                       for r in below) + ".")  # fmt: skip
+    said.append(f"Against the papers' claims: {count(readings[SUPPORTS], 'verdict supports', 'verdicts support')} "
+                f"one, {count(readings[CONTRADICTS], 'contradicts', 'contradict')} one and "
+                f"{readings[CANNOT_TEST]} cannot test it at this size.")  # fmt: skip
+    if failures:
+        said.append("Where the two sides learned at different rates (Fisher's exact p < 0.05), the failure rate is "
+                    "the finding: " + "; ".join(f"{r.spec} on {r.task} ({r.condition}: "
+                                               + " against ".join(f"{k}/{n}" for k, n in r.comparison.learned.values())
+                                               + ")" for r in failures) + ".")  # fmt: skip
+    said.append(main_job_sentence())
+    said.append(throughput_sentence())
+    said.append("For your own data and size: `hf-variants compare --preset power --data_dir DIR --models ...`.")
+    return said[:10]
+
+
+INTRO = """\
+# Findings
+
+What the committed experiments found about each idea against its **matched control** (the same model with only
+the idea turned off, trained and tuned the same way), rendered from the committed records; [Results](results.md) is
+their reference, study by study.
+
+**How to read a verdict.** Each row is a seed-paired difference, variant − control, in accuracy points, with its
+95% interval over seeds (a *seed* is one whole replicate: initialisation, data order and any pretraining). One
+rule (`hf_variants.lab.verdicts.verdict`) gives one of four verdicts: *above* or *below its control* (paired
+t-test, Holm-adjusted over a condition's pairs, p < 0.05); *equivalent within ±m* (the 90% interval inside ±m,
+two one-sided tests; m = 2 points); *not resolved* (neither: the interval's ends are what the data still allow, so
+this is not evidence of no effect); *not comparable* (fewer than two seeds where both learned). *Learned k/n*: runs
+that finished above the task's guessing level and did not predict one class or stay on their starting loss. The
+last column reads the verdict against the paper's claim: *supports*, *contradicts*, or *cannot test at this size*
+(not resolved, not comparable, or a claimed effect smaller than the margin).
+"""
+
+
+def condition_text(labels: list[str], folder: str) -> str:
+    """Conditions' size and budget, read from their records (one folder's)."""
+    label = ", ".join(labels)
+    from hf_variants.lab.grid import load_grid
+
+    if folder.startswith("experiments/compare/"):
+        results = json.loads((records_folder(folder) / "results.json").read_text(encoding="utf-8"))
+        settings = results["settings"]
+        return (f"*{label}*: `{results['command']}` on its embedded agreement-attraction task, "
+                f"{count(settings['num_layers'], 'layer', 'layers')}, hidden {settings['hidden_size']}, "
+                f"{settings['max_seq_length']} tokens, "
+                f"{settings['pretrain_steps']} MLM steps and {settings['finetune_steps']} fine-tuning steps, "
+                f"{settings['num_seeds']} seeds.")  # fmt: skip
+    grids = {task: load_grid(records_folder(folder) / task)["settings"] for task in STUDY_TASKS
+             if (records_folder(folder) / task / "run_fingerprint.json").is_file()}  # fmt: skip
+    first = next(iter(grids.values()))
+    lengths = ", ".join(f"{task} {grid['max_length']}" for task, grid in grids.items())
+    pretrained = " after MLM on each task's own training inputs" if "self_pretrained" in folder else ""
+    return (f"*{label}*: {first['sizes']['num_hidden_layers']} layers, hidden {first['sizes']['hidden_size']}, "
+            f"{first['steps']} fine-tuning steps{pretrained}, {len(first['seeds'])} seeds; tokens: "
+            f"{lengths}.")  # fmt: skip
+
+
+def findings_page(rows: list[Finding]) -> str:
+    shown = {row.condition for row in rows}
+    by_folder: dict[str, list[str]] = {}
+    for label, folder, _ in CONDITIONS:
+        if label in shown:
+            by_folder.setdefault(folder, []).append(label)
+    conditions = [condition_text(labels, folder) for folder, labels in by_folder.items()]
+    sources = ", ".join(dict.fromkeys(f"`{folder}`" for label, folder, _ in CONDITIONS
+                                      if label in {row.condition for row in rows}))  # fmt: skip
+    return (f"{INTRO}\n## What it found\n\n" + "\n".join(f"- {sentence}" for sentence in sentences(rows))
+            + "\n\n## Every comparison\n\n**Conditions.**\n\n" + "\n".join(f"- {text}" for text in conditions)
+            + "\n\n![Forest plot: each pair's interval against 0 and the margin, one panel "
+            "per condition](findings/forest.svg)\n\n" + table(rows)
+            + "\n**The papers' claims**, in their own settings (the column: the effect claimed on the task, else the "
+            "claim's direction elsewhere; TransJect's are from its reviewed manuscript; MLK's paper compares it with "
+            "linear attention):\n\n" + claims_list()
+            + f"\nRendered by `python tools/render_tables.py` from {sources} and "
+            "`benchmarks/records/model_benchmark.json`.\n")  # fmt: skip
+
+
+def rendered() -> dict[Path, str]:
+    """The page and its figure, as the committed records give them."""
+    rows = findings()
+    return {FINDINGS_PAGE: findings_page(rows), FOREST: forest_svg(rows)}
+
+
+def power_preset_block(folder: Path = EXPERIMENTS / "compare" / "power") -> str:
+    """docs/main-job.md's account of the committed `--preset power` run: its wall time, calibration, each pair's
+    verdict at the chosen rates and at every common rate, and its A/A check (all read from its results.json)."""
+    from hf_variants.lab.report import aa_check_lines, calibration_checks, final_rates, pair_comparisons
+
+    results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
+    runs = sum(len(tuned["runs"]) + sum(len(other) for other in tuned.get("runs_at_other_rates", {}).values())
+               + len(tuned.get("heldout_scores_by_learning_rate", {}))
+               for entry in results["models"].values() for tuned in entry["fine_tuning"].values())  # fmt: skip
+    pretrainings = sum(len(entry.get("pretraining_runs", {})) for entry in results["models"].values())
+    minutes, seconds = divmod(round(results["wall_seconds"]), 60)
+    checks = calibration_checks(results)
+    lines = [f"`{results['command']}` took **{minutes} min {seconds} s** ({pretrainings} pretrainings and {runs} "
+             f"fine-tuning runs, {results['settings']['workers']} at a time, on a 2-core CPU; "
+             f"its report: `experiments/compare/power/report.md` in the repository). Calibration: "
+             + "; ".join(f"the {kind} control {'passed' if passed else 'failed'} ({text})"
+                         for kind, _, passed, text in checks) + ".", ""]  # fmt: skip
+    lines += [f"- **{variant}**: {comparison.per_protocol.text}."
+              for (variant, _, _), comparison in pair_comparisons(results).items()]  # fmt: skip
+    rates = final_rates(results)
+    if rates:
+        at_rate = pair_comparisons(results, rates)
+        lines += ["", "With both sides at the same rate (one Holm family; each rate calibrated on its own, with every "
+                  "model at that rate): " + "; ".join(
+            f"{variant} at {rate}: {verdict_words(comparison.per_protocol)}"
+            + (f" {comparison.per_protocol.difference.difference_text(100, bold=False)}"
+               if comparison.per_protocol.difference is not None and comparison.per_protocol.difference.spread else "")
+            for (variant, _, _, rate), comparison in at_rate.items()) + "."]  # fmt: skip
+    aa = [line for line in aa_check_lines(results) if line and not line.startswith("#")]
+    lines += ["", *aa]
+    source = "`experiments/compare/power/results.json`"
+    return "\n".join(lines) + f"\n\nRendered by `python tools/render_tables.py` from {source}.\n"
