@@ -29,7 +29,8 @@ outside="$(python3 -c 'import sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
 print("\n".join(n for n in names if not (n.startswith("hf_variants/") or ".dist-info/" in n)
                 or n.endswith((".json", ".jsonl")) or n.rsplit("/", 1)[-1] in {"render_tables.py", "findings.py",
-                "which_variant.py", "never_from_scratch.py", "study_tables.py", "benchmark_tables.py"}))' "$wheel")"
+                "which_variant.py", "never_from_scratch.py", "study_tables.py", "benchmark_tables.py",
+                "glue_after_pretraining.py", "glue_study.py"}))' "$wheel")"
 [ -z "$outside" ] || { echo "the wheel holds files outside the library:"; echo "$outside"; exit 1; }
 
 python3 -m venv "$work/venv"

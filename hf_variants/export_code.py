@@ -149,7 +149,7 @@ def registered_imports(pairs: Iterable[tuple[str, str]] | None = None) -> dict[s
 def write_registered_modules(check: bool = False) -> list[Path]:
     """The package's own ``registered_*`` modules generated from the registries and written over the stale ones
     (``check``: only compared); returns the files that differed."""
-    from .training.files import write_text_atomic
+    from .storage.files import write_text_atomic
 
     stale = []
     for module_name, source in registered_imports().items():

@@ -50,17 +50,7 @@ from transformers import PreTrainedModel
 from .core.composition import pair_modules
 from .core.registration import VARIANTS, Variant
 from .export_code import flatten_modules, registered_imports
-from .training.checkpoints import (
-    FINGERPRINT_FILE,
-    LOCK_FILE,
-    MANIFEST_FILE,
-    OutputDirLock,
-    manifest_entries,
-    remove_entries,
-    verify_manifest,
-    write_manifest,
-)
-from .training.files import (
+from .storage.files import (
     STAGING_FOLDER,
     CheckpointError,
     copy_file,
@@ -73,7 +63,17 @@ from .training.files import (
     target_inside,
     write_text_atomic,
 )
-from .training.record_schema import ANY_OBJECT, parse_record
+from .storage.record_schema import ANY_OBJECT, parse_record
+from .storage.run_folder import (
+    FINGERPRINT_FILE,
+    LOCK_FILE,
+    MANIFEST_FILE,
+    OutputDirLock,
+    manifest_entries,
+    remove_entries,
+    verify_manifest,
+    write_manifest,
+)
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 #: Templates of the model cards, one per model_type (package data: installed with the wheel).
@@ -153,11 +153,11 @@ class TaskResult:
 
 def glue_task_results(task_name: str | None, results: dict[str, Any]) -> list[TaskResult]:
     """The dev metrics of a fine-tuning run's ``results.json`` as ``model-index`` entries of the card."""
-    from .glue import get_task
+    from .tasks import get_glue_task
 
     if task_name is None or "eval" not in results:
         return []
-    task = get_task(task_name)
+    task = get_glue_task(task_name)
     entries = []
     for split, metrics in results["eval"].items():
         for metric in task.metrics:

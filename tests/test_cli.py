@@ -119,7 +119,7 @@ def test_help_shows_defaults_without_markup() -> None:
 
 
 def test_the_command_line_knows_every_registered_model_type_task_and_dtype() -> None:
-    from hf_variants.glue import TASKS
+    from hf_variants.tasks import GLUE_TASKS as TASKS
     from hf_variants.training.run_glue import DTYPES
 
     assert set(pretrain_arguments.MODEL_TYPES) == {*hf_variants.VARIANTS, "bert"}

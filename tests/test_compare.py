@@ -23,7 +23,8 @@ from hf_variants.lab import compare, data_sources, stages
 from hf_variants.lab import report as report_writer
 from hf_variants.lab.spec import ModelSpec
 from hf_variants.settings.compare import DEFAULT_MODELS
-from hf_variants.training import checkpoints
+from hf_variants.storage import run_folder
+from hf_variants.storage.files import CheckpointError
 
 from .helpers import REPO_ROOT
 
@@ -259,10 +260,10 @@ def test_export_writes_a_card_with_the_fine_tuning_result(report: Path, tmp_path
 
     checkpoint = tmp_path / "edited"  # a copy edited by hand: its manifest would refuse the edit, so it is
     shutil.copytree(report / "models" / MIXED_FOLDER / f"{TASK}-seed42", checkpoint)  # recorded again
-    (checkpoint / checkpoints.MANIFEST_FILE).unlink()
+    (checkpoint / run_folder.MANIFEST_FILE).unlink()
     (checkpoint / "results.json").write_text(json.dumps({**json.loads((checkpoint / "results.json").read_text()),
                                                          "task": "cola"}))  # fmt: skip
-    checkpoints.write_manifest(checkpoint, {}, "finetune")
+    run_folder.write_manifest(checkpoint, {}, "finetune")
     cli_main(["export", str(checkpoint), "--output_dir", str(tmp_path / "hub"), "--repo_id", "me/mgk"])
     card = (tmp_path / "hub" / "README.md").read_text()
     metadata = yaml.safe_load(card.split("---")[1])
@@ -516,16 +517,16 @@ def test_compare_owns_its_folder_and_reuses_finished_stages_after_a_kill(tmp_pat
     assert weights.stat().st_mtime_ns == written  # the finished pretraining was reused, not redone
     results = json.loads((output / "results.json").read_text())
     assert results["models"]["bert_control"]["pretraining"]["steps"] == 4
-    assert checkpoints.verify_manifest(output) is not None
+    assert run_folder.verify_manifest(output) is not None
 
     tokenizer_files = {path.name: path.read_bytes() for path in (output / "tokenizer").iterdir()}
     other = run_compare(output, "--vocab_size", "150")
     assert other.returncode == 1 and "holds another run" in other.stderr and "vocab_size" in other.stderr
     assert {path.name: path.read_bytes() for path in (output / "tokenizer").iterdir()} == tokenizer_files
 
-    holder = checkpoints.OutputDirLock(output)
+    holder = run_folder.OutputDirLock(output)
     try:
-        with pytest.raises(checkpoints.CheckpointError, match="is in use by another run"):
+        with pytest.raises(CheckpointError, match="is in use by another run"):
             compare.main(["--output_dir", str(output), *TINY_COMPARE])
     finally:
         holder.release()

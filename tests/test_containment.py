@@ -17,9 +17,9 @@ import pytest
 from hf_variants.cli.commands import disk_full
 from hf_variants.cli.commands import main as cli_main
 from hf_variants.hub import LocalHub, export_checkpoint, push_folder_to_hub
+from hf_variants.storage.files import CheckpointError, target_inside, write_text_atomic
+from hf_variants.storage.run_folder import LOCK_FILE, MANIFEST_FILE, verify_manifest
 from hf_variants.training import checkpoints, run_mlm
-from hf_variants.training.checkpoints import LOCK_FILE, MANIFEST_FILE, CheckpointError, verify_manifest
-from hf_variants.training.files import target_inside, write_text_atomic
 
 from .mlm_helpers import history, mlm_args
 from .test_faults import GLUE_STEPS, glue_run_args, launch, make_glue_setup

@@ -20,7 +20,7 @@ from hf_variants.lab.statistics import mean_interval, paired_difference, predict
 from hf_variants.lab.tables import comparison_table, rate_text, summarize_role
 from hf_variants.lab.text_classification import load_task
 from hf_variants.lab.verdicts import HeldOutRun, stayed_on_plateau
-from hf_variants.training.checkpoints import CheckpointError
+from hf_variants.storage.files import CheckpointError
 
 from .helpers import load_script, middle_parameter, poison_gradient
 

@@ -16,9 +16,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from hf_variants.storage import run_folder, run_identity
+from hf_variants.storage.files import FAILPOINT_ENV, CheckpointError
+from hf_variants.storage.record_schema import load_json
 from hf_variants.training import checkpoints, run_mlm
-from hf_variants.training.checkpoints import CheckpointError
-from hf_variants.training.files import FAILPOINT_ENV
 from hf_variants.training.nonfinite import NonFiniteStepError
 
 from .helpers import REPO_ROOT, free_port, middle_parameter, poison_gradient, run_launcher
@@ -67,7 +68,7 @@ def test_sigkill_at_several_points_then_latest_resumes_to_the_uninterrupted_run(
             assert not (output / "checkpoint-9").exists()
     # the third run resumed from checkpoint-6 (checkpoint-9 was half-written) and wrote 9 itself
     assert "Resuming this run from" in result.stderr and "checkpoint-6" in result.stderr
-    assert (output / "checkpoint-9" / checkpoints.COMPLETE_MARKER).is_file()
+    assert (output / "checkpoint-9" / run_folder.COMPLETE_MARKER).is_file()
     result = launch(run_args(corpus, tokenizer_dir, output, *resume))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Resuming this run from" in result.stderr and "checkpoint-9" in result.stderr
@@ -83,7 +84,7 @@ def test_a_damaged_newest_checkpoint_is_skipped_and_named(uninterrupted: Path, t
     import shutil
 
     folder = tmp_path / "copy"
-    shutil.copytree(uninterrupted, folder, ignore=shutil.ignore_patterns(checkpoints.LOCK_FILE))
+    shutil.copytree(uninterrupted, folder, ignore=shutil.ignore_patterns(run_folder.LOCK_FILE))
     # checkpoints every 3 steps and at the last one (14), so that a longer run of the same schedule continues
     weights = folder / "checkpoint-14" / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:100])  # truncated
@@ -129,11 +130,11 @@ def test_a_malicious_pickle_under_any_checkpoint_name_is_refused_without_running
         run_mlm.main(run_args(corpus, tokenizer_dir, tmp_path / "a", "--resume_from_checkpoint", str(checkpoint)))
     # an attacker who also rewrites the completeness marker still gets no unpickling: the loaders read
     # safetensors and JSON only, and never open a file of another name
-    marker = checkpoints.load_json(checkpoint / checkpoints.COMPLETE_MARKER)
+    marker = load_json(checkpoint / run_folder.COMPLETE_MARKER)
     ours = name in marker["files"]
     marker["files"][name] = {"size": (checkpoint / name).stat().st_size,
-                             "sha256": checkpoints.file_sha256(checkpoint / name)}  # fmt: skip
-    checkpoints.write_json(checkpoint / checkpoints.COMPLETE_MARKER, marker)
+                             "sha256": run_identity.file_sha256(checkpoint / name)}  # fmt: skip
+    checkpoints.write_json(checkpoint / run_folder.COMPLETE_MARKER, marker)
     rerun = run_args(corpus, tokenizer_dir, tmp_path / "b", "--resume_from_checkpoint", str(checkpoint))
     if ours:
         with pytest.raises(CheckpointError, match=rf"{name}"):
@@ -154,7 +155,7 @@ def test_old_accelerate_checkpoints_are_refused(tmp_path: Path) -> None:
 
 def test_one_run_per_output_folder(corpus: Path, tokenizer_dir: Path, tmp_path: Path) -> None:
     output = tmp_path / "run"
-    lock = checkpoints.OutputDirLock(output)  # another run holds the folder
+    lock = run_folder.OutputDirLock(output)  # another run holds the folder
     with pytest.raises(CheckpointError, match=rf"in use by another run \(PID {os.getpid()}\)"):
         run_mlm.main(run_args(corpus, tokenizer_dir, output))
     lock.release()
@@ -292,7 +293,7 @@ def test_run_glue_killed_at_several_points_resumes_to_the_uninterrupted_run(
     for failpoint in ("train_step@4", "checkpoint_files_written@6"):  # the second: checkpoint-6 left unmarked
         result = launch(glue_run_args(glue_setup, output), failpoint, "run_glue")
         assert result.returncode == -signal.SIGKILL, (failpoint, result.returncode, result.stderr[-2000:])
-    assert (output / "checkpoint-6").is_dir() and not (output / "checkpoint-6" / checkpoints.COMPLETE_MARKER).exists()
+    assert (output / "checkpoint-6").is_dir() and not (output / "checkpoint-6" / run_folder.COMPLETE_MARKER).exists()
     # the same command again: it resumes, skipping the unmarked checkpoint-6
     result = launch(glue_run_args(glue_setup, output), script="run_glue")
     assert result.returncode == 0, result.stderr[-3000:]
@@ -349,7 +350,7 @@ def test_fine_tuning_under_the_launcher_trains_one_process_model_and_resumes_exa
     assert done.returncode == 0, done.stderr[-4000:]
     same_as_one_process(two)
     assert launched(killed, "train_step@5").returncode != 0  # both processes killed after step 5
-    assert (killed / "checkpoint-3" / checkpoints.COMPLETE_MARKER).is_file() and not (killed / "results.json").exists()
+    assert (killed / "checkpoint-3" / run_folder.COMPLETE_MARKER).is_file() and not (killed / "results.json").exists()
     resumed = launched(killed)
     if version.parse(transformers.__version__) < version.parse("5.18.0"):  # the lowest supported end: refused
         assert resumed.returncode != 0 and "needs transformers >= 5.18" in resumed.stderr, resumed.stderr[-3000:]
@@ -425,10 +426,10 @@ def test_a_malicious_pickle_in_a_trainer_checkpoint_never_runs(glue_setup: tuple
 
         with pytest.raises(CheckpointError, match=rf"checkpoint-3/{name} (has|does not match)"):
             run_glue.main(resume("out"))
-        marker = checkpoints.load_json(checkpoint / checkpoints.COMPLETE_MARKER)
+        marker = load_json(checkpoint / run_folder.COMPLETE_MARKER)
         marker["files"][name] = {"size": (checkpoint / name).stat().st_size,
-                                 "sha256": checkpoints.file_sha256(checkpoint / name)}  # fmt: skip
-        checkpoints.write_json(checkpoint / checkpoints.COMPLETE_MARKER, marker)
+                                 "sha256": run_identity.file_sha256(checkpoint / name)}  # fmt: skip
+        checkpoints.write_json(checkpoint / run_folder.COMPLETE_MARKER, marker)
         with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
             run_glue.main(resume("out2"))
         assert not evidence.exists(), name

@@ -17,9 +17,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from hf_variants.storage import run_folder
+from hf_variants.storage.files import FAILPOINT_ENV, CheckpointError, inside, is_temporary, write_text_atomic
+from hf_variants.storage.run_folder import MANIFEST_FILE
 from hf_variants.training import checkpoints, run_glue, run_mlm
-from hf_variants.training.checkpoints import MANIFEST_FILE, CheckpointError
-from hf_variants.training.files import FAILPOINT_ENV, inside, is_temporary, write_text_atomic
 
 from .mlm_helpers import history, mlm_args
 from .test_faults import GLUE_STEPS, glue_run_args, launch, make_glue_setup
@@ -34,7 +35,7 @@ def cli(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 
 def snapshot(folder: Path) -> dict[str, bytes]:
     """Every file below ``folder`` with its bytes, but the lock file (which holds the PID of the last run)."""
-    files = (path for path in sorted(folder.rglob("*")) if path.is_file() and path.name != checkpoints.LOCK_FILE)
+    files = (path for path in sorted(folder.rglob("*")) if path.is_file() and path.name != run_folder.LOCK_FILE)
     return {path.relative_to(folder).as_posix(): path.read_bytes() for path in files}
 
 
@@ -81,14 +82,14 @@ def test_a_crafted_manifest_deletes_nothing_outside_the_folder(
     (crafted / MANIFEST_FILE).write_text(json.dumps(manifest))
 
     with pytest.raises(CheckpointError, match=r"hf_variants_manifest\.json entry .* lies outside"):
-        checkpoints.remove_previous_run(crafted)
+        run_folder.remove_previous_run(crafted)
     result = cli("export", str(pretrained_run), "--output_dir", str(crafted), "--overwrite_output_dir")
     assert result.returncode == 1 and "holds a training run" in result.stderr and "Traceback" not in result.stderr
     (crafted / "run_fingerprint.json").unlink()  # now it looks like a previous export: its entries are checked
     result = cli("export", str(pretrained_run), "--output_dir", str(crafted), "--overwrite_output_dir")
     assert result.returncode == 1 and "lies outside" in result.stderr and "Traceback" not in result.stderr
     with pytest.raises(CheckpointError, match=r"lies outside"):
-        checkpoints.verify_manifest(crafted)  # not even read (hashed) outside the folder
+        run_folder.verify_manifest(crafted)  # not even read (hashed) outside the folder
     assert victim.read_text() == "the user's file"
     assert (crafted / "model.safetensors").is_file()  # nothing removed at all: every entry is checked first
 
@@ -186,7 +187,7 @@ def test_a_kill_while_the_manifest_is_renamed_into_place_loses_nothing(
 def test_write_text_atomic_leaves_the_old_content_when_killed_before_the_rename(tmp_path: Path) -> None:
     target = tmp_path / "record.json"
     target.write_text("old")
-    code = f"from pathlib import Path; from hf_variants.training.files import write_text_atomic; " \
+    code = f"from pathlib import Path; from hf_variants.storage.files import write_text_atomic; " \
            f"write_text_atomic(Path({str(target)!r}), 'new')"  # fmt: skip
     env = {**os.environ, FAILPOINT_ENV: "atomic_write@record.json"}
     assert subprocess.run([sys.executable, "-c", code], env=env, timeout=120).returncode == -signal.SIGKILL
@@ -207,7 +208,7 @@ def test_save_total_limit_never_leaves_zero_complete_checkpoints(glue, tmp_path:
     # have removed checkpoint-3
     killed = launch([*glue_run_args(glue, output), *limited], "checkpoint_files_written@6", "run_glue")
     assert killed.returncode == -signal.SIGKILL
-    assert (output / "checkpoint-3" / checkpoints.COMPLETE_MARKER).is_file()
+    assert (output / "checkpoint-3" / run_folder.COMPLETE_MARKER).is_file()
     result = launch([*glue_run_args(glue, output), *limited], script="run_glue")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "run stopped while it was being written" in result.stderr and "checkpoint-3" in result.stderr
@@ -355,4 +356,4 @@ def test_a_run_folder_without_its_manifest_is_not_trusted(pretrained_run: Path, 
     shutil.copytree(pretrained_run, folder)
     (folder / MANIFEST_FILE).unlink()
     with pytest.raises(CheckpointError, match=r"holds an hf-variants run .* but no hf_variants_manifest\.json"):
-        checkpoints.verify_manifest(folder)
+        run_folder.verify_manifest(folder)

@@ -224,7 +224,7 @@ def test_a_new_task_gets_its_metric_and_score_range_from_its_declaration(monkeyp
 
     import numpy as np
 
-    from hf_variants.glue import tasks
+    from hf_variants import tasks
     from hf_variants.training.run_glue import LabelSpace, write_predictions
 
     grammatical = dataclasses.replace(tasks.TASKS["sst2"], name="grammatical", metrics=("matthews_correlation",))

@@ -13,8 +13,9 @@ import pytest
 
 import hf_variants
 from hf_variants.hub import export_for_hub
+from hf_variants.storage.files import CheckpointError
+from hf_variants.storage.run_folder import MANIFEST_FILE, verify_manifest
 from hf_variants.training import run_mlm
-from hf_variants.training.checkpoints import MANIFEST_FILE, CheckpointError, verify_manifest
 
 from .mlm_helpers import mlm_args
 

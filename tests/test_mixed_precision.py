@@ -118,8 +118,8 @@ def test_fine_tuning_in_bf16_trains_and_is_another_run_than_fp32(tmp_path, corpu
     trains in bf16 autocast, and the run's identity records it: an fp32 run in the same folder is another run."""
     import json
 
+    from hf_variants.storage.files import CheckpointError
     from hf_variants.training import run_glue
-    from hf_variants.training.checkpoints import CheckpointError
 
     from .test_faults import glue_run_args, make_glue_setup
 

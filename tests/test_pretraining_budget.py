@@ -1,4 +1,4 @@
-"""GLUE after pretraining (``hf_variants.lab.glue_after_pretraining``): checkpoint export,
+"""GLUE after pretraining (``experiments/glue_after_pretraining/glue_study.py``): checkpoint export,
 learning-rate choice on held-out runs, "did not learn" handling, the budget study's paired verdict and
 its table, and committing result files one by one."""
 
@@ -15,30 +15,31 @@ from safetensors.torch import load_file
 from transformers import AutoConfig, AutoModelForMaskedLM
 
 from hf_variants.core.overrides import parse_overrides
-from hf_variants.lab.glue_after_pretraining import (
-    Cell,
-    FineTuning,
-    ModelToTune,
-    budget_study_table,
-    budget_table,
-    cell_from_runs,
-    choose_learning_rate,
-    export_checkpoint_model,
-    fine_tune,
-    finished_run,
-    pair_overrides,
-    pair_table,
-    recorded_cells,
-    smallest_helpful_budget,
-)
 from hf_variants.lab.spec import ModelSpec
 from hf_variants.lab.tables import PAIRS
+from hf_variants.storage.files import CheckpointError
 from hf_variants.training import run_mlm
-from hf_variants.training.checkpoints import CheckpointError
 
 from .helpers import REPO_ROOT as ROOT
+from .helpers import load_script
 from .mlm_helpers import mlm_args
 from .test_run_glue import checkpoints, glue_dir  # noqa: F401  (fixtures: tiny models, GLUE files)
+
+glue_study = load_script("experiments/glue_after_pretraining/glue_study")
+Cell = glue_study.Cell
+FineTuning = glue_study.FineTuning
+ModelToTune = glue_study.ModelToTune
+budget_study_table = glue_study.budget_study_table
+budget_table = glue_study.budget_table
+cell_from_runs = glue_study.cell_from_runs
+choose_learning_rate = glue_study.choose_learning_rate
+export_checkpoint_model = glue_study.export_checkpoint_model
+fine_tune = glue_study.fine_tune
+finished_run = glue_study.finished_run
+pair_overrides = glue_study.pair_overrides
+pair_table = glue_study.pair_table
+recorded_cells = glue_study.recorded_cells
+smallest_helpful_budget = glue_study.smallest_helpful_budget
 
 
 def result(task: str, value: float, share: float = 0.6, std: float = 0.5) -> dict:

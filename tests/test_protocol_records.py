@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from hf_variants.lab import verdicts
-from hf_variants.lab.glue_after_pretraining import choose_learning_rate as glue_choice
 from hf_variants.lab.grid import held_out_run, load_grid
 
-from .helpers import committed_records
+from .helpers import committed_records, load_script
+
+glue_study = load_script("experiments/glue_after_pretraining/glue_study")
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The committed grids (their records unpacked) and the GLUE studies' cells.
@@ -55,7 +56,7 @@ def test_every_glue_cell_was_run_at_the_protocols_rate(folder: Path) -> None:
     sweep = {float(p.stem.removeprefix("sweep-lr")): json.loads(p.read_text()) for p in folder.glob("sweep-lr*.json")}
     seeds = [json.loads(p.read_text()) for p in folder.glob("seed*.json")]
     trained_at = {float(r["command"].split("--learning_rate ")[1].split()[0]) for r in seeds}
-    assert trained_at == {glue_choice(sweep, folder.name)}
+    assert trained_at == {glue_study.choose_learning_rate(sweep, folder.name)}
 
 
 @pytest.mark.parametrize("results", COMPARISONS, ids=lambda p: p.relative_to(ROOT).as_posix())
@@ -75,9 +76,7 @@ def test_every_compared_model_was_run_at_the_protocols_rate(results: Path) -> No
 def test_committed_glue_runs_are_recognised_from_the_studys_typed_settings(study: str) -> None:
     """Every committed run of a GLUE study (recorded by command line) is the run its typed settings ask for,
     at the rate the protocol chooses: a resumed study reuses them all instead of running them again."""
-    from hf_variants.lab.glue_after_pretraining import FineTuning, finished_run
-
-    protocol, work = FineTuning(), Path("runs") / study.replace("_", "-")
+    protocol, work = glue_study.FineTuning(), Path("runs") / study.replace("_", "-")
     records = sorted((GLUE_STUDIES[study] / "runs").glob("*/*/*.json"))
     assert len(records) >= 50
     for record in records:
@@ -88,12 +87,12 @@ def test_committed_glue_runs_are_recognised_from_the_studys_typed_settings(study
         else:
             sweep = {float(p.stem.removeprefix("sweep-lr")): json.loads(p.read_text())
                      for p in record.parent.glob("sweep-lr*.json")}  # fmt: skip
-            rate, seed = glue_choice(sweep, task), int(run.removeprefix("seed"))
+            rate, seed = glue_study.choose_learning_rate(sweep, task), int(run.removeprefix("seed"))
         settings = protocol.run_settings(
             Path("../shared/data/glue"), work / "mlm" if model == "step0" else work / "models" / model, task, rate,
             seed, work / "glue" / model / task / run, random_init=model == "step0", heldout=heldout,
         )  # fmt: skip
-        assert finished_run(record, settings) == json.loads(record.read_text()), record
+        assert glue_study.finished_run(record, settings) == json.loads(record.read_text()), record
 
 
 @pytest.mark.parametrize(("study", "steps", "every"), [("pretraining_budget", 3000, 500),
@@ -103,17 +102,16 @@ def test_committed_pretraining_runs_are_recognised_from_the_studys_typed_setting
 ) -> None:
     """The committed budget studies' pretraining (recorded by command line) is the run the study's typed
     settings ask for, so a resumed study does not pretrain again."""
-    from hf_variants.lab.glue_after_pretraining import PRETRAINING_SIZES, mlm_settings
     from hf_variants.training import run_mlm
 
     record = GLUE_STUDIES[study] / "pretraining.json"
     work = Path("runs") / study.replace("_", "-")
-    settings = mlm_settings("bert_control", PRETRAINING_SIZES, Path("../shared/data"), work / "tokenizer", steps,
-                            every, work / "mlm")  # fmt: skip
+    sizes, data = glue_study.PRETRAINING_SIZES, Path("../shared/data")
+    settings = glue_study.mlm_settings("bert_control", sizes, data, work / "tokenizer", steps, every, work / "mlm")
     recorded = run_mlm.recorded_arguments({"command": json.loads(record.read_text())["command"]}, record)
     assert recorded == run_mlm.requested_arguments(settings)
-    assert run_mlm.requested_arguments(mlm_settings("bert_control", PRETRAINING_SIZES, Path("../shared/data"),
-                                                    work / "tokenizer", steps, 2 * every, work / "mlm")) != recorded
+    other = glue_study.mlm_settings("bert_control", sizes, data, work / "tokenizer", steps, 2 * every, work / "mlm")
+    assert run_mlm.requested_arguments(other) != recorded
 
 
 @pytest.mark.parametrize("results", COMPARISONS, ids=lambda p: p.relative_to(ROOT).as_posix())

@@ -19,6 +19,7 @@ from hf_variants.synthetic import (
     recall_words,
     synthetic_recall,
 )
+from hf_variants.tasks import TASKS, EmbeddedLevels
 
 from .helpers import committed_records
 
@@ -87,7 +88,7 @@ def test_embedded_recall_data_is_disjoint_and_each_key_and_value_is_one_token(tm
     corpus = (tmp_path / "data" / "train.txt").read_text().splitlines()
     assert sum(line.split()[0].startswith("k") for line in corpus) == 2000  # every third of 6,000 lines
     # without recall the corpus is the language alone, line for line what it is with recall elsewhere
-    plain = data_sources.synthetic_corpus(6000, 5, data_sources.EmbeddedLevels())
+    plain = data_sources.synthetic_corpus(6000, 5, EmbeddedLevels())
     assert [line for i, line in enumerate(plain) if i % 3 != 2] == [line for i, line in enumerate(corpus) if i % 3 != 2]
     assert not set(recall_words()) & {word for line in plain for word in line.split()}
     folder = train_tokenizer(TokenizerArguments(train_file=source.corpus["train_file"], vocab_size=source.vocab_size,
@@ -145,5 +146,5 @@ def test_the_guessing_level_is_guessing_among_the_values_shown(pairs: int) -> No
     expected = sum(1 / len({word for word in sentence.split() if word.startswith("v")}) for sentence, _ in rows)
     level = recall_guessing_level(pairs)
     assert abs(expected / len(rows) - level) < 3 * (level * (1 - level) / len(rows)) ** 0.5 + 1e-9
-    assert data_sources.declared_guessing_level("recall", data_sources.EmbeddedLevels(recall_pairs=pairs)) == level
-    assert data_sources.declared_guessing_level("attractor_number") is None  # its majority share applies
+    assert TASKS["recall"].guessing_level(EmbeddedLevels(recall_pairs=pairs)) == level
+    assert TASKS["attractor_number"].guessing_level() is None  # its majority share applies

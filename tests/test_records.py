@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from hf_variants.lab.records import OtherSettings, differing_fields, read_record, record_for, write_record
-from hf_variants.training.checkpoints import CheckpointError
-from hf_variants.training.files import FAILPOINT_ENV
+from hf_variants.storage.files import FAILPOINT_ENV, CheckpointError
 
 
 def test_a_record_killed_while_written_is_absent_and_the_rerun_writes_it(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from transformers import (
 )
 
 from hf_variants.core.overrides import parse_overrides
+from hf_variants.storage import run_folder, run_identity
 from hf_variants.synthetic import synthetic_acceptability, synthetic_sentences
 from hf_variants.tokenization import train_wordpiece_tokenizer
 from hf_variants.training import checkpoints as checkpoint_files
@@ -195,9 +196,9 @@ def test_fine_tuning_reports_the_saved_models_dev_accuracy(
     before, after = load_file(checkpoints[model_type] / "model.safetensors"), load_file(tmp_path / "model.safetensors")
     shared = [k for k in after if k in before and "classifier" not in k and before[k].shape == after[k].shape]
     assert len(shared) > 5 and any(not torch.equal(before[k], after[k]) for k in shared)
-    recorded = checkpoint_files.verify_manifest(tmp_path)["files"]  # the fine-tuned folder lists what the run wrote
+    recorded = run_folder.verify_manifest(tmp_path)["files"]  # the fine-tuned folder lists what the run wrote
     assert {"model.safetensors", "config.json", "all_results.json"} <= set(recorded)
-    assert recorded["model.safetensors"]["sha256"] == checkpoint_files.file_sha256(tmp_path / "model.safetensors")
+    assert recorded["model.safetensors"]["sha256"] == run_identity.file_sha256(tmp_path / "model.safetensors")
 
 
 def test_a_tiny_model_learns_the_topic_task(checkpoints: dict[str, Path], glue_dir: Path, tmp_path: Path) -> None:
@@ -346,6 +347,52 @@ def test_custom_csv_files_with_a_label_set_read_from_training(checkpoints: dict[
     assert 0.0 <= results["eval"]["validation"]["accuracy"] <= 1.0
 
 
+def test_multi_label_csv_trains_per_label_and_predicts_label_sets(checkpoints: dict[str, Path], tmp_path: Path) -> None:
+    """Each row a set of labels ("person,long"): per-label BCE (the config's problem type), micro F1 and exact
+    match on dev, and test predictions that are the labels whose logits the saved model puts above 0."""
+    sentences = synthetic_sentences(96, seed=6)
+
+    def labels(sentence: str) -> str:
+        return ",".join([["animal", "person"][topic(sentence)], *(["long"] if len(sentence.split()) > 5 else [])])
+
+    write_csv(tmp_path / "train.csv", ["text", "label"], [[s, labels(s)] for s in sentences[:64]])
+    write_csv(tmp_path / "dev.csv", ["text", "label"], [[s, labels(s)] for s in sentences[64:88]])
+    write_csv(tmp_path / "test.csv", ["text"], [[s] for s in sentences[88:]])
+    results = run_glue.main([
+        "--model_name_or_path", str(checkpoints["macaron_bert"]), "--train_file", str(tmp_path / "train.csv"),
+        "--validation_file", str(tmp_path / "dev.csv"), "--test_file", str(tmp_path / "test.csv"),
+        "--label_type", "multi_label", "--do_train", "--do_eval", "--do_predict", "--max_steps", "3",
+        "--output_dir", str(tmp_path / "out"), "--report_to", "none", "--disable_tqdm", "true",
+        "--max_seq_length", "32", "--log_level", "warning",
+    ])  # fmt: skip
+    config = AutoConfig.from_pretrained(tmp_path / "out")
+    assert config.problem_type == "multi_label_classification"
+    assert config.id2label == {0: "animal", 1: "long", 2: "person"}
+    model = AutoModelForSequenceClassification.from_pretrained(tmp_path / "out").eval()
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "out")
+    with torch.no_grad():
+        logits = model(**tokenizer(sentences[64:], padding=True, return_tensors="pt")).logits
+    chosen = (logits > 0).int().numpy()
+    gold = np.array([[int(name in labels(s).split(",")) for name in ("animal", "long", "person")]
+                     for s in sentences[64:88]])  # fmt: skip
+    f1 = 2 * (chosen[:24] * gold).sum() / (chosen[:24].sum() + gold.sum())
+    assert results["eval"]["validation"]["f1"] == pytest.approx(f1, abs=1e-6)
+    assert results["eval"]["validation"]["exact_match"] == pytest.approx((chosen[:24] == gold).all(1).mean(), abs=1e-6)
+    expected = [",".join(config.id2label[i] for i in range(3) if row[i]) for row in chosen[24:]]
+    rows = (tmp_path / "out" / "predict_results_custom.txt").read_text().splitlines()
+    assert rows[0] == "index\tprediction" and [row.split("\t")[1] for row in rows[1:]] == expected
+
+
+def test_multi_label_scores_by_hand() -> None:
+    predicted = np.array([[1, 0, 1], [0, 0, 0], [0, 1, 0]])
+    gold = np.array([[1, 0, 0], [0, 0, 0], [0, 1, 0]])
+    # TP 2, predicted positives 3, gold positives 2 → F1 = 4/5; rows 2 and 3 exact
+    scores = run_glue.multi_label_scores(predicted, gold)
+    assert scores == {"f1": pytest.approx(0.8), "exact_match": pytest.approx(2 / 3)}
+    assert run_glue.collapse_measure(np.array([[1, 0], [1, 0], [0, 1]]), False) == {
+        "largest_class_share": pytest.approx(2 / 3)}
+
+
 # ------------------------------------------------------------------------------------------------
 # Clear errors
 # ------------------------------------------------------------------------------------------------
@@ -434,7 +481,7 @@ def test_a_tokenizer_with_another_vocabulary_is_refused(
     """Same size, other tokens: the embedding rows would mean other words."""
     import shutil
 
-    from hf_variants.training.run_identity import vocabulary_sha256
+    from hf_variants.storage.run_identity import vocabulary_sha256
 
     pretrained = tmp_path / "pretrained"
     shutil.copytree(checkpoints["macaron_bert"], pretrained)
@@ -556,11 +603,11 @@ def test_run_identity_is_every_argument_but_those_without_effect(
 
     moved = tmp_path / "moved-glue"
     shutil.copytree(glue_dir, moved)
-    fingerprint_file = output / checkpoint_files.FINGERPRINT_FILE
+    fingerprint_file = output / run_folder.FINGERPRINT_FILE
     saved = json.loads(fingerprint_file.read_text())
     saved["versions"]["transformers"] = "4.0.0"
     fingerprint_file.write_text(json.dumps(saved))
-    with caplog.at_level("WARNING", logger="hf_variants.training.run_identity"):
+    with caplog.at_level("WARNING", logger="hf_variants.storage.run_identity"):
         moved_command = glue_args(checkpoints["macaron_bert"], "sst2", moved, output, "--do_train", "--max_steps", "4",
                                   "--save_strategy", "steps", "--save_steps", "2")  # fmt: skip
         results = run_glue.main(moved_command)

@@ -8,9 +8,10 @@ from pathlib import Path
 from transformers import AutoTokenizer, TrainingArguments
 
 from hf_variants.settings.finetuning import RunArguments
+from hf_variants.storage import run_identity
 from hf_variants.synthetic import synthetic_sentences
 from hf_variants.tokenization import train_wordpiece_tokenizer
-from hf_variants.training import run_glue, run_identity
+from hf_variants.training import run_glue
 
 
 def test_a_tokenizer_is_identified_by_its_definition_not_its_vocabulary(tmp_path: Path) -> None:

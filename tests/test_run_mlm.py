@@ -15,9 +15,9 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoTokenizer, pipeline
 
+from hf_variants.storage.run_folder import MANIFEST_FILE
 from hf_variants.tokenization import train_wordpiece_tokenizer
 from hf_variants.training import run_mlm
-from hf_variants.training.checkpoints import MANIFEST_FILE
 from hf_variants.training.data import SeededMaskingCollator
 
 from .helpers import free_port, run_launcher
@@ -370,7 +370,7 @@ def test_pretraining_compiles_resumes_and_records_it(corpus: Path, tokenizer_dir
     """``--torch_compile`` compiles the forward in place (``nn.Module.compile``; the eager backend here, so the
     arithmetic is the uncompiled one): the same weights as an uncompiled run, a compiled run stopped at step 1 and
     continued to step 2 ends where an uninterrupted one does, and the setting is part of the run's identity."""
-    from hf_variants.training.checkpoints import CheckpointError
+    from hf_variants.storage.files import CheckpointError
 
     constant = ["--lr_scheduler_type", "constant"]  # a run extended to more steps continues its schedule exactly
     compiled = ["--torch_compile", "--torch_compile_backend", "eager", *constant]

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from datasets import ClassLabel, Value
 
-from hf_variants.glue import get_task
 from hf_variants.glue.user_files import load_task_files
+from hf_variants.tasks import get_glue_task
 
 
 def write(path: Path, text: str) -> Path:
@@ -23,7 +23,7 @@ def load(tmp_path: Path, train: str, dev: str | None = None, *, suffix: str = ".
     files = {"train": write(tmp_path / f"train{suffix}", train)}
     if dev is not None:
         files["validation"] = write(tmp_path / f"dev{suffix}", dev)
-    glue_task = get_task(task) if task is not None else None
+    glue_task = get_glue_task(task) if task is not None else None
     return load_task_files(files, glue_task, glue_task.keys if glue_task else None, label_type)
 
 
@@ -86,3 +86,34 @@ def test_with_a_task_the_task_label_set_is_checked_at_the_right_line(tmp_path: P
         load(tmp_path, f"sentence,label\n{rows}\nlast but one,1\nlast,\n", task="sst2")
     data = load(tmp_path, f"sentence,label\n{rows}\n", "sentence,label\ngood,1\n", task="sst2")
     assert data["validation"]["label"] == [1] and data["train"].features["label"].names == ["negative", "positive"]
+
+
+def test_multi_label_rows_are_label_sets_read_from_either_format(tmp_path: Path) -> None:
+    train, dev = 'text,label\na,"drama,comedy"\nb,comedy\n', "text,label\nc,drama\n"
+    csv_data = load(tmp_path, train, dev, label_type="multi_label")
+    assert csv_data["train"].features["label"].feature.names == ["comedy", "drama"]
+    assert csv_data["train"]["label"] == [[1, 0], [0]] and csv_data["validation"]["label"] == [[1]]
+    rows = [{"text": "a", "label": ["drama", "comedy"]}, {"text": "b", "label": ["comedy"]}]
+    json_data = load(tmp_path, "\n".join(json.dumps(row) for row in rows) + "\n", suffix=".jsonl")  # auto: lists
+    assert json_data["train"]["label"] == csv_data["train"]["label"]
+
+
+@pytest.mark.parametrize(
+    ("train", "dev", "message"),
+    [
+        ('text,label\na,"drama,,comedy"\n', None, r"train\.csv:2: label 'drama,,comedy' holds an empty label"),
+        ('text,label\na,"drama,drama"\n', None, r"train\.csv:2: label 'drama,drama' holds a label twice"),
+        ("text,label\na,drama\nb,\n", None, r"train\.csv:3: this train row has no label"),
+        ("text,label\na,drama\n", 'text,label\nb,"drama,horror"\n',
+         r"dev\.csv:2: label\(s\) \['horror'\] not in the label set of the training file .*\['drama'\]"),
+        ('text,label\na,"[1, {}]"\n', None, r"train\.csv:2: label '\[1, \{\}\]' is not a list of labels"),
+    ],
+)  # fmt: skip
+def test_a_bad_label_set_is_named_with_its_line(tmp_path: Path, train: str, dev: str | None, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        load(tmp_path, train, dev, label_type="multi_label")
+
+
+def test_multi_label_is_refused_for_a_glue_task(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"--label_type multi_label is for files without --task_name; sst2"):
+        load(tmp_path, "sentence,label\na,1\n", task="sst2", label_type="multi_label")

@@ -22,8 +22,8 @@ from pathlib import Path
 from transformers import AutoTokenizer
 
 from hf_variants.lab import records
-from hf_variants.training.record_schema import load_json
-from hf_variants.training.run_identity import describe_files, tokenizer_sha256
+from hf_variants.storage.record_schema import load_json
+from hf_variants.storage.run_identity import describe_files, tokenizer_sha256
 
 
 def unigram_entropy(tokenizer, lines: list[str], max_length: int) -> float:

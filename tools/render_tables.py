@@ -19,6 +19,7 @@ and the model benchmark. (The package's generated modules ``hf_variants/core/reg
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -47,11 +48,13 @@ from study_tables import (
 )
 from which_variant import which_variant_table
 
-from hf_variants.lab.glue_after_pretraining import budget_study_table, pair_study_table
 from hf_variants.lab.tables import PAIRS, comparison_table, settings_text, sweep_table
 
 ROOT = Path(__file__).resolve().parent.parent
 EXPERIMENTS = ROOT / "experiments"
+#: The GLUE studies' tables live beside their drivers (``experiments/glue_after_pretraining/glue_study.py``).
+sys.path.append(str(EXPERIMENTS / "glue_after_pretraining"))
+glue_study = importlib.import_module("glue_study")
 BENCHMARK_RECORDS = ROOT / "benchmarks" / "records"
 GRID = EXPERIMENTS / "classification"
 TASKS = ["ag_news", "listops", "imdb"]
@@ -169,12 +172,12 @@ def generated_blocks() -> dict[str, str]:
         "transject-bounds": f"{transject_bounds_table(BOUNDS)}\n{rendered_from(BOUNDS)}",
         "parity": f"{parity_table(PARITY)}\n{rendered_from(PARITY, PARITY_COMMAND)}",
         "transject-readings": transject_readings(),
-        "pretraining-budget": f"{budget_study_table(read(BUDGET))}\n{rendered_from(BUDGET, BUDGET_COMMAND)}",
+        "pretraining-budget": f"{glue_study.budget_study_table(read(BUDGET))}\n{rendered_from(BUDGET, BUDGET_COMMAND)}",
         "pretraining-budget-long": (
-            f"{budget_study_table(read(LONG_BUDGET))}\n{rendered_from(LONG_BUDGET, LONG_BUDGET_COMMAND)}"
+            f"{glue_study.budget_study_table(read(LONG_BUDGET))}\n{rendered_from(LONG_BUDGET, LONG_BUDGET_COMMAND)}"
         ),
         "glue-after-pretraining": (
-            f"{pair_study_table(read(AFTER_PRETRAINING), PAIRS)}\n"
+            f"{glue_study.pair_study_table(read(AFTER_PRETRAINING), PAIRS)}\n"
             f"{rendered_from(AFTER_PRETRAINING, AFTER_PRETRAINING_COMMAND)}"
         ),
         "depth-adaptivity": f"{depth_adaptivity_table(NODE_NFE)}\n{rendered_from(NODE_NFE)}",

@@ -2,7 +2,7 @@
 """GLUE after pretraining: each variant and its matched control pretrained with MLM on WikiText-2 at one
 budget (same tokenizer, data order, masks, schedule and seed), then fine-tuned on GLUE tasks with the rate
 chosen on a held-out slice of the training split and --seeds on dev; differences variant − control paired
-by seed (``hf_variants.lab.glue_after_pretraining``).
+by seed (``glue_study.py``).
 
     python experiments/glue_after_pretraining/glue_after_pretraining.py --data_dir $DATA --steps 3000 \\
         --output_dir outputs/glue_after_pretraining --work_dir runs/glue-after-pretraining
@@ -17,9 +17,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from workspace import add_study_arguments, study_setup
-
-from hf_variants.lab.glue_after_pretraining import (
+from glue_study import (
     PRETRAINING_SIZES,
     ModelToTune,
     chance_scores,
@@ -30,9 +28,11 @@ from hf_variants.lab.glue_after_pretraining import (
     pretrain,
     wikitext_tokenizer,
 )
+from workspace import add_study_arguments, study_setup
+
 from hf_variants.lab.spec import spec_folder
 from hf_variants.lab.tables import PAIRS
-from hf_variants.training import checkpoints
+from hf_variants.storage.files import write_json
 
 #: Every model at the budget study's size, with 2 heads of 64 and the grid's N-ODE solver tolerance.
 SIZES = f"{PRETRAINING_SIZES},head_dim=64,rtol=1e-3,atol=1e-3"
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> None:
 
     chance = chance_scores(protocol.tasks, args.data_dir / "glue")
     args.output_dir.mkdir(parents=True, exist_ok=True)
-    checkpoints.write_json(args.output_dir / "chance.json", chance)
+    write_json(args.output_dir / "chance.json", chance)
     tokenizer = wikitext_tokenizer(args.data_dir, args.work_dir / "tokenizer")
     perplexity, cells = {}, {}
     for spec in args.pairs:  # pair by pair, so that an interrupted study leaves whole pairs
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> None:
             results = pretrain(settings)
             record = args.output_dir / name / "pretraining.json"
             record.parent.mkdir(parents=True, exist_ok=True)
-            checkpoints.write_json(record, results)
+            write_json(record, results)
             perplexity[name] = results["perplexity"]
             models[name] = ModelToTune(args.work_dir / "mlm" / name)
         cells.update(fine_tune(

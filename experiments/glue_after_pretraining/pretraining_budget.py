@@ -2,7 +2,7 @@
 """The pretraining budget at which pretraining helps: one BERT-control MLM run on WikiText-2 with a
 checkpoint every --checkpoint_every steps; each budget in --budgets and random initialisation fine-tuned on
 GLUE tasks (rate chosen on a held-out slice of the training split, then --seeds on dev), paired by seed
-(``hf_variants.lab.glue_after_pretraining``).
+(``glue_study.py``).
 
     python experiments/glue_after_pretraining/pretraining_budget.py --data_dir $DATA \\
         --output_dir outputs/pretraining_budget --work_dir runs/pretraining-budget
@@ -18,9 +18,7 @@ import argparse
 import json
 from pathlib import Path
 
-from workspace import add_study_arguments, study_setup
-
-from hf_variants.lab.glue_after_pretraining import (
+from glue_study import (
     PRETRAINING_SIZES,
     ModelToTune,
     budget_table,
@@ -33,7 +31,10 @@ from hf_variants.lab.glue_after_pretraining import (
     smallest_helpful_budget,
     wikitext_tokenizer,
 )
-from hf_variants.training import checkpoints, run_mlm
+from workspace import add_study_arguments, study_setup
+
+from hf_variants.storage.files import write_json
+from hf_variants.training import run_mlm
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> None:
     record = {"arguments": run_mlm.requested_arguments(settings), "final": final,
               "budgets": {str(b): info for b, info in budgets.items()}}  # fmt: skip
     args.output_dir.mkdir(parents=True, exist_ok=True)
-    checkpoints.write_json(args.output_dir / "pretraining.json", record)
+    write_json(args.output_dir / "pretraining.json", record)
 
     models = {"step0": ModelToTune(run, random_init=True)}
     for budget in args.budgets:
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     )  # fmt: skip
 
     chance = chance_scores(protocol.tasks, args.data_dir / "glue")
-    checkpoints.write_json(args.output_dir / "chance.json", chance)
+    write_json(args.output_dir / "chance.json", chance)
     cells = {(int(name.removeprefix("step")), task): cell for (name, task), cell in found.items()}
     print(budget_table(cells, budgets, chance))
     print(json.dumps({"smallest_helpful_budget": smallest_helpful_budget(cells)}))

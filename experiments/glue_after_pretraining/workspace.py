@@ -10,7 +10,8 @@ import argparse
 import os
 from pathlib import Path
 
-from hf_variants.lab.glue_after_pretraining import FineTuning
+from glue_study import FineTuning
+
 from hf_variants.settings.compare import DATA_ENV
 
 

@@ -62,7 +62,7 @@ def export(argv: list[str]) -> Path:
         parser.error(f"{args.checkpoint} is not a checkpoint folder (no config.json)")
 
     from ..hub import export_checkpoint
-    from ..training.record_schema import ANY_OBJECT, parse_record
+    from ..storage.record_schema import ANY_OBJECT, parse_record
 
     results_file = args.checkpoint / "results.json"
     recorded = parse_record(results_file, ANY_OBJECT) if results_file.is_file() else None
@@ -105,7 +105,8 @@ def verify(argv: list[str]) -> dict:
     if not args.folder.is_dir():
         parser.error(f"{args.folder} is not a folder")
 
-    from ..training.checkpoints import MANIFEST_FILE, CheckpointError, verify_manifest
+    from ..storage.files import CheckpointError
+    from ..storage.run_folder import MANIFEST_FILE, verify_manifest
 
     try:
         manifest = verify_manifest(args.folder)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Value, load_dataset
 
-from .tasks import GlueTask, get_task
+from ..tasks import GlueTask, get_glue_task
 
 GLUE_HUB_ID = "nyu-mll/glue"
 
@@ -107,7 +107,7 @@ def read_glue_tsv(task: GlueTask, path: Path, labeled: bool) -> Dataset:
 
 def load_glue_local(task_name: str, glue_dir: str | Path) -> DatasetDict:
     """Every split of ``task_name`` found in ``glue_dir/<TaskFolder>/`` (test splits unlabeled)."""
-    task = get_task(task_name)
+    task = get_glue_task(task_name)
     folder = Path(glue_dir) / task.folder
     if not folder.is_dir():
         raise FileNotFoundError(
@@ -128,4 +128,4 @@ def load_glue(task_name: str, glue_dir: str | Path | None = None) -> DatasetDict
     """Local GLUE folder when given, else the Hub's ``nyu-mll/glue``."""
     if glue_dir is not None:
         return load_glue_local(task_name, glue_dir)
-    return load_dataset(GLUE_HUB_ID, get_task(task_name).hub_config)
+    return load_dataset(GLUE_HUB_ID, get_glue_task(task_name).hub_config)

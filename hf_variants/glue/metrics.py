@@ -16,7 +16,7 @@ import logging
 import numpy as np
 from scipy import stats
 
-from .tasks import get_task
+from ..tasks import get_glue_task
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def correlations(predictions: np.ndarray, references: np.ndarray) -> dict[str, f
 
 def compute_glue_metrics(task_name: str, predictions, references) -> dict[str, float]:
     """The task's metrics for class predictions (or scores for STS-B) against references."""
-    task = get_task(task_name)
+    task = get_glue_task(task_name)
     predictions, references = np.asarray(predictions), np.asarray(references)
     if predictions.shape != references.shape:
         raise ValueError(f"{len(predictions)} predictions for {len(references)} references.")

@@ -10,8 +10,11 @@ the file's line. Here every cell stays text until it is checked:
 * labels: with a GLUE task, the task's label set (:func:`~hf_variants.glue.data.parse_label`); without,
   ``label_type="auto"`` reads the label set from the training file — classification unless *every*
   training label is written as a non-integer number (``0.5``, ``3.0``), then regression — and
-  ``"classification"``/``"regression"`` say it explicitly. Validation labels must be in the training
-  set. ``-1`` or an empty label marks an unlabeled row: allowed in test files only;
+  ``"classification"``/``"regression"`` say it explicitly; ``"multi_label"``: each row has a set of labels,
+  written ``comedy,drama`` (comma-separated; in a CSV file the cell is quoted) or, in JSON, as a list
+  (:func:`label_set`; ``"auto"`` reads a training file whose every label is a JSON list so). Validation labels
+  must be in the training set. ``-1`` or an empty label marks an
+  unlabeled row: allowed in test files only;
 * a CSV row with more or fewer fields than the header, a row that repeats the header and a line that is
   not a JSON object are errors naming the line.
 """
@@ -27,13 +30,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
+from datasets import ClassLabel, Dataset, DatasetDict, Features, List, Value
 
+from ..tasks import GlueTask
 from .data import parse_label, read_text_file
-from .tasks import GlueTask
 
 LABEL = "label"
-LABEL_TYPES = ("auto", "classification", "regression")
+LABEL_TYPES = ("auto", "classification", "regression", "multi_label")
+#: What separates the labels of a multi-label row's cell (``comedy,drama``).
+LABEL_SEPARATOR = ","
 #: Label cells that mark an unlabeled row (datasets' convention for test sets).
 UNLABELED = ("", "-1")
 
@@ -175,6 +180,9 @@ def load_task_files(
             for key in keys:
                 if row.get(key) is None or not row[key].strip():
                     raise ValueError(f"{table.where(line)}: the {key!r} cell is empty.")
+    if task is not None and label_type == "multi_label":
+        raise ValueError(f"--label_type multi_label is for files without --task_name; {task.name} has one label per "
+                         "row.")  # fmt: skip
     labels = _label_feature(tables, task, label_type)
     return DatasetDict({split: _dataset(table, keys, labels, task, split) for split, table in tables.items()})
 
@@ -202,13 +210,48 @@ def _label_cells(table: Table, split: str) -> Iterator[tuple[int, str]]:
         yield line, cell
 
 
-def _label_feature(tables: Mapping[str, Table], task: GlueTask | None, label_type: str) -> ClassLabel | Value:
+def label_set(cell: str, where: str) -> list[str]:
+    """The labels of a multi-label row: a JSON list (``["comedy", "drama"]``, what a JSON file's list becomes)
+    or :data:`LABEL_SEPARATOR`-separated text (``comedy,drama``); a label named twice or an empty one is an
+    error naming ``where``."""
+    if cell.startswith("["):
+        try:
+            parsed = json.loads(cell)
+        except json.JSONDecodeError:
+            parsed = None
+        if not isinstance(parsed, list) or not all(isinstance(item, str | int) for item in parsed):
+            raise ValueError(f"{where}: label {cell!r} is not a list of labels (strings or integers).")
+        labels = [str(item).strip() for item in parsed]
+    else:
+        labels = [part.strip() for part in cell.split(LABEL_SEPARATOR)]
+    if "" in labels or len(set(labels)) != len(labels):
+        problem = "an empty label" if "" in labels else "a label twice"
+        raise ValueError(f"{where}: label {cell!r} holds {problem}; write the row's labels as a,b (multi-label).")
+    return labels
+
+
+def _multi_label_feature(tables: Mapping[str, Table]) -> List:
+    """The label sets' feature: a list of class ids among every label of the training file (sorted)."""
+    names = sorted({label for line, cell in _label_cells(tables["train"], "train")
+                    for label in label_set(cell, tables["train"].where(line))})  # fmt: skip
+    for split, table in tables.items():
+        for line, cell in _label_cells(table, split) if split != "train" else ():
+            unknown = sorted(set(label_set(cell, table.where(line))) - set(names))
+            if unknown:
+                raise ValueError(f"{table.where(line)}: label(s) {unknown} not in the label set of the training file "
+                                 f"{tables['train'].path} ({names}).")  # fmt: skip
+    return List(ClassLabel(names=names))
+
+
+def _label_feature(tables: Mapping[str, Table], task: GlueTask | None, label_type: str) -> ClassLabel | Value | List:
     """The label feature: the task's, or read from the training file and checked against the others."""
     if task is not None:
         return Value("float32") if task.is_regression else ClassLabel(names=list(task.labels))
     if "train" not in tables:
         raise ValueError("Files without --task_name need a training file: the label set is read from it.")
     cells = list(_label_cells(tables["train"], "train"))
+    if label_type == "multi_label" or (label_type == "auto" and all(cell.startswith("[") for _, cell in cells)):
+        return _multi_label_feature(tables)  # a JSON file's label lists are label sets
     numbers = {cell: _number(cell) for _, cell in cells}
     if label_type == "regression" or (
         label_type == "auto" and all(value is not None for value in numbers.values())
@@ -233,7 +276,7 @@ def _label_feature(tables: Mapping[str, Table], task: GlueTask | None, label_typ
     return ClassLabel(names=names)
 
 
-def _dataset(table: Table, keys: Sequence[str], labels: ClassLabel | Value, task: GlueTask | None,
+def _dataset(table: Table, keys: Sequence[str], labels: ClassLabel | Value | List, task: GlueTask | None,
              split: str) -> Dataset:  # fmt: skip
     columns: dict[str, list[Any]] = {key: [row[key] for _, row in table.rows] for key in keys}
     features = {key: Value("string") for key in keys}
@@ -242,7 +285,9 @@ def _dataset(table: Table, keys: Sequence[str], labels: ClassLabel | Value, task
         for line, row in table.rows:
             cell = (row.get(LABEL) or "").strip()
             if cell in UNLABELED and split.startswith("test"):
-                encoded.append(-1 if isinstance(labels, ClassLabel) else math.nan)
+                encoded.append(-1 if isinstance(labels, ClassLabel) else [] if isinstance(labels, List) else math.nan)
+            elif isinstance(labels, List):
+                encoded.append([labels.feature.str2int(label) for label in label_set(cell, table.where(line))])
             elif task is not None:
                 encoded.append(parse_label(task, cell, table.where(line)))
             elif isinstance(labels, ClassLabel):

@@ -11,13 +11,12 @@ the lab needs the ``lab`` extra for its figures (``pip install 'hf-variants[lab]
   measurements after reloading (:mod:`.measurement`) and report (:mod:`.report`);
 * :mod:`.execution` — the one executor every study submits its runs to (side by side or inline);
 * :mod:`.analysis`, :mod:`.figures` — the report's measurements on trained models and its PNG figures;
-* :mod:`.text_classification` — the from-scratch sequence-classification tasks (IMDb, AG News, ListOps)
-  read from local files, with fixed-seed splits where only one file exists;
+* :mod:`.text_classification` — the grid's reading of the task table's classification tasks (IMDb, AG News,
+  ListOps, SST-2) from local files, with fixed-seed splits where only one file exists;
 * :mod:`.grid_training` — one from-scratch classification run (model, data, learning rate, seed) → one
   result record;
 * :mod:`.grid` — the resumable grid of runs: sweep on the held-out slice, then the seeds;
 * :mod:`.tables` — the grid's tables;
-* :mod:`.glue_after_pretraining` — the GLUE studies (pretraining budget, variants after pretraining);
 * :mod:`.statistics` — means, 95% intervals, paired differences, "did not learn".
 """
 

@@ -39,10 +39,11 @@ import numpy as np
 
 from ..settings import compare as compare_settings
 from ..settings.compare import CompareArguments
-from ..training import checkpoints, run_identity
-from ..training.files import write_text_atomic
+from ..storage import run_folder, run_identity
+from ..storage.files import write_text_atomic
+from ..tasks import EmbeddedLevels, get_task
 from . import verdicts
-from .data_sources import DataSource, EmbeddedLevels, declared_guessing_level, resolve_data
+from .data_sources import DataSource, resolve_data
 from .execution import executor, quiet_libraries
 from .measurement import analyse, classifier_from, final_run, headline, headline_metric
 from .report import report_markdown, run_outcomes
@@ -210,7 +211,7 @@ def comparison_fingerprint(args: CompareArguments) -> dict[str, Any]:
 
 def run(args: CompareArguments, argv: Sequence[str] | None) -> dict[str, Any]:
     """The comparison, inside the report folder's lock."""
-    lock = checkpoints.OutputDirLock(args.output_dir)
+    lock = run_folder.OutputDirLock(args.output_dir)
     try:
         return compare_models(args, argv)
     finally:
@@ -228,11 +229,11 @@ def compare_models(args: CompareArguments, argv: Sequence[str] | None) -> dict[s
     started = time.perf_counter()
     knobs = {"attractors": args.attractors, "recall_pairs": args.recall_pairs}
     levels = EmbeddedLevels(**{name: level for name, level in knobs.items() if level is not None})  # checked first
-    checkpoints.prepare_output_dir(args.output_dir, comparison_fingerprint(args), args.overwrite_output_dir)
+    run_folder.prepare_output_dir(args.output_dir, comparison_fingerprint(args), args.overwrite_output_dir)
     if args.overwrite_output_dir:  # every stage runs again
         for record in (args.output_dir / "models").glob(f"*/*{STAGE_RECORD_SUFFIX}"):
             record.unlink()
-    files_before = {name: state for name, state in checkpoints.file_states(args.output_dir).items()
+    files_before = {name: state for name, state in run_folder.file_states(args.output_dir).items()
                     if not name.startswith(OWNED_FOLDERS)}  # fmt: skip
     source = resolve_data(args.data_dir, args.tasks, args.output_dir, args.seed, args.from_hub, levels)
     tasks = list(source.tasks)
@@ -303,8 +304,7 @@ def compare_models(args: CompareArguments, argv: Sequence[str] | None) -> dict[s
                                                 outcomes) for seed in fine_tuning_seeds(args)}
                        for r in (args.finetune_learning_rates if every_rate else [rate])}  # fmt: skip
             runs = runs_at[rate]
-            interval = verdicts.summary(run_outcomes(runs, declared_guessing_level(task, levels)
-                                                      if source.kind == "synthetic" else None))
+            interval = verdicts.summary(run_outcomes(runs, get_task(task).guessing_level(levels)))
             entry["fine_tuning"][task] = {
                 "metric": headline_metric(task),
                 "learning_rate": rate,
@@ -358,7 +358,7 @@ def compare_models(args: CompareArguments, argv: Sequence[str] | None) -> dict[s
     }
     write_text_atomic(args.output_dir / "results.json", json.dumps(results, indent=2) + "\n")
     write_text_atomic(args.output_dir / "report.md", report_markdown(results))
-    checkpoints.write_manifest(args.output_dir, files_before, "compare")
+    run_folder.write_manifest(args.output_dir, files_before, "compare")
     print(f"[hf-variants compare] Report: {args.output_dir / 'report.md'} ({results['wall_seconds']:.0f} s).")
     return results
 

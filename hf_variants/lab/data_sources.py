@@ -8,45 +8,26 @@ from __future__ import annotations
 import csv
 import io
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from ..settings import compare as compare_settings
-from ..synthetic import DEFAULT_ATTRACTORS, DEFAULT_RECALL_PAIRS, RECALL_KEYS, RECALL_VALUES
-from ..training.files import write_text_atomic
+from ..storage.files import write_text_atomic
+from ..synthetic import RECALL_KEYS, RECALL_VALUES
+from ..tasks import EMBEDDED_TASKS, EmbeddedLevels
+from ..tasks.embedded import DEFAULT_LEVELS
 
 DATA_ENV = compare_settings.DATA_ENV
 
 
-#: The embedded default's fine-tuning task when no data is given (see :func:`embedded_tasks`).
+#: The embedded default's fine-tuning task when no data is given (one of :data:`~hf_variants.tasks.EMBEDDED_TASKS`).
 SYNTHETIC_TASK = "attractor_number"
 #: The embedded default's tokenizer size (its language's words and pieces), and what recall adds: room for each
 #: key and value word and the WordPiece pieces it is merged from, so that every one is a single token (tested).
 SYNTHETIC_VOCAB_SIZE, RECALL_VOCAB = 200, 2 * (RECALL_KEYS + RECALL_VALUES)
-
-
-@dataclass(frozen=True)
-class EmbeddedLevels:
-    """The difficulty knobs of the embedded tasks (``--attractors``, ``--recall_pairs``)."""
-
-    attractors: int = DEFAULT_ATTRACTORS
-    recall_pairs: int = DEFAULT_RECALL_PAIRS
-
-    @classmethod
-    def from_settings(cls, settings: Any) -> EmbeddedLevels:
-        """The levels a comparison's settings ask for (its arguments or the settings a results file records):
-        each knob left unset at its default."""
-        values = settings if isinstance(settings, dict) else vars(settings)
-        return cls(**{knob: values[knob] for knob in ("attractors", "recall_pairs") if values.get(knob) is not None})
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.recall_pairs <= RECALL_KEYS:
-            raise ValueError(f"argument --recall_pairs: {self.recall_pairs} is outside 1..{RECALL_KEYS} (the task has "
-                             f"{RECALL_KEYS} keys, each used once per sequence)")  # fmt: skip
 
 
 @dataclass
@@ -68,9 +49,9 @@ class DataSource:
         settings = self.corpus if task is None else self.tasks[task]
         files = [Path(value) for name, value in settings.items() if name.endswith("_file")]
         if task is not None and self.glue_dir is not None:
-            from ..glue import get_task
+            from ..tasks import get_glue_task
 
-            files += sorted((self.glue_dir / get_task(task).folder).glob("*.tsv"))
+            files += sorted((self.glue_dir / get_glue_task(task).folder).glob("*.tsv"))
         return files
 
     def task_inputs_corpus(self, tasks: Sequence[str], heldout_fraction: float, folder: Path) -> dict[str, str]:
@@ -85,7 +66,7 @@ class DataSource:
         lines = []
         for task in tasks:
             raw = run_glue.load_raw_datasets(DataTrainingArguments(**self.tasks[task]))
-            glue_task = run_glue.get_task(task) if "task_name" in self.tasks[task] else None
+            glue_task = run_glue.get_glue_task(task) if "task_name" in self.tasks[task] else None
             raw = run_glue.hold_out(run_glue.encode_labels(raw, run_glue.label_space(raw, glue_task)),
                                     heldout_fraction, 0)  # fmt: skip
             keys = [key for key in run_glue.text_keys(raw, glue_task) if key is not None]
@@ -99,14 +80,14 @@ class DataSource:
         """The dev set of ``task``: first texts, second texts (pairs) or None, labels."""
         from datasets import load_dataset
 
-        from ..glue import get_task, load_glue
+        from ..glue import get_glue_task, load_glue
 
         if self.kind == "synthetic":
             files = {"validation": str(self.synthetic_dir / f"{task}_dev.csv")}
             dev = load_dataset("csv", data_files=files)["validation"]
             return list(dev["sentence"]), None, np.asarray(dev["label"])
         dev = load_glue(task, self.glue_dir)["validation"]
-        keys = get_task(task).keys
+        keys = get_glue_task(task).keys
         second = list(dev[keys[1]]) if len(keys) > 1 else None
         return list(dev[keys[0]]), second, np.asarray(dev["label"])
 
@@ -116,7 +97,7 @@ class DataSource:
 # --------------------------------------------------------------------------------------------
 def local_source(kind: str, folder: Path, tasks: Sequence[str]) -> DataSource:
     """A data folder; raises naming what is missing (corpus file or task folder)."""
-    from ..glue import get_task
+    from ..tasks import get_glue_task
 
     corpus = folder / "wikitext-2"
     for name in ("train.txt", "valid.txt"):
@@ -124,7 +105,7 @@ def local_source(kind: str, folder: Path, tasks: Sequence[str]) -> DataSource:
             raise FileNotFoundError(f"{folder} has no corpus file wikitext-2/{name} (expected {corpus / name}).")
     task_data = {}
     for task_name in tasks:
-        task = get_task(task_name)
+        task = get_glue_task(task_name)
         task_folder = folder / "glue" / task.folder
         if not (task_folder / "train.tsv").is_file() or not (task_folder / "dev.tsv").is_file():
             raise FileNotFoundError(
@@ -154,31 +135,6 @@ def hub_reachable(timeout: float = 10.0) -> bool:
     return True
 
 
-def embedded_tasks() -> dict[str, Callable[[int, int, EmbeddedLevels], list[tuple[str, int]]]]:
-    """The tasks of the embedded default, name → generator of ``(sentence, label)`` rows (``count``, ``seed``,
-    :class:`EmbeddedLevels`)."""
-    from .. import synthetic
-
-    return {
-        "attractor_number": lambda count, seed, levels: synthetic.synthetic_attractor_number(
-            count, seed, levels.attractors
-        ),
-        "recall": lambda count, seed, levels: synthetic.synthetic_recall(count, seed, levels.recall_pairs),
-        "subject_number": lambda count, seed, levels: synthetic.synthetic_subject_number(count, seed),
-        "agreement": lambda count, seed, levels: synthetic.synthetic_acceptability(count, seed),
-    }
-
-
-def declared_guessing_level(task: str, levels: EmbeddedLevels = EmbeddedLevels()) -> float | None:
-    """The score a model that did not learn the task reaches by guessing, where the task declares one above
-    its dev majority share: recall's guessing among the values shown
-    (:func:`~hf_variants.synthetic.recall_guessing_level`); None for the others, whose guessing level is the
-    majority share each run records."""
-    from ..synthetic import recall_guessing_level
-
-    return recall_guessing_level(levels.recall_pairs) if task == "recall" else None
-
-
 def synthetic_corpus(count: int, seed: int, levels: EmbeddedLevels, recall: bool = False) -> list[str]:
     """The MLM corpus of the embedded default: the synthetic language's simple sentences alternating with
     sentences with attractor phrases (:func:`~hf_variants.synthetic.attractor_sentence`); with ``recall``,
@@ -197,38 +153,32 @@ def synthetic_corpus(count: int, seed: int, levels: EmbeddedLevels, recall: bool
 
 
 def synthetic_source(
-    folder: Path, seed: int, tasks: Sequence[str] = (SYNTHETIC_TASK,), levels: EmbeddedLevels = EmbeddedLevels()
+    folder: Path, seed: int, tasks: Sequence[str] = (SYNTHETIC_TASK,), levels: EmbeddedLevels = DEFAULT_LEVELS
 ) -> DataSource:
     """Write the embedded default data into ``folder``: the synthetic corpus (:func:`synthetic_corpus`,
     MLM) and each of ``tasks`` (CSV with ``sentence``/``label``: 2,000 training and 400 dev rows, from
     disjoint seeds; a dev sentence that also occurs in training is replaced, so that no dev example was
     trained on)."""
-    generators = embedded_tasks()
     recall = "recall" in tasks
     folder.mkdir(parents=True, exist_ok=True)
     write_text_atomic(folder / "train.txt", "\n".join(synthetic_corpus(6000, seed, levels, recall)) + "\n")
     write_text_atomic(folder / "valid.txt", "\n".join(synthetic_corpus(600, seed + 1, levels, recall)) + "\n")
     task_data = {}
     for task in tasks:
-        train = generators[task](2000, seed + 2, levels)
+        train = EMBEDDED_TASKS[task].generate(2000, seed + 2, levels)
         seen = {sentence for sentence, _ in train}
-        dev = [row for row in generators[task](4000, seed + 3, levels) if row[0] not in seen][:400]
+        dev = [row for row in EMBEDDED_TASKS[task].generate(4000, seed + 3, levels) if row[0] not in seen][:400]
         for split, rows in (("train", train), ("dev", dev)):
             table = io.StringIO(newline="")
             csv.writer(table, lineterminator="\n").writerows([("sentence", "label"), *rows])
             write_text_atomic(folder / f"{task}_{split}.csv", table.getvalue())
         task_data[task] = {"train_file": str(folder / f"{task}_train.csv"),
                            "validation_file": str(folder / f"{task}_dev.csv")}  # fmt: skip
-    described = {"attractor_number": f"attractor number (is the subject plural, past up to {levels.attractors} "
-                                      "phrases with nouns of either number?)",
-                 "recall": f"recall (which value came with the asked key, among {levels.recall_pairs} key–value "
-                           "pairs?)",
-                 "subject_number": "subject number (is the subject plural? the verb's form is no clue)",
-                 "agreement": "subject–verb agreement (is the verb form right for the subject's number?)"}  # fmt: skip
     return DataSource(
         "synthetic",
         f"embedded default in {folder}: the package's synthetic language for MLM and its "
-        f"{' and '.join(described[task] for task in tasks)} task{'s' if len(tasks) > 1 else ''} for fine-tuning",
+        f"{' and '.join(EMBEDDED_TASKS[task].describe(levels) for task in tasks)} "
+        f"task{'s' if len(tasks) > 1 else ''} for fine-tuning",
         {"train_file": str(folder / "train.txt"), "validation_file": str(folder / "valid.txt")},
         task_data,
         synthetic_dir=folder,
@@ -238,13 +188,14 @@ def synthetic_source(
 
 def resolve_data(
     data_dir: Path | None, tasks: Sequence[str] | None, output_dir: Path, seed: int, from_hub: bool = False,
-    levels: EmbeddedLevels = EmbeddedLevels(),
+    levels: EmbeddedLevels = DEFAULT_LEVELS,
 ) -> DataSource:
     """The data a user asked for — ``data_dir``, else ``$HF_VARIANTS_DATA``, else the Hub with
-    ``from_hub`` — or the embedded default; tasks of the embedded default (:func:`embedded_tasks`) are
-    always taken from it. Whether the Hub answers never changes the choice: asked for and unreachable
-    is an error, not asked for is never tried, so one command line is one experiment on every machine."""
-    if tasks and set(tasks) <= embedded_tasks().keys():
+    ``from_hub`` — or the embedded default; tasks of the embedded default
+    (:data:`~hf_variants.tasks.EMBEDDED_TASKS`) are always taken from it. Whether the Hub answers never
+    changes the choice: asked for and unreachable is an error, not asked for is never tried, so one command
+    line is one experiment on every machine."""
+    if tasks and set(tasks) <= EMBEDDED_TASKS.keys():
         return synthetic_source(output_dir / "data", seed, list(dict.fromkeys(tasks)), levels)
     glue_tasks = list(tasks) if tasks else ["sst2"]
     if data_dir is not None:
@@ -266,6 +217,6 @@ def resolve_data(
     if tasks:
         raise FileNotFoundError(
             f"--tasks {' '.join(tasks)}: GLUE tasks need data: --data_dir, ${DATA_ENV} or --from_hub. "
-            f"The embedded tasks are {', '.join(sorted(embedded_tasks()))}."
+            f"The embedded tasks are {', '.join(sorted(EMBEDDED_TASKS))}."
         )
     return synthetic_source(output_dir / "data", seed, levels=levels)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from ..training.files import open_for_append
+from ..storage.files import open_for_append
 
 
 def die_with(parent_pid: int) -> None:

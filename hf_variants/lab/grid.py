@@ -33,9 +33,10 @@ from typing import Any
 
 from ..core.composition import NAMING_FIELDS, idea_field_names, model_identity
 from ..settings.study import ROLES
+from ..storage.files import CheckpointError, write_text_atomic
+from ..storage.record_schema import load_json
+from ..storage.run_folder import OutputDirLock, prepare_output_dir
 from ..tokenization import train_wordpiece_tokenizer
-from ..training.checkpoints import CheckpointError, OutputDirLock, load_json, prepare_output_dir
-from ..training.files import write_text_atomic
 from .execution import console_to_file, quiet_libraries
 from .grid_training import ENGINE, EncodedSplit, RunSettings, stop_status, stop_summary, train_and_evaluate
 from .records import write_record

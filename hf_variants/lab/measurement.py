@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from ..tasks import EmbeddedLevels, get_task
 from . import verdicts
-from .data_sources import DataSource, EmbeddedLevels, declared_guessing_level, embedded_tasks
+from .data_sources import DataSource
 from .report import run_outcome
 
 if TYPE_CHECKING:
@@ -22,10 +23,8 @@ if TYPE_CHECKING:
 
 
 def headline_metric(task: str) -> str:
-    """The name of the task's headline metric (accuracy for the embedded tasks)."""
-    from ..glue import get_task
-
-    return "accuracy" if task in embedded_tasks() else get_task(task).headline_metric
+    """The name of the task's headline metric, as the task table declares it."""
+    return get_task(task).headline_metric
 
 
 def headline(task: str, metrics: dict[str, float]) -> tuple[str, float]:
@@ -121,6 +120,5 @@ def final_run(
         "train_seconds": result["train"]["train_runtime"],
         "curve": [{"step": e["step"], "loss": e["loss"]} for e in state["log_history"] if "loss" in e],
     }  # fmt: skip
-    synthetic = source.kind == "synthetic"
-    declared = declared_guessing_level(run.task, EmbeddedLevels.from_settings(args)) if synthetic else None
+    declared = get_task(run.task).guessing_level(EmbeddedLevels.from_settings(args))
     return {**record, "status": verdicts.run_status(run_outcome(record, declared))}

@@ -1,10 +1,10 @@
 """The lab's one resume record: a finished run's (or stage's) small JSON file, from which a re-run takes its
 result instead of running it again. Every study of the lab keeps its runs this way — the main job's stages
 (:func:`~hf_variants.lab.stages.finished_stage`), the classification grid's runs
-(:mod:`~hf_variants.lab.grid`) and the GLUE studies' runs (:mod:`~hf_variants.lab.glue_after_pretraining`):
+(:mod:`~hf_variants.lab.grid`) and the GLUE studies' runs:
 
 * **Written whole or not at all**: :func:`write_record` goes through the package's atomic writer
-  (:func:`hf_variants.training.files.write_text_atomic`: a temporary file, flushed, renamed over the target), so
+  (:func:`hf_variants.storage.files.write_text_atomic`: a temporary file, flushed, renamed over the target), so
   a kill at any instant leaves the finished record or none, never half a file that a re-run would trust. A
   non-finite number an engine reported (a diverged loss) is kept as Python's JSON writes it, not refused: losing
   a finished run over it would be worse.
@@ -23,9 +23,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..training.checkpoints import CheckpointError
-from ..training.files import write_text_atomic
-from ..training.record_schema import ANY_OBJECT, parse_record
+from ..storage.files import CheckpointError, write_text_atomic
+from ..storage.record_schema import ANY_OBJECT, parse_record
 
 
 class OtherSettings(CheckpointError):

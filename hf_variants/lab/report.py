@@ -36,14 +36,12 @@ def run_outcomes(runs: dict[str, dict[str, Any]], guessing: float | None = None)
 
 
 def declared_guessing_levels(results: dict[str, Any]) -> dict[str, float | None]:
-    """Task → the guessing level the task declares (:func:`~.data_sources.declared_guessing_level`, at the
-    difficulty the comparison's settings record), for the embedded tasks; None for the others."""
-    from .data_sources import EmbeddedLevels, declared_guessing_level
+    """Task → the guessing level the task declares (:meth:`~hf_variants.tasks.TaskDeclaration.guessing_level`,
+    at the difficulty the comparison's settings record); None for a task that declares none."""
+    from ..tasks import EmbeddedLevels, get_task
 
-    if results["data"]["kind"] != "synthetic":
-        return dict.fromkeys(results["tasks"])
     levels = EmbeddedLevels.from_settings(results["settings"])
-    return {task: declared_guessing_level(task, levels) for task in results["tasks"]}
+    return {task: get_task(task).guessing_level(levels) for task in results["tasks"]}
 
 
 def guessing_level(results: dict[str, Any], task: str) -> float | None:

@@ -15,7 +15,8 @@ from ..core.failures import ModelFailure
 from ..core.ideas import MatchedSize
 from ..core.overrides import format_overrides
 from ..settings.compare import CompareArguments
-from ..training import checkpoints, run_identity
+from ..storage import run_folder, run_identity
+from ..training import checkpoints
 from . import records
 from .data_sources import DataSource
 from .execution import console_to_file
@@ -113,7 +114,7 @@ def fine_tune(
         ),
         RunArguments(print_logs=False, overwrite_output_dir=args.overwrite_output_dir),
     )  # fmt: skip
-    inputs = [*source.input_files(task), pretrained / checkpoints.MANIFEST_FILE]
+    inputs = [*source.input_files(task), pretrained / run_folder.MANIFEST_FILE]
     return finished_stage(Path(settings[2].output_dir), run_glue.requested_arguments(*settings), inputs,
                           lambda: run_glue.run(*settings))  # fmt: skip
 
@@ -131,7 +132,7 @@ def finished_stage(folder: Path, arguments: dict[str, Any], inputs: Sequence[Pat
     identity = {"arguments": arguments, "inputs": run_identity.describe_files(inputs)[0]}
     with contextlib.suppress(records.OtherSettings):  # other settings or inputs: the stage runs again
         saved = records.record_for(record, identity, lambda saved: {key: saved.get(key) for key in identity})
-        if saved is not None and checkpoints.verify_manifest(folder) is not None:
+        if saved is not None and run_folder.verify_manifest(folder) is not None:
             return saved["result"]
     result = run_stage()
     records.write_record(record, {**identity, "result": result})

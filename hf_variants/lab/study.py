@@ -30,7 +30,7 @@ from typing import Any
 from ..settings.study import ROLES, build_parser, parse_args
 from ..training.memory import limit_address_space
 from .grid import Grid, GridSettings, SelfPretraining
-from .text_classification import TASKS
+from .text_classification import GRID_TASKS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -157,10 +157,10 @@ def load_study(name_or_path: str | Path) -> Study:
     study = read_fields(path)
     checked(path, "a study", study, STUDY_FIELDS | {f.name for f in fields(GridSettings)})
     tasks = study.get("tasks") or {}
-    unknown = sorted(set(tasks) - set(TASKS))
+    unknown = sorted(set(tasks) - set(GRID_TASKS))
     if not tasks or unknown:
         raise ValueError(f"{path}: [tasks.{unknown[0] if unknown else '<task>'}]: choose tasks among "
-                         f"{', '.join(TASKS)}.")  # fmt: skip
+                         f"{', '.join(GRID_TASKS)}.")  # fmt: skip
     conditions = study.pop("conditions", None) or {"": {}}
     grids = []
     for condition, changes in conditions.items():

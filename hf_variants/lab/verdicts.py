@@ -101,7 +101,7 @@ def left_plateau_at(curve: Sequence[Mapping[str, float]]) -> int | None:
 @dataclass(frozen=True)
 class RunOutcome:
     """What one fine-tuning run showed, whichever study ran it: each study reads its own records into
-    this (``report.run_outcome``, ``grid.run_outcome``, ``glue_after_pretraining.run_outcome``), and
+    this (``report.run_outcome``, ``grid.run_outcome``, the GLUE studies' own reader), and
     :func:`run_status` is the one rule over it. A measure a study does not record keeps its default, and
     the test that needs it is not made (no loss curve: no plateau test; no chance level: no at-chance test)."""
 

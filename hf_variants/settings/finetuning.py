@@ -77,8 +77,9 @@ class DataTrainingArguments(Settings):
     label_type: str = field(
         default="auto",
         metadata={"help": "Labels of --train_file without --task_name: auto (classification unless every label is "
-                  "written as a non-integer number), classification or regression.",
-                  "choices": ["auto", "classification", "regression"]},
+                  "written as a non-integer number), classification, regression, or multi_label (each row's labels "
+                  "separated by commas, e.g. \"comedy,drama\", or a JSON list).",
+                  "choices": ["auto", "classification", "regression", "multi_label"]},
     )
     max_seq_length: int = field(default=128)
     pad_to_max_length: bool = field(

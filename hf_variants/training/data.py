@@ -18,7 +18,7 @@ from datasets import DatasetDict, load_dataset
 from transformers import DataCollatorForLanguageModeling, PreTrainedTokenizerBase
 
 from ..glue.data import read_text_file
-from .files import require_regular_file
+from ..storage.files import require_regular_file
 
 LOADER_BY_SUFFIX = {".txt": "text", ".text": "text", ".raw": "text", ".csv": "csv", ".tsv": "csv", ".json": "json",
                     ".jsonl": "json"}

@@ -48,7 +48,7 @@ import evaluate
 import numpy as np
 import torch
 import transformers
-from datasets import ClassLabel, DatasetDict, Value, load_dataset
+from datasets import ClassLabel, DatasetDict, Features, List, Value, load_dataset
 from packaging import version
 from transformers import (
     AutoConfig,
@@ -68,13 +68,15 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from ..core.failures import ModelFailure
 from ..core.overrides import check_override_fields, parse_overrides
 from ..core.registration import VARIANTS
-from ..glue import EVALUATE_MODULE, GlueTask, get_task, load_glue
+from ..glue import EVALUATE_MODULE, GlueTask, get_glue_task, load_glue
 from ..glue.user_files import choose_text_columns, load_task_files
 from ..settings import finetuning
 from ..settings.checks import above, at_least, half_open_interval, seed_range
 from ..settings.finetuning import DataTrainingArguments, ModelArguments, RunArguments
-from . import checkpoints, run_identity, trainer_internals
-from .files import inside, is_link, remove_path, require_regular_file, staged_into, write_text_atomic
+from ..storage import run_folder, run_identity
+from ..storage.files import inside, is_link, remove_path, require_regular_file, staged_into, write_text_atomic
+from ..storage.record_schema import load_json
+from . import checkpoints, trainer_internals
 from .interrupts import StopOnSignal, TrainingInterrupted
 from .nonfinite import StopOnNonFiniteGradients
 from .processes import end_process_group
@@ -156,7 +158,7 @@ class GlueTrainer(trainer_internals.CheckpointHooks):
 
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any):
         if isinstance(resume_from_checkpoint, str) and (Path(resume_from_checkpoint) / LOSS_FILE).is_file():
-            self.loss_sum_before_resume = checkpoints.load_json(Path(resume_from_checkpoint) / LOSS_FILE)["loss_sum"]
+            self.loss_sum_before_resume = load_json(Path(resume_from_checkpoint) / LOSS_FILE)["loss_sum"]
         return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
 
     def training_step(self, model, inputs, num_items_in_batch=None):
@@ -184,7 +186,7 @@ class GlueTrainer(trainer_internals.CheckpointHooks):
             logger.warning("%s is a symbolic link: it is removed (never what it points to) before the "
                            "checkpoint of step %d is written there.", folder, self.state.global_step)  # fmt: skip
             remove_path(folder, run_dir)
-        checkpoints.write_json(run_dir / checkpoints.PENDING_FILE, {"checkpoint": folder.name})
+        checkpoints.write_json(run_dir / run_folder.PENDING_FILE, {"checkpoint": folder.name})
 
     def after_checkpoint(self, run_dir: Path, folder: Path, save_total_limit: int | None) -> None:
         """The checkpoint's loss sum and fingerprint written, the checkpoint marked complete, then older ones
@@ -195,10 +197,10 @@ class GlueTrainer(trainer_internals.CheckpointHooks):
         loss_sum = self.train_loss_sum + trainer_internals.loss_since_last_log(self)
         checkpoints.write_json(folder / LOSS_FILE, {"loss_sum": loss_sum, "global_step": step})
         if self.fingerprint is not None:
-            checkpoints.write_json(folder / checkpoints.FINGERPRINT_FILE, self.fingerprint)
+            checkpoints.write_json(folder / run_folder.FINGERPRINT_FILE, self.fingerprint)
         checkpoints.failpoint("checkpoint_files_written", step)
         checkpoints.mark_complete(folder)
-        (run_dir / checkpoints.PENDING_FILE).unlink(missing_ok=True)
+        (run_dir / run_folder.PENDING_FILE).unlink(missing_ok=True)
         checkpoints.failpoint("checkpoint_marked", step)
         checkpoints.rotate_checkpoints(run_dir, save_total_limit, keep=self.state.best_model_checkpoint)
 
@@ -210,7 +212,7 @@ class GlueTrainer(trainer_internals.CheckpointHooks):
         write_text_atomic(folder / f"{split}_results.json", json.dumps(metrics, indent=4, sort_keys=True))
         if combined:
             combined_file = folder / "all_results.json"
-            every = checkpoints.load_json(combined_file) if combined_file.is_file() else {}
+            every = load_json(combined_file) if combined_file.is_file() else {}
             write_text_atomic(combined_file, json.dumps({**every, **metrics}, indent=4, sort_keys=True))
 
     def save_state(self) -> None:
@@ -237,9 +239,11 @@ class StepFailpoint(TrainerCallback):
 
 @dataclass
 class LabelSpace:
-    """The task's labels: ``names`` for classification, ``None`` for regression."""
+    """The task's labels: ``names`` for classification, ``None`` for regression; ``multi_label``: each example
+    has a set of them (a multi-hot row, scored label by label)."""
 
     names: list[str] | None
+    multi_label: bool = False
 
     @property
     def is_regression(self) -> bool:
@@ -248,6 +252,20 @@ class LabelSpace:
     @property
     def num_labels(self) -> int:
         return 1 if self.names is None else len(self.names)
+
+    @property
+    def problem_type(self) -> str:
+        """transformers' ``config.problem_type``, which picks the loss (MSE, cross-entropy, per-label BCE)."""
+        if self.is_regression:
+            return "regression"
+        return "multi_label_classification" if self.multi_label else "single_label_classification"
+
+    def predictions(self, logits: np.ndarray) -> np.ndarray:
+        """The predicted scores, class ids, or multi-hot rows (each label whose logit is above 0, i.e. whose
+        probability is above one half)."""
+        if self.is_regression:
+            return np.squeeze(logits, -1)
+        return (logits > 0).astype(int) if self.multi_label else np.argmax(logits, axis=-1)
 
 
 # --------------------------------------------------------------------------------------------
@@ -292,7 +310,7 @@ def load_files(data_args: DataTrainingArguments) -> DatasetDict:
     }  # fmt: skip
     for split, path in files.items():
         require_regular_file(path, f"The {split} file")
-    task = get_task(data_args.task_name) if data_args.task_name is not None else None
+    task = get_glue_task(data_args.task_name) if data_args.task_name is not None else None
     return load_task_files(files, task, task.keys if task is not None else None, data_args.label_type)
 
 
@@ -318,6 +336,8 @@ def label_space(raw: DatasetDict, task: GlueTask | None) -> LabelSpace:
     feature = raw["train"].features["label"]
     if isinstance(feature, ClassLabel):
         return LabelSpace(list(feature.names))
+    if isinstance(feature, List) and isinstance(feature.feature, ClassLabel):
+        return LabelSpace(list(feature.feature.names), multi_label=True)
     if isinstance(feature, Value) and feature.dtype.startswith("float"):
         return LabelSpace(None)
     names = sorted({str(v) for v in raw["train"]["label"]})
@@ -330,9 +350,17 @@ def label_space(raw: DatasetDict, task: GlueTask | None) -> LabelSpace:
 
 
 def encode_labels(raw: DatasetDict, labels: LabelSpace) -> DatasetDict:
-    """Custom files' class labels (strings or numbers) as indices into ``labels.names``."""
+    """Custom files' class labels (strings or numbers) as indices into ``labels.names``; a multi-label row's
+    class ids as its multi-hot row of floats (what the per-label BCE loss takes)."""
     if labels.is_regression:
         return raw
+    if labels.multi_label:
+        def multi_hot(batch: dict[str, list]) -> dict[str, list]:
+            return {"label": [[float(index in ids) for index in range(labels.num_labels)] for ids in batch["label"]]}
+
+        return DatasetDict({split: dataset.map(multi_hot, batched=True, features=Features(
+            {**dataset.features, "label": List(Value("float32"), length=labels.num_labels)}))
+            if "label" in dataset.column_names else dataset for split, dataset in raw.items()})  # fmt: skip
     for split, dataset in raw.items():
         if "label" in dataset.column_names and not isinstance(dataset.features["label"], ClassLabel):
             if split.startswith("test") and set(dataset["label"]) <= {-1, None}:
@@ -385,7 +413,7 @@ def run_fingerprint(model_args, data_args, training_args, run_args, tokenizer) -
     config_files = run_identity.local_model_files(model_args.config_name) if model_args.config_name else None
     data_files = [data_args.train_file, data_args.validation_file, data_args.test_file]
     if data_args.glue_dir is not None and data_args.task_name is not None:
-        data_files += sorted((Path(data_args.glue_dir) / get_task(data_args.task_name).folder).glob("*.tsv"))
+        data_files += sorted((Path(data_args.glue_dir) / get_glue_task(data_args.task_name).folder).glob("*.tsv"))
     by_content = {"glue_dir", "train_file", "validation_file", "test_file"}
     by_content |= {"model_name_or_path"} if model_files else set()
     by_content |= {"config_name"} if config_files else set()
@@ -422,9 +450,11 @@ def metric_function(task: str | None, labels: LabelSpace):
 
     def compute(prediction: EvalPrediction) -> dict[str, float]:
         logits = prediction.predictions[0] if isinstance(prediction.predictions, tuple) else prediction.predictions
-        predicted = np.squeeze(logits, -1) if labels.is_regression else np.argmax(logits, axis=-1)
+        predicted = labels.predictions(logits)
         if metric is not None:
             scores = metric.compute(predictions=predicted, references=prediction.label_ids)
+        elif labels.multi_label:
+            scores = multi_label_scores(predicted, prediction.label_ids.astype(int))
         elif labels.is_regression:
             scores = {"mse": float(((predicted - prediction.label_ids) ** 2).mean())}
         else:
@@ -434,26 +464,39 @@ def metric_function(task: str | None, labels: LabelSpace):
     return compute
 
 
+def multi_label_scores(predicted: np.ndarray, gold: np.ndarray) -> dict[str, float]:
+    """A multi-label task's scores: ``f1``, micro-averaged over every (example, label) decision — 2·TP / (predicted
+    + gold labels), 1.0 when neither holds any — and ``exact_match``, the share of examples whose predicted label
+    set is exactly theirs."""
+    positives = int(predicted.sum() + gold.sum())
+    f1 = 2 * int((predicted * gold).sum()) / positives if positives else 1.0
+    return {"f1": float(f1), "exact_match": float((predicted == gold).all(axis=-1).mean())}
+
+
 def collapse_measure(predicted: np.ndarray, is_regression: bool) -> dict[str, float]:
     """How far the predictions are from one constant answer (a model that "did not learn"):
-    ``largest_class_share`` (share of the most predicted class) for classification,
+    ``largest_class_share`` (share of the most predicted class, or label set) for classification,
     ``prediction_std`` for regression."""
     if is_regression:
         return {"prediction_std": float(np.std(predicted))}
-    return {"largest_class_share": float(np.bincount(predicted.astype(int)).max() / max(len(predicted), 1))}
+    _, counts = np.unique(predicted.astype(int), axis=0, return_counts=True)
+    return {"largest_class_share": float(counts.max() / max(len(predicted), 1))}
 
 
 def write_predictions(
     path: Path, task: str | None, labels: LabelSpace, predicted: np.ndarray, label_names: bool
 ) -> None:
     """``index<TAB>prediction`` rows: scores (clipped to the task's score range, STS-B's 0–5), class ids or
-    names."""
-    score_range = get_task(task).score_range if task is not None else None
+    names, or a multi-label row's labels separated by commas (ids or names; empty when it predicts none)."""
+    score_range = get_glue_task(task).score_range if task is not None else None
     rows = ["index\tprediction\n"]
     for index, value in enumerate(predicted):
         if labels.is_regression:
             score = float(value) if score_range is None else float(np.clip(value, *score_range))
             rows.append(f"{index}\t{score:.3f}\n")
+        elif labels.multi_label:
+            chosen = np.flatnonzero(value)
+            rows.append(f"{index}\t{','.join(labels.names[i] if label_names else str(i) for i in chosen)}\n")
         else:
             rows.append(f"{index}\t{labels.names[int(value)] if label_names else int(value)}\n")
     write_text_atomic(path, "".join(rows))
@@ -561,7 +604,7 @@ def parse_args(argv: Sequence[str] | None, recorded: bool = False):
         parser.error(str(error))
     data_args, training_args = parsed[1], parsed[2]
     if data_args.task_name is not None:
-        data_args.task_name = get_task(data_args.task_name).name
+        data_args.task_name = get_glue_task(data_args.task_name).name
     counted, how = finetuning.REAL_TOKENS
     arguments = sys.argv[1:] if argv is None else argv
     given = [arg for arg in arguments if arg.replace("-", "_").startswith(f"__{counted}")]
@@ -601,7 +644,7 @@ def run(
             f"{training_args.world_size}: build them after calling run_glue.launched_processes() (on a machine "
             "without GPUs it selects data parallelism over gloo on the CPU)."
         )
-    lock = checkpoints.OutputDirLock(Path(training_args.output_dir)) if training_args.process_index == 0 else None
+    lock = run_folder.OutputDirLock(Path(training_args.output_dir)) if training_args.process_index == 0 else None
     try:
         return fine_tune(model_args, data_args, training_args, run_args, command)
     finally:
@@ -657,7 +700,7 @@ def configure_logging(training_args: TrainingArguments) -> None:
 def load_task_data(model_args, data_args) -> TaskData:
     """Step 1: the splits (GLUE or the user's files), labels encoded, a held-out slice split off when asked."""
     raw = load_raw_datasets(data_args, model_args)
-    task = get_task(data_args.task_name) if data_args.task_name is not None else None
+    task = get_glue_task(data_args.task_name) if data_args.task_name is not None else None
     labels = label_space(raw, task)
     raw = encode_labels(raw, labels)
     if data_args.heldout_fraction is not None:
@@ -684,7 +727,7 @@ def load_task_config(model_args, data_args, labels: LabelSpace) -> transformers.
                                         model_args.allow_function_changes)  # fmt: skip
     check_task_matches_model(config, labels, data_args.task_name, model_args.ignore_mismatched_sizes)
     config.num_labels = labels.num_labels
-    config.problem_type = "regression" if labels.is_regression else "single_label_classification"
+    config.problem_type = labels.problem_type
     config.finetuning_task = data_args.task_name
     if not labels.is_regression:
         config.label2id = {name: i for i, name in enumerate(labels.names)}
@@ -722,10 +765,10 @@ def load_model_and_tokenizer(model_args, config: transformers.PretrainedConfig) 
 def check_run_folder(output_dir: Path, fingerprint: dict[str, Any], model_args, data_args, training_args,
                      run_args) -> dict[str, Any] | None:  # fmt: skip
     """Step 4: refuse a folder that holds another run; this run's results when the folder holds it finished."""
-    this_run = checkpoints.check_output_dir(output_dir, fingerprint, run_args.overwrite_output_dir,
+    this_run = run_folder.check_output_dir(output_dir, fingerprint, run_args.overwrite_output_dir,
                                             replace_unstarted=True)  # fmt: skip
     if run_args.overwrite_output_dir:
-        checkpoints.check_inputs_kept(output_dir, input_paths(model_args, data_args, training_args))
+        run_folder.check_inputs_kept(output_dir, input_paths(model_args, data_args, training_args))
     finished = checkpoints.finished_run(output_dir) if this_run else None
     if finished is not None:
         logger.warning("%s holds this run, finished: nothing was trained or written (--overwrite_output_dir runs it "
@@ -845,7 +888,7 @@ def predict_splits(trainer: GlueTrainer, splits: dict[str, Any], labels: LabelSp
         dataset = dataset.remove_columns([c for c in ("label",) if c in dataset.column_names])
         logits = trainer.predict(dataset, metric_key_prefix="predict").predictions
         logits = logits[0] if isinstance(logits, tuple) else logits
-        predicted = np.squeeze(logits, -1) if labels.is_regression else np.argmax(logits, axis=-1)
+        predicted = labels.predictions(logits)
         split_task = "ax" if name == "test_ax" else task_name
         if trainer.is_world_process_zero():
             base = f"predict_results_{split_task or 'custom'}{'_' + name if name not in ('test', 'test_ax') else ''}"
@@ -886,8 +929,8 @@ def fine_tune(model_args, data_args, training_args, run_args, command: str | Non
     # the run starts: the folder becomes its own (a run refused above left nothing that refuses the next)
     with training_args.main_process_first(desc="claiming the output folder"):
         if training_args.process_index == 0:
-            checkpoints.claim_output_dir(output_dir, fingerprint, run_args.overwrite_output_dir)
-    files_before = checkpoints.file_states(output_dir)  # the manifest records what this run writes
+            run_folder.claim_output_dir(output_dir, fingerprint, run_args.overwrite_output_dir)
+    files_before = run_folder.file_states(output_dir)  # the manifest records what this run writes
     if training_args.do_train:
         results["train"] = train(trainer, splits["train"], output_dir, fingerprint, stop_on_signal)
     if training_args.do_eval:
@@ -908,13 +951,13 @@ def finish_run(trainer: GlueTrainer, output_dir: Path, files_before: dict, resul
     export_if_asked(data_args, training_args, push_to_hub, trainer.model, tokenizer, results)
     if training_args.push_to_hub:  # a model without hf-variants card: the Trainer's own push
         trainer.push_to_hub(finetuned_from=model_args.model_name_or_path, tasks="text-classification")
-    checkpoints.write_manifest(output_dir, files_before, "finetune")
+    run_folder.write_manifest(output_dir, files_before, "finetune")
 
 
 def reached_its_last_step(checkpoint: Path) -> bool:
     """Whether the Trainer checkpoint holds its run's last step (a run stopped by a signal at its last step, or
     killed between its last checkpoint and its manifest)."""
-    state = checkpoints.load_json(checkpoint / TRAINER_STATE_NAME)
+    state = load_json(checkpoint / TRAINER_STATE_NAME)
     return isinstance(state, dict) and 0 < int(state.get("max_steps") or 0) <= int(state.get("global_step") or 0)
 
 
@@ -928,7 +971,7 @@ def finish_at_last_checkpoint(trainer: GlueTrainer, checkpoint: Path) -> dict[st
     if trainer.args.load_best_model_at_end and trainer.state.best_model_checkpoint:
         weights_from = Path(trainer.state.best_model_checkpoint)
     load_model_weights(trainer.model, weights_from / "model.safetensors")
-    loss_sum = checkpoints.load_json(checkpoint / LOSS_FILE)["loss_sum"]
+    loss_sum = load_json(checkpoint / LOSS_FILE)["loss_sum"]
     trainer.loss_sum_before_resume = float(loss_sum)
     logger.warning("%s holds this run's last step (%d): the run finishes without training.", checkpoint,
                    trainer.state.global_step)  # fmt: skip

@@ -57,11 +57,12 @@ from ..core.overrides import check_override_fields, parse_overrides
 from ..core.registration import VARIANTS
 from ..settings import pretraining
 from ..settings.pretraining import PretrainingArguments
+from ..storage import run_folder, run_identity
+from ..storage.files import CheckpointError, inside, staged_into, write_text_atomic
+from ..storage.record_schema import load_json
 from ..tokenization import train_wordpiece_tokenizer
-from . import checkpoints, run_identity, tracking
-from .checkpoints import CheckpointError
+from . import checkpoints, tracking
 from .data import SeededMaskingCollator, check_maskable, global_batches, load_text_corpus, tokenize_corpus
-from .files import inside, staged_into, write_text_atomic
 from .interrupts import StopOnSignal, TrainingInterrupted
 from .nonfinite import NonFiniteStepError, nonfinite_gradients
 from .processes import end_process_group
@@ -292,7 +293,7 @@ def run(args: PretrainingArguments, command: str | None = None) -> dict[str, Any
         project_dir=str(args.output_dir),
     )
     check_parallelism(accelerator)
-    lock = checkpoints.OutputDirLock(args.output_dir) if accelerator.is_main_process else None
+    lock = run_folder.OutputDirLock(args.output_dir) if accelerator.is_main_process else None
     try:
         with StopOnSignal() as stop_on_signal:
             return train(args, accelerator, command, stop_on_signal)
@@ -412,10 +413,10 @@ def check_run_folder(
     fingerprint = run_fingerprint(args, tokenizer, accelerator.mixed_precision)
     if schedule_depends_on_length(args):  # the steps already taken depend on the length: another length, another run
         fingerprint["schedule_steps"] = plan.max_steps
-    this_run = checkpoints.check_output_dir(args.output_dir, fingerprint, args.overwrite_output_dir,
+    this_run = run_folder.check_output_dir(args.output_dir, fingerprint, args.overwrite_output_dir,
                                             replace_unstarted=True)  # fmt: skip
     if args.overwrite_output_dir:
-        checkpoints.check_inputs_kept(args.output_dir, input_paths(args))
+        run_folder.check_inputs_kept(args.output_dir, input_paths(args))
     finished = checkpoints.finished_run(args.output_dir) if this_run else None
     if finished is not None and finished.get("steps", 0) >= plan.max_steps:
         accelerator.print(
@@ -462,8 +463,8 @@ def start_run(run: PretrainingRun) -> dict[str, Any]:
     # the run starts: the folder becomes its own (a run refused above left nothing that refuses the next)
     with accelerator.main_process_first():
         if accelerator.is_main_process:
-            checkpoints.claim_output_dir(args.output_dir, run.fingerprint, args.overwrite_output_dir)
-    files_before = checkpoints.file_states(args.output_dir)
+            run_folder.claim_output_dir(args.output_dir, run.fingerprint, args.overwrite_output_dir)
+    files_before = run_folder.file_states(args.output_dir)
     resume_from = checkpoints.checkpoint_to_resume(args.resume_from_checkpoint, args.output_dir, run.fingerprint)
     run.state = {"global_step": 0, "train_seconds": 0.0, "train_tokens": 0, "skipped_steps": 0, "history": [],
                  "logged": []}  # fmt: skip
@@ -641,7 +642,7 @@ def finish_run(run: PretrainingRun, command: str | None, files_before: dict[str,
         write_text_atomic(args.output_dir / "results.json", json.dumps(results, indent=2) + "\n")
         write_text_atomic(args.output_dir / "train_history.json", json.dumps(history) + "\n")
         export_if_asked(args, unwrapped, run.tokenizer, results)
-        checkpoints.write_manifest(args.output_dir, files_before, "pretrain")
+        run_folder.write_manifest(args.output_dir, files_before, "pretrain")
     accelerator.print(json.dumps({k: v for k, v in results.items() if k not in ("command", "arguments")}, indent=2))
     accelerator.wait_for_everyone()  # every process returns once the folder is complete, and all end together
     accelerator.end_training()
@@ -713,7 +714,7 @@ def save_checkpoint(
             checkpoints.save_tensors(folder / "random_states.safetensors", tensors)
             checkpoints.write_json(folder / "random_states.json", metadata)
             checkpoints.write_json(folder / STATE_FILE, state)
-            checkpoints.write_json(folder / checkpoints.FINGERPRINT_FILE, fingerprint)
+            checkpoints.write_json(folder / run_folder.FINGERPRINT_FILE, fingerprint)
             tokenizer.save_pretrained(folder / "tokenizer")
 
         checkpoints.write_checkpoint(directory, write_files, state["global_step"])
@@ -748,21 +749,21 @@ def restore_checkpoint(
         )
     unwrapped.load_state_dict(weights)
     optimizer_state = checkpoints.optimizer_state_from_files(
-        checkpoints.load_tensors(folder / "optimizer.safetensors"), checkpoints.load_json(folder / "optimizer.json")
+        checkpoints.load_tensors(folder / "optimizer.safetensors"), load_json(folder / "optimizer.json")
     )
     try:
         optimizer.load_state_dict(optimizer_state)
     except (ValueError, KeyError) as error:
         raise CheckpointError(f"{folder / 'optimizer.safetensors'} does not fit this optimizer: {error}") from None
-    scheduler.load_state_dict(checkpoints.load_json(folder / "scheduler.json"))
+    scheduler.load_state_dict(load_json(folder / "scheduler.json"))
     checkpoints.restore_rng_state(
         checkpoints.load_tensors(folder / "random_states.safetensors"),
-        checkpoints.load_json(folder / "random_states.json"),
+        load_json(folder / "random_states.json"),
         folder / "random_states.safetensors",
         accelerator.process_index,
         accelerator.num_processes,
     )
-    state = checkpoints.load_json(folder / STATE_FILE)
+    state = load_json(folder / STATE_FILE)
     missing = {"global_step", "train_seconds", "train_tokens", "history", "logged"} - set(state)
     if missing:
         raise CheckpointError(f"{folder / STATE_FILE} lacks {sorted(missing)}.")

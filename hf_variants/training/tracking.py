@@ -17,7 +17,7 @@ from typing import Any
 from accelerate.tracking import GeneralTracker, get_available_trackers
 from accelerate.utils import LoggerType
 
-from .files import write_text_atomic
+from ..storage.files import write_text_atomic
 
 
 class CSVTracker(GeneralTracker):

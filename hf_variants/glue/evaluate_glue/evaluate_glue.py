@@ -6,7 +6,7 @@ import datasets
 import evaluate
 
 from hf_variants.glue.metrics import compute_glue_metrics
-from hf_variants.glue.tasks import TASKS
+from hf_variants.tasks import get_glue_task
 
 _DESCRIPTION = (
     "GLUE metrics: Matthews correlation (CoLA), Pearson/Spearman (STS-B), accuracy and F1 (MRPC, QQP), accuracy."
@@ -15,9 +15,11 @@ _DESCRIPTION = (
 
 class EvaluateGlue(evaluate.Metric):
     def _info(self) -> evaluate.MetricInfo:
-        if self.config_name not in TASKS:
-            raise KeyError(f"Unknown GLUE task {self.config_name!r}; choose from {', '.join(TASKS)}.")
-        value = datasets.Value("float32" if TASKS[self.config_name].is_regression else "int64")
+        try:
+            task = get_glue_task(self.config_name)
+        except ValueError as error:
+            raise KeyError(str(error)) from None
+        value = datasets.Value("float32" if task.is_regression else "int64")
         return evaluate.MetricInfo(
             description=_DESCRIPTION,
             citation="",

@@ -1,12 +1,12 @@
 """GLUE after pretraining: masked-LM pretraining on WikiText-2, then fine-tuning on GLUE tasks with the
-learning rate chosen on held-out training data — shared by two studies:
+learning rate chosen on held-out training data — shared by this folder's two studies, and their tables:
 
-* the **budget study** (the repository's pretraining-budget driver): one BERT-control MLM run keeps a checkpoint
+* the **budget study** (``pretraining_budget.py``): one BERT-control MLM run keeps a checkpoint
   every few hundred steps; each chosen checkpoint ("budget", in optimizer steps) and the same
   architecture from random initialisation (budget 0) are fine-tuned, and a budget helps on a task when
   its paired-by-seed difference from random initialisation has a 95% interval above 0 (more than the
   seed spread). It measures the budget the variant comparison needs before that comparison is run.
-* the **variant comparison** (the repository's GLUE-after-pretraining driver): each variant and its matched
+* the **variant comparison** (``glue_after_pretraining.py``): each variant and its matched
   control pretrained at one budget with the same tokenizer, data, schedule and seed, then fine-tuned the
   same way; differences variant − control paired by seed.
 
@@ -27,17 +27,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..glue import get_task
-from ..training import checkpoints
-from . import records, verdicts
-from .execution import executor
-from .statistics import Interval, mean_interval, paired_difference_if_any
+from hf_variants.lab import records, verdicts
+from hf_variants.lab.execution import executor
+from hf_variants.lab.statistics import Interval, mean_interval, paired_difference_if_any
+from hf_variants.storage.files import CheckpointError
+from hf_variants.storage.record_schema import load_json
+from hf_variants.tasks import get_glue_task
+from hf_variants.training import checkpoints
 
 if TYPE_CHECKING:
     from transformers import TrainingArguments
 
-    from ..settings.finetuning import DataTrainingArguments, ModelArguments, RunArguments
-    from ..settings.pretraining import PretrainingArguments
+    from hf_variants.settings.finetuning import DataTrainingArguments, ModelArguments, RunArguments
+    from hf_variants.settings.pretraining import PretrainingArguments
 
 #: One fine-tuning run's typed settings, the arguments of :func:`hf_variants.training.run_glue.run`.
 FineTuningRun = tuple["ModelArguments", "DataTrainingArguments", "TrainingArguments", "RunArguments"]
@@ -54,7 +56,7 @@ def mlm_settings(
     """The pretraining engine's settings: WikiText-2, 128-token blocks, 32 per step, lr 1e-3 constant after
     200 warmup steps (so that a checkpoint at step s is the budget-s model), validation perplexity at each
     checkpoint."""
-    from ..settings.pretraining import PretrainingArguments
+    from hf_variants.settings.pretraining import PretrainingArguments
 
     corpus = data_dir / "wikitext-2"
     return PretrainingArguments(
@@ -69,8 +71,8 @@ def mlm_settings(
 
 def wikitext_tokenizer(data_dir: Path, folder: Path) -> Path:
     """The 8,000-token WordPiece tokenizer of WikiText-2's training file (trained once, then reused)."""
-    from ..settings.tokenizer import TokenizerArguments
-    from ..training import train_tokenizer
+    from hf_variants.settings.tokenizer import TokenizerArguments
+    from hf_variants.training import train_tokenizer
 
     if not (folder / "tokenizer.json").is_file():
         corpus = str(data_dir / "wikitext-2" / "train.txt")
@@ -81,21 +83,21 @@ def wikitext_tokenizer(data_dir: Path, folder: Path) -> Path:
 def pretrain(settings: PretrainingArguments) -> dict[str, Any]:
     """Run the pretraining engine (which resumes from the newest checkpoint of the same run) unless a run
     with these settings has finished in ``settings.output_dir``; its results."""
-    from ..training import run_mlm
+    from hf_variants.training import run_mlm
 
     done = settings.output_dir / "results.json"
     expected = run_mlm.requested_arguments(settings)
-    if not (done.is_file() and run_mlm.recorded_arguments(checkpoints.load_json(done), done) == expected):
+    if not (done.is_file() and run_mlm.recorded_arguments(load_json(done), done) == expected):
         run_mlm.run(settings)
-    return checkpoints.load_json(done)
+    return load_json(done)
 
 
 def checkpoint_record(checkpoint: Path, step: int) -> dict[str, Any]:
     """Tokens, seconds and validation perplexity of a ``run_mlm`` checkpoint (evaluated at ``step``)."""
-    state = checkpoints.load_json(checkpoint / "training_state.json")
+    state = load_json(checkpoint / "training_state.json")
     evaluation = [row for row in state["logged"] if row["step"] == step and "perplexity" in row]
     if not evaluation:
-        raise checkpoints.CheckpointError(f"{checkpoint}: no validation perplexity logged at step {step}.")
+        raise CheckpointError(f"{checkpoint}: no validation perplexity logged at step {step}.")
     return {"tokens": state["train_tokens"], "perplexity": evaluation[-1]["perplexity"],
             "train_seconds": state["train_seconds"]}  # fmt: skip
 
@@ -123,7 +125,7 @@ class FineTuning:
         :func:`hf_variants.training.run_glue.run`."""
         from transformers import TrainingArguments
 
-        from ..settings.finetuning import DataTrainingArguments, ModelArguments, RunArguments
+        from hf_variants.settings.finetuning import DataTrainingArguments, ModelArguments, RunArguments
 
         held_out = {"heldout_fraction": self.heldout_fraction, "heldout_seed": self.heldout_seed} if heldout else {}
         return (
@@ -153,9 +155,9 @@ def export_checkpoint_model(checkpoint: Path, final_model: Path, destination: Pa
         missing, unexpected = model.load_state_dict(weights, strict=False)
     except RuntimeError as error:  # a tensor of another shape
         message = f"{checkpoint}: its weights do not fit {final_model}'s config: {error}"
-        raise checkpoints.CheckpointError(message) from None
+        raise CheckpointError(message) from None
     if missing or unexpected:
-        raise checkpoints.CheckpointError(
+        raise CheckpointError(
             f"{checkpoint}: its weights do not fit {final_model}'s config (missing {missing[:5]}, "
             f"unexpected {unexpected[:5]})."
         )
@@ -169,7 +171,7 @@ def finished_run(record: Path, settings: FineTuningRun) -> dict[str, Any] | None
     (:func:`~.records.record_for`). A record of other settings is an error naming the fields (a study repeated
     with other settings into the same folder), never reused. Fields that one transformers version has and the
     other lacks are not compared."""
-    from ..training import run_glue
+    from hf_variants.training import run_glue
 
     return records.record_for(record, run_glue.requested_arguments(*settings),
                               lambda results: run_glue.recorded_arguments(results, record),
@@ -178,14 +180,14 @@ def finished_run(record: Path, settings: FineTuningRun) -> dict[str, Any] | None
 
 def score(results: dict[str, Any], task: str) -> float:
     """The task's headline dev (or held-out) metric ×100; NaN for an undefined correlation."""
-    value = results["eval"]["validation"][get_task(task).headline_metric]
+    value = results["eval"]["validation"][get_glue_task(task).headline_metric]
     return math.nan if value is None else 100 * float(value)
 
 
 def did_not_learn(results: dict[str, Any], task: str) -> bool:
     """≥ 99% of predictions one class, or one constant score (``run_glue``'s collapse measures), or an
     undefined correlation on a regression task."""
-    undefined = get_task(task).is_regression and not math.isfinite(score(results, task))
+    undefined = get_glue_task(task).is_regression and not math.isfinite(score(results, task))
     return undefined or verdicts.collapsed(results["eval"]["validation"])
 
 
@@ -238,7 +240,7 @@ class ModelToTune:
 def run_in_worker(settings: FineTuningRun) -> dict[str, Any]:
     """One fine-tuning run, submitted to the lab's executor (:func:`~hf_variants.lab.execution.executor`:
     a worker takes its share of the CPU threads)."""
-    from ..training import run_glue
+    from hf_variants.training import run_glue
 
     return run_glue.run(*settings)
 
@@ -268,7 +270,7 @@ def fine_tune(
         with executor(workers) as pool:
             outcomes = pool.map(run_in_worker, [settings for _, _, settings in pending])
             for (work, record, _), _ in zip(pending, outcomes, strict=True):
-                records.write_record(record, checkpoints.load_json(work / "results.json"))
+                records.write_record(record, load_json(work / "results.json"))
                 (work / "model.safetensors").unlink(missing_ok=True)  # keep the results, not the models
                 if on_record is not None:
                     on_record(record)
@@ -295,16 +297,16 @@ def recorded_cells(record_dir: Path) -> dict[tuple[str, str], Cell]:
     """The cells of a study from its committed result files alone: ``{(model, task): Cell}`` for every
     ``<model>/<task>/`` folder (``<model>`` may be nested, e.g. ``mgk_bert/variant``) that holds seed runs;
     the rate is the one the seed runs were trained with (chosen on the held-out sweep by :func:`fine_tune`)."""
-    from ..training import run_glue
+    from hf_variants.training import run_glue
 
     cells = {}
     for task_folder in sorted({path.parent for path in record_dir.rglob("seed*.json")}):
         files = {int(p.stem.removeprefix("seed")): p for p in task_folder.glob("seed*.json")}
-        runs = {seed: checkpoints.load_json(path) for seed, path in files.items()}
+        runs = {seed: load_json(path) for seed, path in files.items()}
         settings = [run_glue.recorded_arguments(runs[seed], path) for seed, path in files.items()]
         rates = {arguments["training"]["learning_rate"] for arguments in settings}
         if len(rates) != 1:
-            raise checkpoints.CheckpointError(f"{task_folder}: its seed runs used different learning rates {rates}.")
+            raise CheckpointError(f"{task_folder}: its seed runs used different learning rates {rates}.")
         name, task = task_folder.parent.relative_to(record_dir).as_posix(), task_folder.name
         cells[name, task] = cell_from_runs(task, rates.pop(), runs)
     return cells
@@ -313,11 +315,11 @@ def recorded_cells(record_dir: Path) -> dict[tuple[str, str], Cell]:
 def chance_scores(tasks: Sequence[str], glue_dir: Path) -> dict[str, float]:
     """What a model that did not learn scores on dev (×100): the majority share for a classification task
     scored by accuracy, 0 for a correlation."""
-    from ..glue.data import load_glue
-    from .statistics import majority_share
+    from hf_variants.glue.data import load_glue
+    from hf_variants.lab.statistics import majority_share
 
     return {task: 100 * majority_share(list(load_glue(task, glue_dir)["validation"]["label"]))
-            if get_task(task).headline_metric == "accuracy" else NO_SKILL[get_task(task).headline_metric]
+            if get_glue_task(task).headline_metric == "accuracy" else NO_SKILL[get_glue_task(task).headline_metric]
             for task in tasks}  # fmt: skip
 
 
@@ -363,7 +365,7 @@ def budget_table(
     interval, then the paired difference from random initialisation [95% interval] (bold: excludes 0)."""
     tasks = task_order(cells)
     header = "| budget (steps) | tokens | MLM val. perplexity | " + " | ".join(
-        f"{t} ({get_task(t).headline_metric}): dev | − random init" for t in tasks
+        f"{t} ({get_glue_task(t).headline_metric}): dev | − random init" for t in tasks
     )
     lines = [header + " |", "|---:|---:|---:|" + "---|---:|" * len(tasks)]
     for budget in sorted({b for b, _ in cells}):
@@ -385,8 +387,8 @@ def budget_table(
 def pair_overrides(spec: str, sizes: str, control: bool) -> tuple[str, str]:
     """``(model_type, --config_overrides)`` of a pair's variant (``spec`` = ``model_type[:key=value,...]``)
     or of its matched control, at ``sizes``."""
-    from ..core.overrides import format_overrides, parse_overrides
-    from .spec import ModelSpec
+    from hf_variants.core.overrides import format_overrides, parse_overrides
+    from hf_variants.lab.spec import ModelSpec
 
     variant = ModelSpec.from_text(spec)
     model = variant.control() if control else variant
@@ -403,8 +405,8 @@ def pair_table(
     """Per task and pair: variant and control dev scores (mean ± 95% interval, chosen rate), the paired
     difference [95% interval] (bold: excludes 0) and both models' MLM validation perplexity.
     ``cells`` and ``perplexity`` are keyed ``<pair folder>/variant`` and ``<pair folder>/control``."""
-    from .spec import spec_folder
-    from .tables import PAIR_LABELS
+    from hf_variants.lab.spec import spec_folder
+    from hf_variants.lab.tables import PAIR_LABELS
 
     lines = ["| task (metric) | comparison | variant dev | control dev | variant − control (paired, 95% CI) "
              "| MLM perplexity (variant / control) |", "|---|---|---|---|---:|---|"]  # fmt: skip
@@ -415,7 +417,7 @@ def pair_table(
             gain = difference(variant, control) if variant and control else None
             ppl = " / ".join(f"{perplexity[f'{folder}/{role}']:.0f}" if f"{folder}/{role}" in perplexity else "—"
                              for role in ("variant", "control"))  # fmt: skip
-            lines.append(f"| {task} ({get_task(task).headline_metric}) | {PAIR_LABELS.get(spec, spec)} | "
+            lines.append(f"| {task} ({get_glue_task(task).headline_metric}) | {PAIR_LABELS.get(spec, spec)} | "
                          f"{score_text(variant, chance.get(task))} | {score_text(control, chance.get(task))} | "
                          f"{difference_text(gain)} | {ppl} |")  # fmt: skip
     return "\n".join(lines) + "\n"
@@ -431,14 +433,14 @@ def task_order(cells: dict[tuple[Any, str], Cell]) -> list[str]:
 
 def recorded_chance(folder: Path) -> dict[str, float]:
     """The study's ``chance.json`` (empty before the study wrote it)."""
-    return checkpoints.load_json(folder / "chance.json") if (folder / "chance.json").is_file() else {}
+    return load_json(folder / "chance.json") if (folder / "chance.json").is_file() else {}
 
 
 def budget_study_table(folder: Path) -> str:
     """The budget study's table and verdict, from ``folder``'s committed result files."""
     if not (folder / "pretraining.json").is_file():
         return "No pretraining result committed yet.\n"
-    budgets = {int(b): info for b, info in checkpoints.load_json(folder / "pretraining.json")["budgets"].items()}
+    budgets = {int(b): info for b, info in load_json(folder / "pretraining.json")["budgets"].items()}
     recorded = recorded_cells(folder / "runs")
     cells = {(int(name.removeprefix("step")), task): cell for (name, task), cell in recorded.items()}
     if not cells:
@@ -452,7 +454,7 @@ def budget_study_table(folder: Path) -> str:
 
 def pair_study_table(folder: Path, pairs: Sequence[str]) -> str:
     """The variant comparison's table, from ``folder``'s committed result files."""
-    from .spec import spec_folder
+    from hf_variants.lab.spec import spec_folder
 
     cells = recorded_cells(folder) if folder.is_dir() else {}
     if not cells:
@@ -462,6 +464,6 @@ def pair_study_table(folder: Path, pairs: Sequence[str]) -> str:
         for role in ("variant", "control"):
             record = folder / spec_folder(spec) / role / "pretraining.json"
             if record.is_file():
-                perplexity[f"{spec_folder(spec)}/{role}"] = checkpoints.load_json(record)["perplexity"]
+                perplexity[f"{spec_folder(spec)}/{role}"] = load_json(record)["perplexity"]
     chance = recorded_chance(folder)
     return pair_table(cells, pairs, task_order(cells), perplexity, chance)

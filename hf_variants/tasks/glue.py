@@ -1,13 +1,16 @@
-"""The GLUE tasks: input columns (run_glue's ``task_to_keys``), labels, metrics and the layout of the
-original GLUE TSV release (files, header, column positions)."""
+"""The GLUE tasks of the task table: input columns (run_glue's ``task_to_keys``), labels, metrics, score
+range, special splits (AX: a test split only) and the layout of the original GLUE TSV release (files, header,
+column positions)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .base import TaskDeclaration
+
 
 @dataclass(frozen=True)
-class GlueTask:
+class GlueTask(TaskDeclaration):
     """One task. ``labels`` is ``None`` for regression (STS-B). ``columns`` maps our column names
     (HF's ``nyu-mll/glue`` names) to the TSV header names of the original release; ``header=False``
     means positional columns (CoLA train/dev)."""
@@ -27,25 +30,12 @@ class GlueTask:
     #: The range of a regression task's scores (STS-B: 0-5); scores outside it are data errors.
     score_range: tuple[float, float] | None = None
 
-    @property
-    def is_regression(self) -> bool:
-        return self.labels is None
-
-    @property
-    def num_labels(self) -> int:
-        return 1 if self.labels is None else len(self.labels)
-
-    @property
-    def headline_metric(self) -> str:
-        """The one number a summary table shows: F1 for MRPC/QQP, Pearson for STS-B, else the metric."""
-        return "f1" if "f1" in self.metrics else self.metrics[0]
-
 
 def _pair(first: str, second: str, header_first: str, header_second: str) -> dict[str, str]:
     return {first: header_first, second: header_second}
 
 
-TASKS: dict[str, GlueTask] = {
+GLUE_TASKS: dict[str, GlueTask] = {
     "cola": GlueTask(
         "cola", "CoLA", ("sentence",), ("unacceptable", "acceptable"), ("matthews_correlation",),
         {"train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"},
@@ -110,11 +100,4 @@ TASKS: dict[str, GlueTask] = {
 }  # fmt: skip
 
 #: run_glue's ``task_to_keys``.
-TASK_TO_KEYS = {name: task.keys if len(task.keys) == 2 else (task.keys[0], None) for name, task in TASKS.items()}
-
-
-def get_task(name: str) -> GlueTask:
-    key = name.lower().replace("-", "")
-    if key not in TASKS:
-        raise ValueError(f"Unknown GLUE task {name!r}; choose from {', '.join(TASKS)}.")
-    return TASKS[key]
+TASK_TO_KEYS = {name: task.keys if len(task.keys) == 2 else (task.keys[0], None) for name, task in GLUE_TASKS.items()}
