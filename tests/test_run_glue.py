@@ -536,13 +536,13 @@ def test_one_fine_tuning_run_per_output_folder(checkpoints: dict[str, Path], glu
 def test_a_non_finite_training_loss_stops_fine_tuning(
     checkpoints: dict[str, Path], glue_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    original = Trainer.training_step
+    original = Trainer.compute_loss
 
-    def nan_on_second_step(self, model, inputs, num_items_in_batch=None):
-        loss = original(self, model, inputs, num_items_in_batch)
-        return loss * float("nan") if self.state.global_step == 1 else loss
+    def nan_on_second_step(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        loss = original(self, model, inputs, return_outputs, num_items_in_batch)
+        return loss * float("nan") if self.state.global_step == 1 and model.training else loss
 
-    monkeypatch.setattr(Trainer, "training_step", nan_on_second_step)
+    monkeypatch.setattr(Trainer, "compute_loss", nan_on_second_step)
     with pytest.raises(FloatingPointError, match=r"Step 2: non-finite training loss nan"):
         run_glue.main(glue_args(checkpoints["bert"], "sst2", glue_dir, tmp_path / "a", "--do_train",
                                 "--max_steps", "4"))  # fmt: skip

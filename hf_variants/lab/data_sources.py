@@ -80,7 +80,8 @@ class DataSource:
         """The dev set of ``task``: first texts, second texts (pairs) or None, labels."""
         from datasets import load_dataset
 
-        from ..glue import get_glue_task, load_glue
+        from ..glue import load_glue
+        from ..tasks import get_glue_task
 
         if self.kind == "synthetic":
             files = {"validation": str(self.synthetic_dir / f"{task}_dev.csv")}

@@ -5,11 +5,10 @@ test split, since GLUE's test file has no labels)."""
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 from ..tasks import TASKS, FileTask, GlueTask, TaskDeclaration, TextClassificationData
-from ..tasks.classification_files import SPLIT_SEED
+from ..tasks.classification_files import SPLIT_SEED, shuffled
 
 
 def readable(task: TaskDeclaration) -> bool:
@@ -30,12 +29,10 @@ def load_glue_task(task: GlueTask, data_dir: Path) -> TextClassificationData:
 
     splits = load_glue_local(task.name, data_dir / "glue")
     key = task.keys[0]
-    train = list(zip(splits["train"][key], splits["train"]["label"], strict=True))
-    random.Random(SPLIT_SEED).shuffle(train)
+    train = shuffled(list(zip(splits["train"][key], splits["train"]["label"], strict=True)))
     test = list(zip(splits["validation"][key], splits["validation"]["label"], strict=True))
-    return TextClassificationData(
-        task.name, task.num_labels, [t for t, _ in train], [y for _, y in train], [t for t, _ in test],
-        [y for _, y in test],
+    return TextClassificationData.from_pairs(
+        task.name, task.num_labels, train, test,
         f"glue/{task.folder}/train.tsv ({len(train)}, shuffled with seed {SPLIT_SEED}) and glue/{task.folder}/dev.tsv "
         f"({len(test)}) as the test split (GLUE's test file has no labels)",
     )  # fmt: skip

@@ -40,6 +40,13 @@ class TextClassificationData:
     test_labels: list[int]
     split: str
 
+    @classmethod
+    def from_pairs(cls, name: str, num_labels: int, train: list[tuple[str, int]], test: list[tuple[str, int]],
+                   split: str) -> TextClassificationData:  # fmt: skip
+        """The splits from ``(text, label)`` pairs."""
+        return cls(name, num_labels, [text for text, _ in train], [label for _, label in train],
+                   [text for text, _ in test], [label for _, label in test], split)  # fmt: skip
+
     def held_out(self, fraction: float) -> tuple[tuple[list[str], list[int]], tuple[list[str], list[int]]]:
         """``(fit, held_out)``: the training split without / with only its last ``fraction`` (the
         training split is already in a seeded random order), for choosing hyperparameters without
@@ -87,22 +94,22 @@ def _label(path: Path, line: int, text: str, allowed: range) -> int:
     return value
 
 
-def _shuffled(pairs: list[tuple[str, int]]) -> list[tuple[str, int]]:
+def shuffled(pairs: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """``pairs`` in the seeded order every split of these tasks uses (:data:`SPLIT_SEED`)."""
     pairs = list(pairs)
     random.Random(SPLIT_SEED).shuffle(pairs)
     return pairs
 
 
 def _split_one_file(name: str, num_labels: int, pairs: list[tuple[str, int]], path: Path) -> TextClassificationData:
-    pairs = _shuffled(pairs)
+    pairs = shuffled(pairs)
     cut = round(len(pairs) * (1 - TEST_SHARE))
     train, test = pairs[:cut], pairs[cut:]
     split = (
         f"{path.name} ({len(pairs)} rows, the only labelled file here) shuffled with seed {SPLIT_SEED} and split "
         f"{len(train)} train / {len(test)} test"
     )
-    texts, labels = [t for t, _ in train], [y for _, y in train]
-    return TextClassificationData(name, num_labels, texts, labels, [t for t, _ in test], [y for _, y in test], split)
+    return TextClassificationData.from_pairs(name, num_labels, train, test, split)
 
 
 def load_imdb(data_dir: Path) -> TextClassificationData:
@@ -110,17 +117,12 @@ def load_imdb(data_dir: Path) -> TextClassificationData:
     for split in ("train", "test"):
         path = data_dir / "imdb" / f"{split}.csv"
         rows = _read_rows(path, ",", ["id", "label", "rating", "text"])
-        splits[split] = _shuffled([(fields[3], _label(path, line, fields[1], range(2))) for line, fields in rows])
-    return TextClassificationData(
-        "imdb",
-        2,
-        [t for t, _ in splits["train"]],
-        [y for _, y in splits["train"]],
-        [t for t, _ in splits["test"]],
-        [y for _, y in splits["test"]],
+        splits[split] = shuffled([(fields[3], _label(path, line, fields[1], range(2))) for line, fields in rows])
+    return TextClassificationData.from_pairs(
+        "imdb", 2, splits["train"], splits["test"],
         f"imdb/train.csv ({len(splits['train'])}) and imdb/test.csv ({len(splits['test'])}), each shuffled with seed "
         f"{SPLIT_SEED}",
-    )
+    )  # fmt: skip
 
 
 def load_ag_news(data_dir: Path) -> TextClassificationData:

@@ -93,7 +93,7 @@ class StopOnNonFiniteGradients(TrainerCallback):
         self._loss: str | None = None
 
     def record_loss(self, loss: torch.Tensor, batch_size: int) -> None:
-        """Called by the Trainer's ``training_step`` with each micro-batch's loss: a non-finite loss stops
+        """Called by the Trainer's ``compute_loss`` with each training micro-batch's loss: a non-finite loss stops
         the step too, even where its gradient stays finite (the Trainer would log a substitute)."""
         if self._loss is None and not bool(torch.isfinite(loss).all()):
             self._loss = f"{float(loss)} (batch of {batch_size} examples)"

@@ -159,15 +159,21 @@ class GlueTrainer(trainer_internals.CheckpointHooks):
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any):
         if isinstance(resume_from_checkpoint, str) and (Path(resume_from_checkpoint) / LOSS_FILE).is_file():
             self.loss_sum_before_resume = load_json(Path(resume_from_checkpoint) / LOSS_FILE)["loss_sum"]
-        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
-
-    def training_step(self, model, inputs, num_items_in_batch=None):
         try:
-            loss = super().training_step(model, inputs, num_items_in_batch)
+            return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
         except ModelFailure as error:  # the model knows what failed, not the step: name it, as a stop does
+            if not self.model.training:  # an evaluation between steps
+                raise
             raise type(error)(f"Step {self.state.global_step + 1}: {error}") from error
-        self.nonfinite_guard.record_loss(loss, len(inputs["input_ids"]))
-        return loss
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        """The Trainer's loss; a training micro-batch's goes to the non-finite check too."""
+        computed = super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                        num_items_in_batch=num_items_in_batch)  # fmt: skip
+        if model.training:
+            loss = computed[0] if return_outputs else computed
+            self.nonfinite_guard.record_loss(loss, len(inputs["input_ids"]))
+        return computed
 
     def evaluation_loop(self, *args: Any, **kwargs: Any):
         """Trainer's evaluation loop, with the model's parametrised weights (TransJect's orthogonal matrices)
