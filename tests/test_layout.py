@@ -414,3 +414,22 @@ def test_the_writer_scan_finds_what_it_should(tmp_path: Path) -> None:
         "shutil.copy2(a, b)\ntext.replace('a', 'b')\nos.open(p, flags)\nopen(p, mode='rb')\n"
     )
     assert [entry.split(":")[0] for entry in writes_in(sample)] == ["2", "4", "6", "7", "8", "10"]
+
+
+def outcome_constructions(path: Path) -> list[int]:
+    """Lines of ``path`` that build a ``RunOutcome`` (by any qualified name)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call) and (
+            (isinstance(node.func, ast.Name) and node.func.id == "RunOutcome")
+            or (isinstance(node.func, ast.Attribute) and node.func.attr == "RunOutcome"))]  # fmt: skip
+
+
+def test_every_study_reads_its_records_through_the_one_reader() -> None:
+    """A run's record becomes the protocol's ``RunOutcome`` in one place (:mod:`hf_variants.lab.outcomes`, one
+    reader over declared field maps): no other module of the package or of the repository's scripts builds one."""
+    reader = REPO_ROOT / "hf_variants" / "lab" / "outcomes.py"
+    candidates = [*(REPO_ROOT / "hf_variants").rglob("*.py"), *repository_scripts()]
+    builders = {path.relative_to(REPO_ROOT).as_posix(): lines for path in candidates
+                if path != reader and (lines := outcome_constructions(path))}  # fmt: skip
+    assert builders == {}
+    assert outcome_constructions(reader)  # the scan finds the reader's

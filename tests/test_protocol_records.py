@@ -119,14 +119,14 @@ def test_every_compared_run_has_the_status_of_the_one_rule_and_the_report_reads_
     """Each committed final run's recorded status is what ``verdicts.run_status`` gives its record, and the
     committed report is what the report renders from the committed records (so the verdicts over seeds
     read the runs through the one rule)."""
-    from hf_variants.lab.report import declared_guessing_levels, report_markdown, run_outcome
+    from hf_variants.lab.report import declared_guessing_levels, report_markdown, run_outcomes
 
     recorded = json.loads(results.read_text())
     statuses = [
-        (run["status"], verdicts.run_status(run_outcome(run, declared_guessing_levels(recorded)[task])))
+        (tuned["runs"][seed]["status"], verdicts.run_status(outcome))
         for model in recorded["models"].values()
         for task, tuned in model.get("fine_tuning", {}).items()
-        for run in tuned.get("runs", {}).values()
+        for seed, outcome in run_outcomes(tuned.get("runs", {}), task, declared_guessing_levels(recorded)[task]).items()
     ]
     if not statuses:
         pytest.skip(f"{results.relative_to(ROOT)} predates the per-seed records")

@@ -21,7 +21,6 @@ out of means and pairs.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from hf_variants.lab import records, verdicts
 from hf_variants.lab.execution import executor
+from hf_variants.lab.outcomes import ENGINE_RESULTS, read_outcome
 from hf_variants.lab.statistics import Interval, mean_interval, paired_difference_if_any
 from hf_variants.storage.files import CheckpointError
 from hf_variants.storage.record_schema import load_json
@@ -178,25 +178,12 @@ def finished_run(record: Path, settings: FineTuningRun) -> dict[str, Any] | None
                               compare_missing=False)  # fmt: skip
 
 
-def score(results: dict[str, Any], task: str) -> float:
-    """The task's headline dev (or held-out) metric ×100; NaN for an undefined correlation."""
-    value = results["eval"]["validation"][get_glue_task(task).headline_metric]
-    return math.nan if value is None else 100 * float(value)
-
-
-def did_not_learn(results: dict[str, Any], task: str) -> bool:
-    """≥ 99% of predictions one class, or one constant score (``run_glue``'s collapse measures), or an
-    undefined correlation on a regression task."""
-    undefined = get_glue_task(task).is_regression and not math.isfinite(score(results, task))
-    return undefined or verdicts.collapsed(results["eval"]["validation"])
-
-
 def run_outcome(results: dict[str, Any], task: str) -> verdicts.RunOutcome:
-    """A run's ``results.json`` as the protocol's verdicts read it. The studies' runs stop the study when
-    they fail, and their committed records were judged without the plateau and at-chance tests, which
-    their records cannot make (no loss curve, no chance level): one class or an undefined correlation is
-    what leaves a run out."""
-    return verdicts.RunOutcome(score(results, task), one_class=did_not_learn(results, task))
+    """A run's ``results.json`` as the protocol's verdicts read the engine's results
+    (:data:`~hf_variants.lab.outcomes.ENGINE_RESULTS`). The studies' runs stop the study when they fail,
+    and their records keep no loss curve and no chance level: one class, one constant score or an
+    undefined correlation is what leaves a run out."""
+    return read_outcome(results, ENGINE_RESULTS, task)
 
 
 def choose_learning_rate(sweep: dict[float, dict[str, Any]], task: str) -> float:
@@ -220,7 +207,7 @@ class Cell:
 
 def cell_from_runs(task: str, learning_rate: float, runs: dict[int, dict[str, Any]]) -> Cell:
     outcomes = {seed: run_outcome(results, task) for seed, results in runs.items()}
-    scores = verdicts.learned_values(outcomes)
+    scores = {seed: 100 * value for seed, value in verdicts.learned_values(outcomes).items()}
     return Cell(task, learning_rate, scores, sorted(seed for seed in runs if seed not in scores))
 
 

@@ -17,7 +17,9 @@ the lab needs the ``lab`` extra for its figures (``pip install 'hf-variants[lab]
   result record;
 * :mod:`.grid` — the resumable grid of runs: sweep on the held-out slice, then the seeds;
 * :mod:`.tables` — the grid's tables;
-* :mod:`.statistics` — means, 95% intervals, paired differences, "did not learn".
+* :mod:`.statistics` — means, 95% intervals, paired differences, "did not learn";
+* :mod:`.verdicts` — the protocol's rules: the learning-rate choice, what one run shows, the verdict of a pair;
+* :mod:`.outcomes` — every study's records read into those rules, one reader over declared field maps.
 """
 
 LAB_EXTRA = "pip install 'hf-variants[lab]'"

@@ -45,7 +45,8 @@ from ..tasks import EmbeddedLevels, get_task
 from . import verdicts
 from .data_sources import DataSource, resolve_data
 from .execution import executor, quiet_libraries
-from .measurement import analyse, classifier_from, final_run, headline, headline_metric
+from .measurement import analyse, classifier_from, final_run, headline_metric
+from .outcomes import ENGINE_RESULTS, read_outcome
 from .report import report_markdown, run_outcomes
 from .spec import EXTERNAL_REFERENCE, ModelSpec, with_calibration_controls, with_matched_controls
 from .stages import (
@@ -77,14 +78,10 @@ def parse_args(argv: Sequence[str] | None) -> CompareArguments:
 
 def choose_learning_rate(task: str, outcomes: dict[float, dict[str, Any]]) -> tuple[float, dict[float, float | None]]:
     """The protocol's choice (:func:`~.verdicts.choose_learning_rate`) among the held-out runs, and every
-    rate's score (None for a run that failed, which is never chosen)."""
-    sweep = {
-        rate: verdicts.HeldOutRun(None) if "failed" in result else verdicts.HeldOutRun(
-            headline(task, result["eval"]["validation"])[1], verdicts.collapsed(result["eval"]["validation"]),
-            result["eval"]["validation"].get("loss"))
-        for rate, result in sorted(outcomes.items())
-    }  # fmt: skip
-    return verdicts.choose_learning_rate(sweep), {rate: run.score for rate, run in sweep.items()}
+    rate's score (None for a run that failed or whose score is undefined, which is never chosen)."""
+    sweep = {rate: read_outcome(result, ENGINE_RESULTS, task).held_out() for rate, result in sorted(outcomes.items())}
+    return verdicts.choose_learning_rate(sweep), {rate: run.score if run.finished else None
+                                                  for rate, run in sweep.items()}  # fmt: skip
 
 
 def fine_tuning_seeds(args: CompareArguments) -> list[int]:
@@ -159,14 +156,15 @@ def train_all(
     return results, choices
 
 
-def heldout_left_out(sweep: dict[float, dict[str, Any]]) -> dict[str, str]:
+def heldout_left_out(task: str, sweep: dict[float, dict[str, Any]]) -> dict[str, str]:
     """Rate → why the held-out run at that rate was not a candidate for the choice: it failed (with
     the error's first clause and step) or predicted one class on the held-out slice."""
     left_out = {}
     for rate, result in sweep.items():
-        if "failed" in result:
-            left_out[f"{rate:g}"] = verdicts.reason(verdicts.RunOutcome(None, failed=result["failed"]))
-        elif verdicts.collapsed(result["eval"]["validation"]):
+        run = read_outcome(result, ENGINE_RESULTS, task)
+        if run.failed:
+            left_out[f"{rate:g}"] = verdicts.reason(run)
+        elif run.one_class:
             left_out[f"{rate:g}"] = f"{verdicts.ONE_CLASS} (one class on the held-out slice)"
     return left_out
 
@@ -304,14 +302,14 @@ def compare_models(args: CompareArguments, argv: Sequence[str] | None) -> dict[s
                                                 outcomes) for seed in fine_tuning_seeds(args)}
                        for r in (args.finetune_learning_rates if every_rate else [rate])}  # fmt: skip
             runs = runs_at[rate]
-            interval = verdicts.summary(run_outcomes(runs, get_task(task).guessing_level(levels)))
+            interval = verdicts.summary(run_outcomes(runs, task, get_task(task).guessing_level(levels)))
             entry["fine_tuning"][task] = {
                 "metric": headline_metric(task),
                 "learning_rate": rate,
                 "heldout_scores_by_learning_rate": {f"{r:g}": score for r, score in scores.items()},
-                "heldout_losses_by_learning_rate": {f"{r:g}": result["eval"]["validation"].get("loss")
+                "heldout_losses_by_learning_rate": {f"{r:g}": read_outcome(result, ENGINE_RESULTS, task).loss
                                                     for r, result in sweep.items() if "failed" not in result},
-                "heldout_left_out": heldout_left_out(sweep),
+                "heldout_left_out": heldout_left_out(task, sweep),
                 "runs": runs,
                 **({"runs_at_other_rates": {f"{r:g}": other for r, other in runs_at.items() if r != rate}}
                    if every_rate else {}),

@@ -39,6 +39,7 @@ from ..storage.run_folder import OutputDirLock, prepare_output_dir
 from ..tokenization import train_wordpiece_tokenizer
 from .execution import console_to_file, quiet_libraries
 from .grid_training import ENGINE, EncodedSplit, RunSettings, stop_status, stop_summary, train_and_evaluate
+from .outcomes import GRID_RUN, read_outcome
 from .records import write_record
 from .spec import ModelSpec, spec_folder
 from .statistics import majority_share
@@ -115,27 +116,20 @@ PRETRAINING_STOPPED = "self-pretraining: "
 
 
 def run_outcome(record: dict[str, Any], data: dict[str, Any] | None = None) -> RunOutcome:
-    """A run's record as the protocol's verdicts read it: the failure, one-class and at-chance tests, the last
-    with the size and majority share of the split the run was scored on, from its task folder's ``data.json``
-    (``data``; without it no at-chance test). Not the plateau test, for two reasons. The at-chance test asks
-    the question directly for an accuracy metric: did the run beat a constant guess on the split it was
-    scored on. And :func:`~.verdicts.stayed_on_plateau`'s loss ratio misreads a task whose best loss is close
-    to its first: on ListOps (ten classes, first loss ln 10 ≈ 2.30) eight of the from-scratch final trainings
-    scored 16.9–23.5% against a guessing bound of 13.0% on 2,000 examples while their last-quarter loss was
-    still 0.90–0.96 of their first. The price: a run that barely moved on a two-class task can pass the
-    guessing bound and count (SST-2's self-pretrained TransJect control, 54.5–57.1% at 96–97% of ln 2;
-    docs/results.md says so beside its numbers). The records keep the loss curve (``curve``) since the runs
-    of 2026-11-27, for a reader who wants to look."""
-    finished = record["status"] == "finished"
+    """A run's record as the protocol's verdicts read it (:data:`~.outcomes.GRID_RUN`), with the size and
+    majority share of the split the run was scored on from its task folder's ``data.json`` (``data``; without
+    it no at-chance test). The grid records its loss curve but declares no plateau test, for two reasons. The
+    at-chance test asks the question directly for an accuracy metric: did the run beat a constant guess on
+    the split it was scored on. And :func:`~.verdicts.stayed_on_plateau`'s loss ratio misreads a task whose
+    best loss is close to its first: on ListOps (ten classes, first loss ln 10 ≈ 2.30) eight of the
+    from-scratch final trainings scored 16.9–23.5% against a guessing bound of 13.0% on 2,000 examples while
+    their last-quarter loss was still 0.90–0.96 of their first. The price: a run that barely moved on a
+    two-class task can pass the guessing bound and count (SST-2's self-pretrained TransJect control,
+    54.5–57.1% at 96–97% of ln 2; the results page says so beside its numbers)."""
     split = "held_out" if record.get("phase") == "sweep" else "test"
     data = data or {}
-    return RunOutcome(
-        record["accuracy"] if finished else None,
-        failed=None if finished else record["status"],
-        one_class=finished and bool(record.get("predicts_one_class")),
-        chance=data.get(f"{split}_majority_share"),
-        examples=data.get(f"{split}_examples"),
-    )
+    return read_outcome(record, GRID_RUN, chance=data.get(f"{split}_majority_share"),
+                        examples=data.get(f"{split}_examples"))  # fmt: skip
 
 
 def held_out_run(record: dict[str, Any]) -> HeldOutRun:

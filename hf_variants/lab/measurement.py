@@ -14,7 +14,7 @@ import torch
 from ..tasks import EmbeddedLevels, get_task
 from . import verdicts
 from .data_sources import DataSource
-from .report import run_outcome
+from .outcomes import MAIN_JOB_RUN, read_outcome
 
 if TYPE_CHECKING:
     from ..settings.compare import CompareArguments
@@ -121,4 +121,4 @@ def final_run(
         "curve": [{"step": e["step"], "loss": e["loss"]} for e in state["log_history"] if "loss" in e],
     }  # fmt: skip
     declared = get_task(run.task).guessing_level(EmbeddedLevels.from_settings(args))
-    return {**record, "status": verdicts.run_status(run_outcome(record, declared))}
+    return {**record, "status": verdicts.run_status(read_outcome(record, MAIN_JOB_RUN, run.task, chance=declared))}

@@ -12,27 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from . import verdicts
+from .outcomes import MAIN_JOB_RUN, read_outcome
 from .statistics import Interval, mean_interval, paired_difference_if_any, proportion_interval
 
 
-def run_outcome(record: dict[str, Any], guessing: float | None = None) -> verdicts.RunOutcome:
-    """A final run's record (:func:`~hf_variants.lab.measurement.final_run`) as the protocol's verdicts read it;
-    ``guessing``: the task's guessing level where it declares one above the majority share the run records."""
-    if record.get("failed"):
-        return verdicts.RunOutcome(None, failed=record["failed"])
-    levels = [level for level in (record.get("chance"), guessing) if level is not None]
-    chance = max(levels) if levels and record["metric"] == "accuracy" else None
-    return verdicts.RunOutcome(
-        record["value"],
-        one_class=bool(record.get("did_not_learn")),
-        losses=[point["loss"] for point in record.get("curve", [])],
-        chance=chance,
-        examples=record.get("dev_examples"),
-    )
-
-
-def run_outcomes(runs: dict[str, dict[str, Any]], guessing: float | None = None) -> dict[str, verdicts.RunOutcome]:
-    return {seed: run_outcome(record, guessing) for seed, record in runs.items()}
+def run_outcomes(runs: dict[str, dict[str, Any]], task: str, guessing: float | None = None
+                 ) -> dict[str, verdicts.RunOutcome]:  # fmt: skip
+    """Seed → a final run's record (:func:`~hf_variants.lab.measurement.final_run`) as the protocol's verdicts
+    read it; ``guessing``: the task's guessing level where it declares one above the majority share the run
+    records."""
+    return {seed: read_outcome(record, MAIN_JOB_RUN, task, chance=guessing) for seed, record in runs.items()}
 
 
 def declared_guessing_levels(results: dict[str, Any]) -> dict[str, float | None]:
@@ -82,7 +71,7 @@ def outcomes_of(results: dict[str, Any], model: str, task: str, rate: str | None
                 ) -> dict[str, verdicts.RunOutcome]:  # fmt: skip
     """A model's final runs on a task (at its chosen rate, or at ``rate``) as outcomes, at the task's declared
     guessing level."""
-    return run_outcomes(runs_at_rate(results, model, task, rate), declared_guessing_levels(results)[task])
+    return run_outcomes(runs_at_rate(results, model, task, rate), task, declared_guessing_levels(results)[task])
 
 
 def score_text(results: dict[str, Any], model: str, task: str) -> str:
@@ -417,8 +406,7 @@ def left_out_lines(results: dict[str, Any]) -> list[str]:
         for task, tuned in entry["fine_tuning"].items():
             for rate, runs in [(None, tuned["runs"]), *tuned.get("runs_at_other_rates", {}).items()]:
                 at = "" if rate is None else f", final run at the other rate {rate}"
-                for seed, record in runs.items():
-                    outcome = run_outcome(record, declared_guessing_levels(results)[task])
+                for seed, outcome in run_outcomes(runs, task, declared_guessing_levels(results)[task]).items():
                     if verdicts.run_status(outcome) != verdicts.LEARNED:
                         lines.append(f"- {name}, {task}{at}, seed {seed}: {verdicts.reason(outcome)}.")
             for rate, why in tuned.get("heldout_left_out", {}).items():

@@ -100,10 +100,10 @@ def left_plateau_at(curve: Sequence[Mapping[str, float]]) -> int | None:
 
 @dataclass(frozen=True)
 class RunOutcome:
-    """What one fine-tuning run showed, whichever study ran it: each study reads its own records into
-    this (``report.run_outcome``, ``grid.run_outcome``, the GLUE studies' own reader), and
-    :func:`run_status` is the one rule over it. A measure a study does not record keeps its default, and
-    the test that needs it is not made (no loss curve: no plateau test; no chance level: no at-chance test)."""
+    """What one fine-tuning run showed, whichever study ran it: every study reads its records into this
+    with :func:`~.outcomes.read_outcome`, and :func:`run_status` is the one rule over it. A measure a study
+    does not record keeps its default, and the test that needs it is not made (no loss curve: no plateau
+    test; no chance level: no at-chance test)."""
 
     value: float | None  # the headline score; None when the run failed
     failed: str | None = None  # what stopped it (an error text, or the record's status)
@@ -111,10 +111,11 @@ class RunOutcome:
     losses: Sequence[float] = ()  # the logged training losses, in order
     chance: float | None = None  # a constant guess's accuracy; only for an accuracy metric
     examples: int | None = None  # the evaluation examples behind ``value`` (for the guessing bound)
+    loss: float | None = None  # the loss on the evaluation examples, where recorded
 
     def held_out(self) -> HeldOutRun:
         """This run as the learning-rate choice reads a held-out run."""
-        return HeldOutRun(self.value, self.one_class)
+        return HeldOutRun(self.value, self.one_class, self.loss)
 
 
 def run_status(run: RunOutcome) -> str:
