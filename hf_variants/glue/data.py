@@ -75,12 +75,11 @@ def read_glue_tsv(task: GlueTask, path: Path, labeled: bool) -> Dataset:
             header = next(reader, None)
             if header is None:
                 raise ValueError(f"{path} is empty.")
-            wanted = task.columns if labeled else task.test_columns
-            needed = [*wanted.values(), *([task.label_column] if labeled else [])]
+            needed = [*task.columns.values(), *([task.label_column] if labeled else [])]
             missing = [name for name in needed if name not in header]
             if missing:
                 raise ValueError(f"{path}: missing column(s) {missing}; the header has {header}.")
-            position = {ours: header.index(theirs) for ours, theirs in wanted.items()}
+            position = {ours: header.index(theirs) for ours, theirs in task.columns.items()}
             if labeled:
                 position["label"] = header.index(task.label_column)
             width = len(header)

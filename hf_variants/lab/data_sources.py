@@ -17,7 +17,7 @@ import numpy as np
 from ..settings import compare as compare_settings
 from ..storage.files import write_text_atomic
 from ..synthetic import RECALL_KEYS, RECALL_VALUES
-from ..tasks import EMBEDDED_TASKS, EmbeddedLevels
+from ..tasks import EMBEDDED_TASKS, EmbeddedLevels, get_glue_task
 from ..tasks.embedded import DEFAULT_LEVELS
 
 DATA_ENV = compare_settings.DATA_ENV
@@ -49,8 +49,6 @@ class DataSource:
         settings = self.corpus if task is None else self.tasks[task]
         files = [Path(value) for name, value in settings.items() if name.endswith("_file")]
         if task is not None and self.glue_dir is not None:
-            from ..tasks import get_glue_task
-
             files += sorted((self.glue_dir / get_glue_task(task).folder).glob("*.tsv"))
         return files
 
@@ -81,7 +79,6 @@ class DataSource:
         from datasets import load_dataset
 
         from ..glue import load_glue
-        from ..tasks import get_glue_task
 
         if self.kind == "synthetic":
             files = {"validation": str(self.synthetic_dir / f"{task}_dev.csv")}
@@ -98,8 +95,6 @@ class DataSource:
 # --------------------------------------------------------------------------------------------
 def local_source(kind: str, folder: Path, tasks: Sequence[str]) -> DataSource:
     """A data folder; raises naming what is missing (corpus file or task folder)."""
-    from ..tasks import get_glue_task
-
     corpus = folder / "wikitext-2"
     for name in ("train.txt", "valid.txt"):
         if not (corpus / name).is_file():

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..tasks import EmbeddedLevels, get_task
 from . import verdicts
 from .outcomes import MAIN_JOB_RUN, read_outcome
 from .statistics import Interval, mean_interval, paired_difference_if_any, proportion_interval
@@ -27,8 +28,6 @@ def run_outcomes(runs: dict[str, dict[str, Any]], task: str, guessing: float | N
 def declared_guessing_levels(results: dict[str, Any]) -> dict[str, float | None]:
     """Task → the guessing level the task declares (:meth:`~hf_variants.tasks.TaskDeclaration.guessing_level`,
     at the difficulty the comparison's settings record); None for a task that declares none."""
-    from ..tasks import EmbeddedLevels, get_task
-
     levels = EmbeddedLevels.from_settings(results["settings"])
     return {task: get_task(task).guessing_level(levels) for task in results["tasks"]}
 

@@ -8,94 +8,82 @@ from dataclasses import dataclass, field
 
 from .base import TaskDeclaration
 
+#: The files of a task released with a train, a dev and a test split (every GLUE task but MNLI and AX).
+STANDARD_SPLITS = {"train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"}
+
 
 @dataclass(frozen=True)
 class GlueTask(TaskDeclaration):
     """One task. ``labels`` is ``None`` for regression (STS-B). ``columns`` maps our column names
-    (HF's ``nyu-mll/glue`` names) to the TSV header names of the original release; ``header=False``
-    means positional columns (CoLA train/dev)."""
+    (HF's ``nyu-mll/glue`` names) to the TSV header names of the original release, in every file of the task;
+    ``header=False`` means positional columns in the labeled files (CoLA train/dev)."""
 
     name: str
     folder: str
     keys: tuple[str, ...]
     labels: tuple[str, ...] | None
     metrics: tuple[str, ...]
-    splits: dict[str, str]
     columns: dict[str, str]
     label_column: str
-    test_columns: dict[str, str] = field(default_factory=dict)
+    splits: dict[str, str] = field(default_factory=lambda: dict(STANDARD_SPLITS))
     header: bool = True
     positional: dict[str, int] = field(default_factory=dict)
-    hub_config: str = ""
     #: The range of a regression task's scores (STS-B: 0-5); scores outside it are data errors.
     score_range: tuple[float, float] | None = None
 
+    @property
+    def hub_config(self) -> str:
+        """The task's configuration of ``nyu-mll/glue`` on the Hub: its name."""
+        return self.name
 
-def _pair(first: str, second: str, header_first: str, header_second: str) -> dict[str, str]:
-    return {first: header_first, second: header_second}
+
+def same_names(*names: str) -> dict[str, str]:
+    """Columns whose TSV header names are our names."""
+    return {name: name for name in names}
 
 
 GLUE_TASKS: dict[str, GlueTask] = {
     "cola": GlueTask(
         "cola", "CoLA", ("sentence",), ("unacceptable", "acceptable"), ("matthews_correlation",),
-        {"train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"},
-        {"sentence": "sentence"}, "label", test_columns={"sentence": "sentence"},
-        header=False, positional={"sentence": 3, "label": 1}, hub_config="cola",
+        same_names("sentence"), "label", header=False, positional={"sentence": 3, "label": 1},
     ),
     "sst2": GlueTask(
-        "sst2", "SST-2", ("sentence",), ("negative", "positive"), ("accuracy",),
-        {"train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"},
-        {"sentence": "sentence"}, "label", test_columns={"sentence": "sentence"}, hub_config="sst2",
+        "sst2", "SST-2", ("sentence",), ("negative", "positive"), ("accuracy",), same_names("sentence"), "label",
     ),
     "mrpc": GlueTask(
         "mrpc", "MRPC", ("sentence1", "sentence2"), ("not_equivalent", "equivalent"), ("accuracy", "f1"),
-        {"train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"},
-        _pair("sentence1", "sentence2", "#1 String", "#2 String"), "Quality",
-        test_columns=_pair("sentence1", "sentence2", "#1 String", "#2 String"), hub_config="mrpc",
+        {"sentence1": "#1 String", "sentence2": "#2 String"}, "Quality",
     ),
     "qqp": GlueTask(
         "qqp", "QQP", ("question1", "question2"), ("not_duplicate", "duplicate"), ("accuracy", "f1"),
-        {"train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"},
-        _pair("question1", "question2", "question1", "question2"), "is_duplicate",
-        test_columns=_pair("question1", "question2", "question1", "question2"), hub_config="qqp",
+        same_names("question1", "question2"), "is_duplicate",
     ),
     "stsb": GlueTask(
         "stsb", "STS-B", ("sentence1", "sentence2"), None, ("pearson", "spearmanr"),
-        {"train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"},
-        _pair("sentence1", "sentence2", "sentence1", "sentence2"), "score",
-        test_columns=_pair("sentence1", "sentence2", "sentence1", "sentence2"), hub_config="stsb",
-        score_range=(0.0, 5.0),
+        same_names("sentence1", "sentence2"), "score", score_range=(0.0, 5.0),
     ),
     "mnli": GlueTask(
         "mnli", "MNLI", ("premise", "hypothesis"), ("entailment", "neutral", "contradiction"), ("accuracy",),
-        {"train": "train.tsv", "validation_matched": "dev_matched.tsv", "validation_mismatched": "dev_mismatched.tsv",
-         "test_matched": "test_matched.tsv", "test_mismatched": "test_mismatched.tsv"},
-        _pair("premise", "hypothesis", "sentence1", "sentence2"), "gold_label",
-        test_columns=_pair("premise", "hypothesis", "sentence1", "sentence2"), hub_config="mnli",
+        {"premise": "sentence1", "hypothesis": "sentence2"}, "gold_label",
+        splits={"train": "train.tsv", "validation_matched": "dev_matched.tsv",
+                "validation_mismatched": "dev_mismatched.tsv", "test_matched": "test_matched.tsv",
+                "test_mismatched": "test_mismatched.tsv"},
     ),
     "qnli": GlueTask(
         "qnli", "QNLI", ("question", "sentence"), ("entailment", "not_entailment"), ("accuracy",),
-        {"train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"},
-        _pair("question", "sentence", "question", "sentence"), "label",
-        test_columns=_pair("question", "sentence", "question", "sentence"), hub_config="qnli",
+        same_names("question", "sentence"), "label",
     ),
     "rte": GlueTask(
         "rte", "RTE", ("sentence1", "sentence2"), ("entailment", "not_entailment"), ("accuracy",),
-        {"train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"},
-        _pair("sentence1", "sentence2", "sentence1", "sentence2"), "label",
-        test_columns=_pair("sentence1", "sentence2", "sentence1", "sentence2"), hub_config="rte",
+        same_names("sentence1", "sentence2"), "label",
     ),
     "wnli": GlueTask(
         "wnli", "WNLI", ("sentence1", "sentence2"), ("not_entailment", "entailment"), ("accuracy",),
-        {"train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"},
-        _pair("sentence1", "sentence2", "sentence1", "sentence2"), "label",
-        test_columns=_pair("sentence1", "sentence2", "sentence1", "sentence2"), hub_config="wnli",
+        same_names("sentence1", "sentence2"), "label",
     ),
     "ax": GlueTask(
         "ax", "diagnostic", ("premise", "hypothesis"), ("entailment", "neutral", "contradiction"), ("accuracy",),
-        {"test": "diagnostic.tsv"},
-        _pair("premise", "hypothesis", "sentence1", "sentence2"), "label",
-        test_columns=_pair("premise", "hypothesis", "sentence1", "sentence2"), hub_config="ax",
+        {"premise": "sentence1", "hypothesis": "sentence2"}, "label", splits={"test": "diagnostic.tsv"},
     ),
 }  # fmt: skip
 

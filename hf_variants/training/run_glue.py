@@ -772,7 +772,7 @@ def check_run_folder(output_dir: Path, fingerprint: dict[str, Any], model_args, 
                      run_args) -> dict[str, Any] | None:  # fmt: skip
     """Step 4: refuse a folder that holds another run; this run's results when the folder holds it finished."""
     this_run = run_folder.check_output_dir(output_dir, fingerprint, run_args.overwrite_output_dir,
-                                            replace_unstarted=True)  # fmt: skip
+                                           replace_unstarted=True)  # fmt: skip
     if run_args.overwrite_output_dir:
         run_folder.check_inputs_kept(output_dir, input_paths(model_args, data_args, training_args))
     finished = checkpoints.finished_run(output_dir) if this_run else None
