@@ -265,10 +265,10 @@ def long_functions(path: Path, limit: int) -> dict[str, int]:
 
 
 def test_the_engines_are_named_steps_of_a_screen(tmp_path: Path) -> None:
-    """``run_mlm.train`` and ``run_glue.fine_tune`` call named steps; no function of the training package is longer
-    than :data:`ENGINE_STEP_LINES`."""
-    too_long = {path.name: found for path in (REPO_ROOT / "hf_variants" / "training").glob("*.py")
-                if (found := long_functions(path, ENGINE_STEP_LINES))}  # fmt: skip
+    """``run_mlm.train``, ``run_glue.fine_tune`` and the main job's ``compare_models`` call named steps; no function
+    of the training package or of the lab (the main job, the study engine) is longer than :data:`ENGINE_STEP_LINES`."""
+    engines = [path for package in ("training", "lab") for path in (REPO_ROOT / "hf_variants" / package).glob("*.py")]
+    too_long = {path.name: found for path in engines if (found := long_functions(path, ENGINE_STEP_LINES))}
     assert too_long == {}
     sample = tmp_path / "sample.py"
     sample.write_text("class A:\n    def step(self):\n" + "        x = 1\n" * 80 + "def short():\n    return 1\n")

@@ -217,8 +217,9 @@ def run(args: CompareArguments, argv: Sequence[str] | None) -> dict[str, Any]:
 
 
 def compare_models(args: CompareArguments, argv: Sequence[str] | None) -> dict[str, Any]:
-    from tqdm.auto import tqdm
-    from transformers import AutoModelForMaskedLM, AutoTokenizer
+    """The comparison in its steps: the report folder, the data, the tokenizer, the models with their controls,
+    every run, each model's record, and the report."""
+    from transformers import AutoTokenizer
 
     import hf_variants  # noqa: F401  (registers the variants)
 
@@ -227,27 +228,90 @@ def compare_models(args: CompareArguments, argv: Sequence[str] | None) -> dict[s
     started = time.perf_counter()
     knobs = {"attractors": args.attractors, "recall_pairs": args.recall_pairs}
     levels = EmbeddedLevels(**{name: level for name, level in knobs.items() if level is not None})  # checked first
-    run_folder.prepare_output_dir(args.output_dir, comparison_fingerprint(args), args.overwrite_output_dir)
-    if args.overwrite_output_dir:  # every stage runs again
-        for record in (args.output_dir / "models").glob(f"*/*{STAGE_RECORD_SUFFIX}"):
-            record.unlink()
-    files_before = {name: state for name, state in run_folder.file_states(args.output_dir).items()
-                    if not name.startswith(OWNED_FOLDERS)}  # fmt: skip
-    source = resolve_data(args.data_dir, args.tasks, args.output_dir, args.seed, args.from_hub, levels)
+    files_before = prepare_report_folder(args)
+    source = prepare_data(args, levels)
     tasks = list(source.tasks)
-    if args.pretrain_on == "task":  # self-pretraining: the tasks' training inputs are the corpus (and tokenizer's)
-        source.corpus = source.task_inputs_corpus(tasks, args.heldout_fraction, args.output_dir / "data")
-        source.description += "; MLM pretraining (and the tokenizer) on the tasks' own training inputs"
-    print(f"[hf-variants compare] Data: {source.description}.", flush=True)
+    specs, calibration = models_to_compare(args, tasks)
     tokenizer_name = train_or_take_tokenizer(args, source)
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_name)
     sentences = source.dev_split(tasks[0])[0][: args.analysis_sentences]
 
+    training_started = time.perf_counter()
+    outcomes, choices = train_with_progress(args, source, tokenizer_name, specs, tasks)
+    training_seconds = time.perf_counter() - training_started
+
+    models: dict[str, dict[str, Any]] = {}
+    analyses: dict[str, dict[str, Any]] = {}
+    for spec in specs:
+        entry = model_entry(args, spec, outcomes)
+        for task in tasks:
+            entry["fine_tuning"][task] = fine_tuning_entry(args, source, tokenizer, spec, task, outcomes,
+                                                           choices[spec.name, task], levels)  # fmt: skip
+        entry["training_seconds"] = training_seconds_of(entry)
+        summary = analysis_of(args, spec, entry, choices, tokenizer, sentences)
+        if summary is not None:
+            analyses[spec.name] = summary
+            entry["analysis"] = analysis_entry(summary)
+        models[spec.name] = entry
+
+    results = {
+        "command": " ".join(["hf-variants compare", *(argv if argv is not None else sys.argv[2:])]),
+        "data": {"kind": source.kind, "description": source.description},
+        "tasks": tasks,
+        "calibration": calibration,
+        "settings": {k: _setting(v) for k, v in vars(args).items()},
+        "tokenizer": tokenizer_name,
+        "models": models,
+        "figures": figures.write_all(args.output_dir, models, analyses, tasks[0]),
+        "training_wall_seconds": training_seconds,
+        "wall_seconds": time.perf_counter() - started,
+    }
+    write_text_atomic(args.output_dir / "results.json", json.dumps(results, indent=2) + "\n")
+    write_text_atomic(args.output_dir / "report.md", report_markdown(results))
+    run_folder.write_manifest(args.output_dir, files_before, "compare")
+    print(f"[hf-variants compare] Report: {args.output_dir / 'report.md'} ({results['wall_seconds']:.0f} s).")
+    return results
+
+
+def prepare_report_folder(args: CompareArguments) -> dict[str, Any]:
+    """Step 1: refuse a folder that holds another comparison; with ``--overwrite_output_dir``, forget every
+    finished stage. Returns the state of the files the comparison does not own (for its manifest)."""
+    run_folder.prepare_output_dir(args.output_dir, comparison_fingerprint(args), args.overwrite_output_dir)
+    if args.overwrite_output_dir:  # every stage runs again
+        for record in (args.output_dir / "models").glob(f"*/*{STAGE_RECORD_SUFFIX}"):
+            record.unlink()
+    return {name: state for name, state in run_folder.file_states(args.output_dir).items()
+            if not name.startswith(OWNED_FOLDERS)}  # fmt: skip
+
+
+def prepare_data(args: CompareArguments, levels: EmbeddedLevels) -> DataSource:
+    """Step 2: the data (module docstring); with ``--pretrain_on task``, the tasks' training inputs become the
+    corpus."""
+    source = resolve_data(args.data_dir, args.tasks, args.output_dir, args.seed, args.from_hub, levels)
+    if args.pretrain_on == "task":  # self-pretraining: the tasks' training inputs are the corpus (and tokenizer's)
+        source.corpus = source.task_inputs_corpus(list(source.tasks), args.heldout_fraction, args.output_dir / "data")
+        source.description += "; MLM pretraining (and the tokenizer) on the tasks' own training inputs"
+    print(f"[hf-variants compare] Data: {source.description}.", flush=True)
+    return source
+
+
+def models_to_compare(args: CompareArguments, tasks: Sequence[str]) -> tuple[list[ModelSpec], dict[str, Any]]:
+    """Step 3: the models asked for, each with its matched control (unless ``--no_matched_controls``) and the
+    calibration controls; refuses a name given twice."""
     specs = list(args.models) if args.no_matched_controls else with_matched_controls(args.models)
     specs, calibration = with_calibration_controls(specs, tasks, args.no_calibration_controls)
     names = [spec.name for spec in specs]
     if len(set(names)) != len(names):
         raise ValueError(f"--models names a model twice: {names}")
+    return specs, calibration
+
+
+def train_with_progress(
+    args: CompareArguments, source: DataSource, tokenizer: str, specs: Sequence[ModelSpec], tasks: Sequence[str]
+) -> tuple[dict[Run, dict[str, Any]], dict[tuple[str, str], tuple[float, dict[float, float | None]]]]:
+    """Step 4: every run (:func:`train_all`) under one progress bar over the comparison's runs."""
+    from tqdm.auto import tqdm
+
     sweep_runs = len(args.finetune_learning_rates) if len(args.finetune_learning_rates) > 1 else 0
     final_rates = len(args.finetune_learning_rates) if args.final_runs_at_every_rate else 1
     # pretrainings, held-out runs, final runs
@@ -263,102 +327,107 @@ def compare_models(args: CompareArguments, argv: Sequence[str] | None) -> dict[s
             overall.set_postfix_str(f"{run.spec.name}: {what}")
         overall.update()
 
-    training_started = time.perf_counter()
-    outcomes, choices = train_all(args, source, tokenizer_name, specs, tasks, finished)
-    overall.close()
-    training_seconds = time.perf_counter() - training_started
+    try:
+        return train_all(args, source, tokenizer, specs, tasks, finished)
+    finally:
+        overall.close()
 
-    models: dict[str, dict[str, Any]] = {}
-    analyses: dict[str, dict[str, Any]] = {}
-    for spec in specs:
-        model_dir = args.output_dir / "models" / spec.folder
-        pretrainings = {seed: outcomes[Run(spec, seed=seed + spec.seed_offset)] for seed in fine_tuning_seeds(args)}
-        mlm, first_mlm = pretrainings[args.seed], model_dir / f"mlm-seed{args.seed + spec.seed_offset}"
-        reloaded_mlm = AutoModelForMaskedLM.from_pretrained(first_mlm)
-        attention_type, layer_scheme = spec.pair()
-        entry: dict[str, Any] = {
-            "model_type": spec.model_type,
-            "attention_type": attention_type,
-            "layer_scheme": layer_scheme,
-            "external_reference": spec.model_type == EXTERNAL_REFERENCE,
-            "control_of": spec.control_of.name if spec.control_of is not None else None,
-            "control_changes": control_changes(spec),
-            "has_attention_probabilities": analysis_has_attention(spec),
-            "config_overrides": matched_fields(spec, matched_size(args)),
-            "parameters": sum(p.numel() for p in reloaded_mlm.parameters()),
-            "pretraining": {key: mlm[key] for key in ("steps", "train_seconds", "train_tokens", "tokens_per_second",
-                                                      "eval_loss", "perplexity", "final_train_loss")},
-            "pretraining_runs": {str(seed): {key: result[key] for key in ("eval_loss", "perplexity", "train_seconds")}
-                                 for seed, result in pretrainings.items()},
-            "pretraining_curve": json.loads((first_mlm / "train_history.json").read_text()),
-            "fine_tuning": {},
-        }  # fmt: skip
-        for task in tasks:
-            rate, scores = choices[spec.name, task]
-            sweep = {r: outcomes[Run(spec, task, r, args.seed + spec.seed_offset, heldout=True)] for r in scores}
-            every_rate = bool(args.final_runs_at_every_rate)
-            runs_at = {r: {str(seed): final_run(args, source, tokenizer, spec,
-                                                Run(spec, task, r, seed + spec.seed_offset, every_rate=every_rate),
-                                                outcomes) for seed in fine_tuning_seeds(args)}
-                       for r in (args.finetune_learning_rates if every_rate else [rate])}  # fmt: skip
-            runs = runs_at[rate]
-            interval = verdicts.summary(run_outcomes(runs, task, get_task(task).guessing_level(levels)))
-            entry["fine_tuning"][task] = {
-                "metric": headline_metric(task),
-                "learning_rate": rate,
-                "heldout_scores_by_learning_rate": {f"{r:g}": score for r, score in scores.items()},
-                "heldout_losses_by_learning_rate": {f"{r:g}": read_outcome(result, ENGINE_RESULTS, task).loss
-                                                    for r, result in sweep.items() if "failed" not in result},
-                "heldout_left_out": heldout_left_out(task, sweep),
-                "runs": runs,
-                **({"runs_at_other_rates": {f"{r:g}": other for r, other in runs_at.items() if r != rate}}
-                   if every_rate else {}),
-                "learned": None if interval is None else {"mean": interval.mean, "half_width": interval.half_width,
-                                                          "seeds": interval.n},
-            }  # fmt: skip
-        analysed = next((name for task in tasks[:1] for name, run in entry["fine_tuning"][task]["runs"].items()
-                         if "failed" not in run), None)  # fmt: skip
-        if analysed is not None:
-            first = Run(spec, tasks[0], choices[spec.name, tasks[0]][0], int(analysed) + spec.seed_offset,
-                        every_rate=bool(args.final_runs_at_every_rate))
-            analyses[spec.name] = analyse(
-                classifier_from(model_dir / first.folder_name, attn_implementation="eager"),
-                tokenizer, sentences, args.max_seq_length,
-            )
-        entry["training_seconds"] = sum(result["train_seconds"] for result in pretrainings.values()) + sum(
-            run.get("train_seconds", 0.0) for task in tasks
-            for runs in [entry["fine_tuning"][task]["runs"], *entry["fine_tuning"][task].get("runs_at_other_rates",
-                                                                                            {}).values()]
-            for run in runs.values()
-        )  # fmt: skip
-        summary = analyses.get(spec.name)
-        if summary is not None:
-            entry["analysis"] = {k: v for k, v in summary.items() if k not in ("attention_maps", "attention_sentence")}
-            if summary["attention_rank_fraction"] is not None:
-                entry["analysis"]["attention_rank_fraction"] = {
-                    "mean": float(np.mean(summary["attention_rank_fraction"])),
-                    "values": summary["attention_rank_fraction"],
-                }
-        models[spec.name] = entry
 
-    figure_files = figures.write_all(args.output_dir, models, analyses, tasks[0])
-    results = {
-        "command": " ".join(["hf-variants compare", *(argv if argv is not None else sys.argv[2:])]),
-        "data": {"kind": source.kind, "description": source.description},
-        "tasks": tasks,
-        "calibration": calibration,
-        "settings": {k: _setting(v) for k, v in vars(args).items()},
-        "tokenizer": tokenizer_name,
-        "models": models,
-        "figures": figure_files,
-        "training_wall_seconds": training_seconds,
-        "wall_seconds": time.perf_counter() - started,
-    }
-    write_text_atomic(args.output_dir / "results.json", json.dumps(results, indent=2) + "\n")
-    write_text_atomic(args.output_dir / "report.md", report_markdown(results))
-    run_folder.write_manifest(args.output_dir, files_before, "compare")
-    print(f"[hf-variants compare] Report: {args.output_dir / 'report.md'} ({results['wall_seconds']:.0f} s).")
-    return results
+def model_entry(args: CompareArguments, spec: ModelSpec, outcomes: dict[Run, dict[str, Any]]) -> dict[str, Any]:
+    """Step 5: a model's record — what it is, its size, its MLM pretraining at every seed — reloaded through the
+    Auto classes; its fine-tuning is filled in per task (:func:`fine_tuning_entry`)."""
+    from transformers import AutoModelForMaskedLM
+
+    model_dir = args.output_dir / "models" / spec.folder
+    pretrainings = {seed: outcomes[Run(spec, seed=seed + spec.seed_offset)] for seed in fine_tuning_seeds(args)}
+    mlm, first_mlm = pretrainings[args.seed], model_dir / f"mlm-seed{args.seed + spec.seed_offset}"
+    reloaded_mlm = AutoModelForMaskedLM.from_pretrained(first_mlm)
+    attention_type, layer_scheme = spec.pair()
+    return {
+        "model_type": spec.model_type,
+        "attention_type": attention_type,
+        "layer_scheme": layer_scheme,
+        "external_reference": spec.model_type == EXTERNAL_REFERENCE,
+        "control_of": spec.control_of.name if spec.control_of is not None else None,
+        "control_changes": control_changes(spec),
+        "has_attention_probabilities": analysis_has_attention(spec),
+        "config_overrides": matched_fields(spec, matched_size(args)),
+        "parameters": sum(p.numel() for p in reloaded_mlm.parameters()),
+        "pretraining": {key: mlm[key] for key in ("steps", "train_seconds", "train_tokens", "tokens_per_second",
+                                                  "eval_loss", "perplexity", "final_train_loss")},
+        "pretraining_runs": {str(seed): {key: result[key] for key in ("eval_loss", "perplexity", "train_seconds")}
+                             for seed, result in pretrainings.items()},
+        "pretraining_curve": json.loads((first_mlm / "train_history.json").read_text()),
+        "fine_tuning": {},
+    }  # fmt: skip
+
+
+def fine_tuning_entry(
+    args: CompareArguments, source: DataSource, tokenizer, spec: ModelSpec, task: str,
+    outcomes: dict[Run, dict[str, Any]], choice: tuple[float, dict[float, float | None]], levels: EmbeddedLevels,
+) -> dict[str, Any]:  # fmt: skip
+    """Step 6: a model's fine-tuning on one task — the chosen rate with every held-out rate's score and loss,
+    the final runs (measured on the task's dev split) and what they learned over the seeds."""
+    rate, scores = choice
+    sweep = {r: outcomes[Run(spec, task, r, args.seed + spec.seed_offset, heldout=True)] for r in scores}
+    every_rate = bool(args.final_runs_at_every_rate)
+    runs_at = {r: {str(seed): final_run(args, source, tokenizer, spec,
+                                        Run(spec, task, r, seed + spec.seed_offset, every_rate=every_rate), outcomes)
+                   for seed in fine_tuning_seeds(args)}
+               for r in (args.finetune_learning_rates if every_rate else [rate])}  # fmt: skip
+    runs = runs_at[rate]
+    interval = verdicts.summary(run_outcomes(runs, task, get_task(task).guessing_level(levels)))
+    return {
+        "metric": headline_metric(task),
+        "learning_rate": rate,
+        "heldout_scores_by_learning_rate": {f"{r:g}": score for r, score in scores.items()},
+        "heldout_losses_by_learning_rate": {f"{r:g}": read_outcome(result, ENGINE_RESULTS, task).loss
+                                            for r, result in sweep.items() if "failed" not in result},
+        "heldout_left_out": heldout_left_out(task, sweep),
+        "runs": runs,
+        **({"runs_at_other_rates": {f"{r:g}": other for r, other in runs_at.items() if r != rate}}
+           if every_rate else {}),
+        "learned": None if interval is None else {"mean": interval.mean, "half_width": interval.half_width,
+                                                  "seeds": interval.n},
+    }  # fmt: skip
+
+
+def training_seconds_of(entry: dict[str, Any]) -> float:
+    """A model's training time: its pretrainings and every fine-tuning run it recorded."""
+    fine_tuning = [run.get("train_seconds", 0.0) for task in entry["fine_tuning"].values()
+                   for runs in [task["runs"], *task.get("runs_at_other_rates", {}).values()]
+                   for run in runs.values()]  # fmt: skip
+    return sum(run["train_seconds"] for run in entry["pretraining_runs"].values()) + sum(fine_tuning)
+
+
+def analysis_of(
+    args: CompareArguments, spec: ModelSpec, entry: dict[str, Any],
+    choices: dict[tuple[str, str], tuple[float, dict[float, float | None]]], tokenizer, sentences: Sequence[str],
+) -> dict[str, Any] | None:  # fmt: skip
+    """Step 7: the analysis (:func:`~hf_variants.lab.measurement.analyse`) of the model's first final run on the
+    first task that did not fail; None when every one failed."""
+    first_task = next(iter(entry["fine_tuning"]))
+    analysed = next((name for name, run in entry["fine_tuning"][first_task]["runs"].items() if "failed" not in run),
+                    None)  # fmt: skip
+    if analysed is None:
+        return None
+    first = Run(spec, first_task, choices[spec.name, first_task][0], int(analysed) + spec.seed_offset,
+                every_rate=bool(args.final_runs_at_every_rate))  # fmt: skip
+    model_dir = args.output_dir / "models" / spec.folder
+    return analyse(classifier_from(model_dir / first.folder_name, attn_implementation="eager"), tokenizer,
+                   sentences, args.max_seq_length)  # fmt: skip
+
+
+def analysis_entry(summary: dict[str, Any]) -> dict[str, Any]:
+    """The analysis as recorded in results.json: without the attention maps (figures), with the attention rank
+    fraction's mean."""
+    entry = {k: v for k, v in summary.items() if k not in ("attention_maps", "attention_sentence")}
+    if summary["attention_rank_fraction"] is not None:
+        entry["attention_rank_fraction"] = {
+            "mean": float(np.mean(summary["attention_rank_fraction"])),
+            "values": summary["attention_rank_fraction"],
+        }
+    return entry
 
 
 def _setting(value: Any) -> Any:
