@@ -733,6 +733,24 @@ def test_a_bad_equivalence_margin_is_a_one_line_error(margins: list[str], proble
     assert "argument --equivalence_margin" in error and problem in error
 
 
+@pytest.mark.parametrize(
+    ("models", "twice"),
+    [(["macaron_bert", "macaron_bert"], "control of macaron_bert, macaron_bert"),
+     (["mgk_bert", "control of mgk_bert"], "control of mgk_bert")],
+)  # fmt: skip
+def test_a_model_named_twice_is_refused_before_anything_is_written(
+    models: list[str], twice: str, tmp_path: Path, capsys
+) -> None:
+    with pytest.raises(SystemExit):
+        compare.main(["--models", *models, "--output_dir", str(tmp_path / "out")])
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "argument --models" in error and f"names {twice} twice" in error
+    assert not (tmp_path / "out").exists()
+    if len(set(models)) == len(models):  # without the controls it adds, a variant beside its control is two models
+        parsed = compare.parse_args(["--models", *models, "--no_matched_controls"])
+        assert [spec.name for spec in parsed.models] == models
+
+
 def test_the_equivalence_margin_is_per_task_with_one_for_every_task() -> None:
     args = compare.parse_args(["--equivalence_margin", "3", "recall=5"])
     assert (args.margin("recall"), args.margin("attractor_number")) == (5.0, 3.0)

@@ -73,6 +73,9 @@ def parse_args(argv: Sequence[str] | None) -> CompareArguments:
         args.models = [ModelSpec.parse(text) for text in args.models]
     except ValueError as error:
         parser.error(f"argument --models: {error}")
+    specs = args.models if args.no_matched_controls else with_matched_controls(args.models)
+    if twice := sorted({spec.name for spec in specs if specs.count(spec) > 1}):
+        parser.error(f"argument --models: names {', '.join(twice)} twice (with the matched controls it adds)")
     return args
 
 
@@ -297,7 +300,8 @@ def prepare_data(args: CompareArguments, levels: EmbeddedLevels) -> DataSource:
 
 def models_to_compare(args: CompareArguments, tasks: Sequence[str]) -> tuple[list[ModelSpec], dict[str, Any]]:
     """Step 3: the models asked for, each with its matched control (unless ``--no_matched_controls``) and the
-    calibration controls; refuses a name given twice."""
+    calibration controls; refuses a model that is also a calibration control of these tasks (a model the command
+    line names twice was refused in :func:`parse_args`)."""
     specs = list(args.models) if args.no_matched_controls else with_matched_controls(args.models)
     specs, calibration = with_calibration_controls(specs, tasks, args.no_calibration_controls)
     names = [spec.name for spec in specs]
