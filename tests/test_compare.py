@@ -751,6 +751,14 @@ def test_a_model_named_twice_is_refused_before_anything_is_written(
         assert [spec.name for spec in parsed.models] == models
 
 
+def test_a_model_that_is_a_calibration_control_is_refused_before_the_tokenizer(tmp_path: Path) -> None:
+    """The calibration controls depend on the tasks (known once the data is): a model that is one of them is refused
+    as soon as they are, before a tokenizer or a model is trained."""
+    with pytest.raises(ValueError, match="names bert_control:attention_type=mean, which the comparison adds as a cal"):
+        compare.main(["--models", "bert_control:attention_type=mean", "--output_dir", str(tmp_path / "out")])
+    assert not (tmp_path / "out" / "tokenizer").exists() and not (tmp_path / "out" / "models").exists()
+
+
 def test_the_equivalence_margin_is_per_task_with_one_for_every_task() -> None:
     args = compare.parse_args(["--equivalence_margin", "3", "recall=5"])
     assert (args.margin("recall"), args.margin("attractor_number")) == (5.0, 3.0)

@@ -73,10 +73,20 @@ def parse_args(argv: Sequence[str] | None) -> CompareArguments:
         args.models = [ModelSpec.parse(text) for text in args.models]
     except ValueError as error:
         parser.error(f"argument --models: {error}")
-    specs = args.models if args.no_matched_controls else with_matched_controls(args.models)
-    if twice := sorted({spec.name for spec in specs if specs.count(spec) > 1}):
+    if twice := named_twice(asked_models(args)):
         parser.error(f"argument --models: names {', '.join(twice)} twice (with the matched controls it adds)")
     return args
+
+
+def asked_models(args: CompareArguments) -> list[ModelSpec]:
+    """The models ``--models`` names, each with its matched control unless ``--no_matched_controls``."""
+    return list(args.models) if args.no_matched_controls else with_matched_controls(args.models)
+
+
+def named_twice(specs: Sequence[ModelSpec]) -> list[str]:
+    """The names ``specs`` holds more than once, sorted."""
+    names = [spec.name for spec in specs]
+    return sorted({name for name in names if names.count(name) > 1})
 
 
 def choose_learning_rate(task: str, outcomes: dict[float, dict[str, Any]]) -> tuple[float, dict[float, float | None]]:
@@ -302,11 +312,10 @@ def models_to_compare(args: CompareArguments, tasks: Sequence[str]) -> tuple[lis
     """Step 3: the models asked for, each with its matched control (unless ``--no_matched_controls``) and the
     calibration controls; refuses a model that is also a calibration control of these tasks (a model the command
     line names twice was refused in :func:`parse_args`)."""
-    specs = list(args.models) if args.no_matched_controls else with_matched_controls(args.models)
-    specs, calibration = with_calibration_controls(specs, tasks, args.no_calibration_controls)
-    names = [spec.name for spec in specs]
-    if len(set(names)) != len(names):
-        raise ValueError(f"--models names a model twice: {names}")
+    specs, calibration = with_calibration_controls(asked_models(args), tasks, args.no_calibration_controls)
+    if twice := named_twice(specs):
+        raise ValueError(f"--models names {', '.join(twice)}, which the comparison adds as a calibration control of "
+                         "these tasks: leave it out, or pass --no_calibration_controls")  # fmt: skip
     return specs, calibration
 
 
