@@ -307,7 +307,9 @@ def orthogonal_overhead(
     return {label: 1 - plain_seconds / statistics.median(step[name]) for label, name in names.items()}
 
 
-def write_record(output_dir: Path, name: str, record: dict, table: Callable[[dict], str] | None = None) -> None:
+def save_benchmark_record(
+    output_dir: Path, name: str, record: dict, table: Callable[[dict], str] | None = None
+) -> None:
     """A benchmark's record ``<name>.json`` in ``output_dir`` and, given ``table``, its table ``<name>.md``, printed;
     a record whose table is a page's block (``tools/benchmark_tables.py``) is printed as its path."""
     output_dir.mkdir(parents=True, exist_ok=True)

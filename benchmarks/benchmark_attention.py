@@ -32,7 +32,8 @@ import torch
 from transformers import BertConfig, BertForMaskedLM
 from transformers.models.bert.modeling_bert import BertSelfAttention
 
-from hf_variants.mgk_bert import MgkBertConfig, MgkBertForMaskedLM, MixtureOfKeysAttention
+from hf_variants.core import composition
+from hf_variants.mgk_bert import MgkBertConfig, MgkBertForMaskedLM
 
 HIDDEN, BERT_HEADS, HEAD_DIM = 256, 4, 64
 
@@ -53,13 +54,14 @@ def build_attention(kind: str) -> torch.nn.Module:
     mgk = dict(
         hidden_size=HIDDEN, num_attention_heads=BERT_HEADS // 2, head_dim=HEAD_DIM, attention_probs_dropout_prob=0.0
     )
-    if kind == "mgk_fused":
-        return MixtureOfKeysAttention(MgkBertConfig(attn_implementation="sdpa", **mgk))
-    if kind == "mgk_reference":
-        return MixtureOfKeysAttention(MgkBertConfig(attn_implementation="eager", **mgk))
-    if kind == "mlk":
-        return MixtureOfKeysAttention(MgkBertConfig(attention_type="mlk", **mgk))
-    raise ValueError(f"unknown attention kind {kind!r}")
+    configs = {
+        "mgk_fused": MgkBertConfig(attn_implementation="sdpa", **mgk),
+        "mgk_reference": MgkBertConfig(attn_implementation="eager", **mgk),
+        "mlk": MgkBertConfig(attention_type="mlk", **mgk),
+    }
+    if kind not in configs:
+        raise ValueError(f"unknown attention kind {kind!r}")
+    return composition.build_attention(configs[kind], layer_idx=0)  # the token mixer the config names, as a model
 
 
 def attention_step(module: torch.nn.Module, batch: int, seq_len: int) -> Callable[[], None]:

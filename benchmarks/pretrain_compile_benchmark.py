@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmark import recorded_arguments, write_record
+from benchmark import recorded_arguments, save_benchmark_record
 
 from hf_variants.synthetic import synthetic_sentences
 
@@ -94,7 +94,7 @@ def main() -> None:
             / summary["eager"]["second_half_tokens_per_second"],
         },
     }  # fmt: skip
-    write_record(args.output_dir, "pretrain_compile", record)
+    save_benchmark_record(args.output_dir, "pretrain_compile", record)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 import torch
-from benchmark import build, recorded_arguments, timed, twin, write_record
+from benchmark import build, recorded_arguments, save_benchmark_record, timed, twin
 from torch.nn.utils import parametrize
 
 from hf_variants.core import modeling_encoder
@@ -154,7 +154,7 @@ def main() -> None:
               "threads": torch.get_num_threads(), "torch": torch.__version__,
               "maps": compare_maps(sizes, args.offset_scales, args.map_repeats),
               "steps": compare_steps(args)}  # fmt: skip
-    write_record(args.output_dir, "transject_weights", record)
+    save_benchmark_record(args.output_dir, "transject_weights", record)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ Hub.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ from huggingface_hub import CommitOperationAdd, EvalResult, ModelCard, ModelCard
 from huggingface_hub.utils import validate_repo_id
 from transformers import PreTrainedModel
 
+from .core.compatibility import supported_range
 from .core.composition import pair_modules
 from .core.registration import VARIANTS, Variant
 from .export_code import flatten_modules, registered_imports
@@ -57,6 +59,7 @@ from .storage.files import (
     failpoint,
     inside,
     is_link,
+    make_folder,
     move_into,
     regular_files,
     remove_path,
@@ -74,6 +77,8 @@ from .storage.run_folder import (
     verify_manifest,
     write_manifest,
 )
+
+logger = logging.getLogger(__name__)
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 #: Templates of the model cards, one per model_type (package data: installed with the wheel).
@@ -132,7 +137,7 @@ print(choices[int(logits.argmax())])""",
 }
 
 #: Third-party packages a shipped module imports (beyond torch and transformers), by module file.
-REQUIREMENTS_BY_FILE = {"modeling_ode.py": "torchdiffeq"}
+REQUIREMENTS_BY_FILE = {"modeling_ode.py": "torchdiffeq>=0.2.5,<0.3"}
 #: The package's own bookkeeping in an export folder, neither listed in its manifest nor uploaded.
 EXPORT_BOOKKEEPING = (LOCK_FILE, STAGING_FOLDER)
 
@@ -191,10 +196,11 @@ def flattened_code_files(variant: Variant, config: transformers.PretrainedConfig
 
 
 def requirements(files: Iterable[str]) -> list[str]:
-    """The pip packages a folder with these code files needs: torch and transformers, plus any that a
-    shipped module imports (:data:`REQUIREMENTS_BY_FILE`)."""
+    """The pip requirements a folder with these code files needs, with the versions the code is tested at
+    (:data:`~hf_variants.core.compatibility.SUPPORTED_VERSIONS`, which the shipped code itself checks when it is
+    imported): torch and transformers, plus any that a shipped module imports (:data:`REQUIREMENTS_BY_FILE`)."""
     extra = {REQUIREMENTS_BY_FILE[name] for name in files if name in REQUIREMENTS_BY_FILE}
-    return ["torch", "transformers", *sorted(extra)]
+    return [supported_range("torch"), supported_range("transformers"), *sorted(extra)]
 
 
 def auto_map(variant: Variant) -> dict[str, str]:
@@ -297,6 +303,7 @@ def render_model_card(
         training_summary=training_summary,
         hyperparameters=dict(hyperparameters or {}),
         requirements=requirements(code_files),
+        code_file_names=sorted(code_files),
         framework_versions=framework_versions(),
         hf_variants_version=_distribution_version("hf-variants"),
         repository_url=project_url("Repository"),
@@ -345,6 +352,7 @@ def export_for_hub(
     language: str | Sequence[str] | None = "en",
     pipeline_tag: str | None = None,
     overwrite: bool = False,
+    max_seq_length: int | None = None,
 ) -> Path:
     """Write a self-contained Hub folder for ``model`` (any registered hf_variants model).
 
@@ -355,6 +363,10 @@ def export_for_hub(
 
     ``output_dir`` must be new, empty, or a previous export (replaced only with ``overwrite``); a folder that
     hf-variants did not write, or that holds a training run, is refused (:func:`check_export_folder`).
+
+    The folder is also a sentence-transformers model (:func:`sentence_transformers_files`): mean pooling over the
+    attention mask, at ``max_seq_length`` tokens (the length the model was trained at; default: its position
+    table's), so ``SentenceTransformer(folder, trust_remote_code=True)`` loads it as it is.
     """
     model_type = getattr(model.config, "model_type", None)
     if model_type not in VARIANTS:
@@ -381,22 +393,47 @@ def export_for_hub(
     try:
         previous = check_export_folder(output_dir, overwrite)
         staging = output_dir / STAGING_FOLDER
-        remove_path(staging, output_dir)  # left by a killed export
-        staging.mkdir()
+        remove_path(staging, within=output_dir)  # left by a killed export
+        make_folder(staging, within=output_dir)
         model.save_pretrained(staging, safe_serialization=True)
         config_dict = json.loads((staging / "config.json").read_text(encoding="utf-8"))
         config_dict["auto_map"] = auto_map(variant)
-        write_text_atomic(staging / "config.json", json.dumps(config_dict, indent=2, sort_keys=True) + "\n", staging)
+        write_text_atomic(staging / "config.json", json.dumps(config_dict, indent=2, sort_keys=True) + "\n",
+                          within=staging)
         for name, source in code_files.items():
-            write_text_atomic(staging / name, source, staging)
+            write_text_atomic(staging / name, source, within=staging)
         if tokenizer is not None:
             tokenizer.save_pretrained(staging)
-        write_text_atomic(staging / "README.md", str(card), staging)
+        for name, text in sentence_transformers_files(model.config, max_seq_length).items():
+            make_folder((staging / name).parent, within=staging)
+            write_text_atomic(staging / name, text, within=staging)
+        write_text_atomic(staging / "README.md", str(card), within=staging)
         manifest = write_manifest(staging, {}, "export")
         move_export_into_place(output_dir, staging, manifest["files"], previous)
     finally:
         lock.release()
     return output_dir
+
+
+#: sentence-transformers' pooling settings of an export: the mean of the token embeddings over the attention mask.
+MEAN_POOLING = {"pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True, "pooling_mode_max_tokens": False,
+                "pooling_mode_mean_sqrt_len_tokens": False, "pooling_mode_weightedmean_tokens": False,
+                "pooling_mode_lasttoken": False, "include_prompt": True}  # fmt: skip
+
+
+def sentence_transformers_files(config: Any, max_seq_length: int | None = None) -> dict[str, str]:
+    """The files that make a model folder a sentence-transformers model, as every embedding repository on the Hub
+    has them: ``modules.json`` (the transformer, then pooling), ``sentence_bert_config.json`` (``max_seq_length``:
+    the length given, else the position table's) and ``1_Pooling/config.json`` (mean pooling, :data:`MEAN_POOLING`)."""
+    length = max_seq_length or getattr(config, "max_position_embeddings", None) or 512
+    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+               {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
+    return {
+        "modules.json": json.dumps(modules, indent=2) + "\n",
+        "sentence_bert_config.json": json.dumps({"max_seq_length": length, "do_lower_case": False}, indent=2) + "\n",
+        "1_Pooling/config.json": json.dumps({"word_embedding_dimension": config.hidden_size, **MEAN_POOLING},
+                                            indent=2) + "\n",
+    }
 
 
 def check_export_folder(folder: Path, overwrite: bool) -> list[Path]:
@@ -409,11 +446,23 @@ def check_export_folder(folder: Path, overwrite: bool) -> list[Path]:
                               "folder of its own. Give another --output_dir.")  # fmt: skip
     if not (folder / MANIFEST_FILE).exists() and not is_link(folder / MANIFEST_FILE):
         return []
+    if not overwrite and (folder / STAGING_FOLDER).is_dir() and not export_complete(folder):
+        logger.warning("%s holds an export that was stopped while it was moved into place: this export replaces "
+                       "it.", folder)  # fmt: skip
+        return manifest_entries(folder)
     if not overwrite:
         raise CheckpointError(f"--output_dir {folder} holds a previous export: pass --overwrite_output_dir "
                               "(export_for_hub(..., overwrite=True)) to replace it, or give another "
                               "--output_dir.")  # fmt: skip
     return manifest_entries(folder)  # each checked to lie inside; a damaged manifest names none (warned)
+
+
+def export_complete(folder: Path) -> bool:
+    """Whether ``folder``'s manifest verifies (every file it lists present and intact)."""
+    try:
+        return verify_manifest(folder) is not None
+    except CheckpointError:
+        return False
 
 
 def move_export_into_place(folder: Path, staging: Path, files: dict[str, Any], previous: list[Path]) -> None:
@@ -428,12 +477,12 @@ def move_export_into_place(folder: Path, staging: Path, files: dict[str, Any], p
         raise CheckpointError(f"{folder / foreign[0]} was not written by a previous export: the export would replace "
                               "it. Move it out of the folder, or give another --output_dir.")  # fmt: skip
     remove_entries(folder, previous)
-    move_into(staging / MANIFEST_FILE, folder / MANIFEST_FILE, folder)
+    move_into(staging / MANIFEST_FILE, folder / MANIFEST_FILE, within=folder)
     failpoint("export_moved", MANIFEST_FILE)
     for name in files:
-        move_into(staging / name, folder / name, folder)
+        move_into(staging / name, folder / name, within=folder)
         failpoint("export_moved", name)
-    remove_path(staging, folder)
+    remove_path(staging, within=folder)
 
 
 def export_checkpoint(
@@ -476,9 +525,10 @@ def export_checkpoint(
     fingerprint_file = checkpoint / FINGERPRINT_FILE
     hyperparameters = _scalar_settings(parse_record(fingerprint_file, ANY_OBJECT)) if fingerprint_file.is_file() \
         else None  # fmt: skip
+    trained_length = (hyperparameters or {}).get("max_seq_length")  # the sentence-transformers length
     return export_for_hub(model, output_dir, tokenizer, repo_id=repo_id, datasets=datasets, results=results,
                           training_summary=summary, hyperparameters=hyperparameters, base_model=base_model,
-                          overwrite=overwrite)  # fmt: skip
+                          overwrite=overwrite, max_seq_length=trained_length)  # fmt: skip
 
 
 def _is_hub_id(name: str) -> bool:
@@ -522,7 +572,7 @@ class LocalHub:
         folder = self.repo_folder(repo_id)
         if folder.exists() and not exist_ok:
             raise FileExistsError(f"{folder} exists.")
-        folder.mkdir(parents=True, exist_ok=True)
+        make_folder(folder, within=self.root)
         return huggingface_hub.RepoUrl(f"https://huggingface.co/{repo_id}")
 
     def create_commit(self, *, repo_id: str, operations: Iterable[CommitOperationAdd], commit_message: str,
@@ -531,8 +581,8 @@ class LocalHub:
         for operation in operations:
             # its folder checked before any folder is made; a link at the file's own name is replaced, not followed
             destination = target_inside(target, operation.path_in_repo, "the uploaded file")
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            copy_file(Path(operation.path_or_fileobj), target / operation.path_in_repo, target)
+            make_folder(destination.parent, within=target)
+            copy_file(Path(operation.path_or_fileobj), destination, within=target)
         return str(target)
 
 
@@ -559,15 +609,21 @@ def files_to_upload(folder: Path, unverified: bool = False) -> list[str]:
     if not manifest["written_by"].endswith(" export"):
         raise CheckpointError(f"{folder} was written by `{manifest['written_by']}`, not by `hf-variants export`: "
                               "export it first (hf-variants export FOLDER --output_dir HUB_FOLDER).")  # fmt: skip
+    check_nothing_unlisted(folder, manifest)
+    return [*manifest["files"], MANIFEST_FILE]
+
+
+def check_nothing_unlisted(folder: Path, manifest: dict[str, Any]) -> None:
+    """Refuse an export folder that holds a file or link its manifest does not list: an export is exactly what
+    ``export`` wrote (what ``push`` uploads and ``verify`` passes; one rule for both)."""
     listed = [*manifest["files"], MANIFEST_FILE]
-    entries = (path.relative_to(folder) for path in folder.rglob("*") if path.is_file() or is_link(path))
+    entries = (path.relative_to(folder) for path in Path(folder).rglob("*") if path.is_file() or is_link(path))
     present = sorted(entry.as_posix() for entry in entries if not set(entry.parts) & set(EXPORT_BOOKKEEPING))
     unlisted = [name for name in present if name not in listed]
     if unlisted:
-        raise CheckpointError(f"{folder} holds {len(unlisted)} file(s) its {MANIFEST_FILE} does not list "
-                              f"({', '.join(unlisted[:4])}): push uploads exactly what the export wrote. Move them "
-                              "out of the folder, or export again into a new one.")  # fmt: skip
-    return listed
+        raise CheckpointError(f"{folder} holds {len(unlisted)} file(s) or link(s) its {MANIFEST_FILE} does not list "
+                              f"({', '.join(unlisted[:4])}): an export is exactly what `hf-variants export` wrote, "
+                              "which push uploads. Move them out of the folder, or export again into a new one.")
 
 
 def push_folder_to_hub(

@@ -116,3 +116,10 @@ def committed_records(study: str) -> Path:
     """The committed records of ``experiments/<study>`` (its ``records/*.jsonl``) as the study's output folder,
     unpacked once per test session by ``tools/records.py`` into a temporary folder."""
     return _records_tool().unpacked(REPO_ROOT / "experiments" / study)
+
+
+def files_below(folder: Path) -> list[str]:
+    """The files below ``folder`` (links included), as paths relative to it, without hidden ones (a lock, a
+    staging folder): what an export or an upload holds."""
+    found = [path.relative_to(folder) for path in Path(folder).rglob("*") if path.is_file() or path.is_symlink()]
+    return sorted(path.as_posix() for path in found if not any(part.startswith(".") for part in path.parts))

@@ -22,7 +22,7 @@ from hf_variants.settings import finetuning as finetune_arguments
 from hf_variants.settings import pretraining as pretrain_arguments
 
 from .common import WITHOUT_PACKAGE
-from .helpers import run_launcher, run_python
+from .helpers import files_below, run_launcher, run_python
 from .mlm_helpers import mlm_args
 
 CLI = Path(sys.executable).with_name("hf-variants")
@@ -217,8 +217,7 @@ def test_export_push_to_a_local_hub_and_load_without_the_package(corpus, tokeniz
                      "--local_hub", str(hub))  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     pushed = hub / "me" / "tiny"
-    assert sorted(p.name for p in pushed.iterdir()) == sorted(  # all but the folder's lock, which is bookkeeping
-        p.name for p in exported.iterdir() if p.is_file() and p.name != ".hf_variants.lock")
+    assert files_below(pushed) == files_below(exported)  # all but the folder's lock, which is bookkeeping
     card = (pushed / "README.md").read_text()
     metadata_block = yaml.safe_load(card.split("---\n")[1])
     assert metadata_block["language"] == "en" and "base_model" not in metadata_block  # trained from scratch

@@ -327,7 +327,7 @@ def test_overwrite_reaches_both_training_scripts(monkeypatch: pytest.MonkeyPatch
     seen: dict[str, object] = {}
     monkeypatch.setattr(run_mlm, "run", lambda settings: seen.setdefault("mlm", settings) and {})
     monkeypatch.setattr(run_glue, "run", lambda *settings: seen.setdefault("glue", settings) and {})
-    source = data_sources.synthetic_source(tmp_path / "data", seed=0)
+    source = data_sources.synthetic_source(tmp_path / "data", seed=0, within=tmp_path)
     for flag, overwrite in (([], False), (["--overwrite_output_dir"], True)):
         seen.clear()
         args = compare.parse_args(["--output_dir", str(tmp_path), *flag])

@@ -198,7 +198,7 @@ def test_grid_runs_sweeps_on_the_held_out_slice_then_seeds_and_resumes(tmp_path:
     # Another grid in the same folder is refused, naming the difference.
     with pytest.raises(CheckpointError, match="steps: 3 → 4") as refused:
         Grid(tiny_settings(steps=4), tmp_path / "data", tmp_path / "out").run()
-    assert "overwrite" not in str(refused.value)  # the grid has no flag that replaces a folder: none is named
+    assert "--overwrite_output_dir to replace its records" in str(refused.value)  # what replaces it, named
     # So is resuming it with another engine (a grid committed before its runs moved to the Trainer).
     fingerprint = folder / "run_fingerprint.json"
     fingerprint.write_text(json.dumps({k: v for k, v in json.loads(fingerprint.read_text()).items() if k != "engine"}))
@@ -503,7 +503,8 @@ def write_grid_records(folder: Path, pairs: list[str], runs: dict[str, dict[int,
         cell = folder / spec_folder(pair) / "variant"
         cell.mkdir(parents=True)
         for seed, fields in seeds.items():
-            record = {"status": "finished", "predicts_one_class": False, "prediction_counts": [100] * 4, **fields}
+            record = {"status": "finished", "predicts_one_class": False, "prediction_counts": [100] * 4,
+                      "learning_rate": 1e-3, "seed": seed, **fields}  # fmt: skip
             (cell / f"seed{seed}.json").write_text(json.dumps(record))
 
 
@@ -515,7 +516,8 @@ def test_a_role_with_fewer_seeds_than_its_grid_runs_says_how_many_it_reads_so_fa
     running = summarize_role(load_grid(tmp_path / "ag_news")["cells"]["mgk_bert"]["variant"], {})
     assert running["learned"] == {1: 0.80} and running["failed"] == [2]
     assert running["text"].endswith("(2 of 3 seeds so far)")
-    record = {"status": "finished", "predicts_one_class": False, "prediction_counts": [100] * 4, "accuracy": 0.75}
+    record = {"status": "finished", "predicts_one_class": False, "prediction_counts": [100] * 4, "accuracy": 0.75,
+              "learning_rate": 1e-3, "seed": 3}  # fmt: skip
     (tmp_path / "ag_news" / "mgk_bert" / "variant" / "seed3.json").write_text(json.dumps(record))
     finished = summarize_role(load_grid(tmp_path / "ag_news")["cells"]["mgk_bert"]["variant"], {})
     assert finished["learned"] == {1: 0.80, 3: 0.75} and "so far" not in finished["text"]

@@ -134,7 +134,7 @@ def test_a_malicious_pickle_under_any_checkpoint_name_is_refused_without_running
     ours = name in marker["files"]
     marker["files"][name] = {"size": (checkpoint / name).stat().st_size,
                              "sha256": run_identity.file_sha256(checkpoint / name)}  # fmt: skip
-    checkpoints.write_json(checkpoint / run_folder.COMPLETE_MARKER, marker)
+    checkpoints.write_json(checkpoint / run_folder.COMPLETE_MARKER, marker, within=checkpoint)
     rerun = run_args(corpus, tokenizer_dir, tmp_path / "b", "--resume_from_checkpoint", str(checkpoint))
     if ours:
         with pytest.raises(CheckpointError, match=rf"{name}"):
@@ -429,7 +429,7 @@ def test_a_malicious_pickle_in_a_trainer_checkpoint_never_runs(glue_setup: tuple
         marker = load_json(checkpoint / run_folder.COMPLETE_MARKER)
         marker["files"][name] = {"size": (checkpoint / name).stat().st_size,
                                  "sha256": run_identity.file_sha256(checkpoint / name)}  # fmt: skip
-        checkpoints.write_json(checkpoint / run_folder.COMPLETE_MARKER, marker)
+        checkpoints.write_json(checkpoint / run_folder.COMPLETE_MARKER, marker, within=checkpoint)
         with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
             run_glue.main(resume("out2"))
         assert not evidence.exists(), name

@@ -188,13 +188,13 @@ def test_write_text_atomic_leaves_the_old_content_when_killed_before_the_rename(
     target = tmp_path / "record.json"
     target.write_text("old")
     code = f"from pathlib import Path; from hf_variants.storage.files import write_text_atomic; " \
-           f"write_text_atomic(Path({str(target)!r}), 'new')"  # fmt: skip
+           f"write_text_atomic(Path({str(target)!r}), 'new', within=Path({str(tmp_path)!r}))"  # fmt: skip
     env = {**os.environ, FAILPOINT_ENV: "atomic_write@record.json"}
     assert subprocess.run([sys.executable, "-c", code], env=env, timeout=120).returncode == -signal.SIGKILL
     assert target.read_text() == "old"
     leftovers = [path.name for path in tmp_path.iterdir() if path != target]
     assert len(leftovers) == 1 and is_temporary(leftovers[0])  # ignored by manifests
-    write_text_atomic(target, "new")
+    write_text_atomic(target, "new", within=tmp_path)
     assert target.read_text() == "new" and [path.name for path in tmp_path.iterdir()] == ["record.json"]
 
 

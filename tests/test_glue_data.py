@@ -235,6 +235,7 @@ def test_a_new_task_gets_its_metric_and_score_range_from_its_declaration(monkeyp
     # MCC by hand: tp 2, tn 2, fp 1, fn 1 → (2·2 − 1·1) / √(3·3·3·3) = 1/3
     scores = compute_glue_metrics("grammatical", predictions, references)
     assert scores == {"matthews_correlation": pytest.approx(1 / 3)}
-    write_predictions(tmp_path / "rating.tsv", "rating", LabelSpace(None), np.array([0.2, 2.5, 4.0]), False)
+    write_predictions(tmp_path / "rating.tsv", "rating", LabelSpace(None), np.array([0.2, 2.5, 4.0]), False,
+                      within=tmp_path)
     rows = (tmp_path / "rating.tsv").read_text().splitlines()
     assert rows == ["index\tprediction", "0\t1.000", "1\t2.500", "2\t3.000"]

@@ -33,7 +33,7 @@ from .common import (
     make_multiple_choice_inputs,
     perturb_parameters,
 )
-from .helpers import run_python
+from .helpers import REPO_ROOT, files_below, run_python
 
 CORPUS = [
     "the cat sat on the mat .",
@@ -176,7 +176,7 @@ def test_push_with_fake_hub_then_remote_load_without_package(tmp_path: Path) -> 
     pushed = tmp_path / "hub" / repo_id
     assert api.uploads[0]["commit_message"] == "first" and api.uploads[0]["repo_id"] == repo_id
     listed = json.loads((folder / "hf_variants_manifest.json").read_text())["files"]
-    assert sorted(p.name for p in pushed.iterdir()) == sorted([*listed, "hf_variants_manifest.json"])
+    assert files_below(pushed) == sorted([*listed, "hf_variants_manifest.json"])
 
     inputs = make_inputs(model.config)
     with torch.no_grad():
@@ -294,7 +294,8 @@ def test_a_missing_requirement_is_named_when_the_export_loads(tmp_path: Path) ->
     config = hf_variants.NodeTransformerConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1,
                                                num_attention_heads=2, intermediate_size=16)  # fmt: skip
     folder = export_for_hub(hf_variants.NodeTransformerForMaskedLM(config), tmp_path / "export")
-    assert "pip install torch transformers torchdiffeq" in (folder / "README.md").read_text()
+    assert "pip install 'torch>=2.13.0,<3' 'transformers>=5.17.0,<6' 'torchdiffeq>=0.2.5,<0.3'" in (
+        folder / "README.md").read_text()  # fmt: skip
     script = WITHOUT_PACKAGE + textwrap.dedent(
         """
         class WithoutTorchdiffeq(importlib.abc.MetaPathFinder):  # as if it were not installed
@@ -352,3 +353,44 @@ def test_another_pair_on_an_exported_config_is_a_clear_error(tmp_path: Path) -> 
     assert result.returncode == 0, result.stderr[-3000:]
     message = json.loads(result.stdout.strip().splitlines()[-1])
     assert "attention_type='mlk' needs configuration_mgk.py" in message and "pip install hf-variants" in message
+
+
+def test_the_supported_versions_are_the_packages_own() -> None:
+    """The range the exported code checks and its card prints is the one pyproject.toml declares (CI tests both
+    ends): torch, transformers and, for N-ODE, torchdiffeq."""
+    from hf_variants.core.compatibility import SUPPORTED_VERSIONS
+    from hf_variants.hub import REQUIREMENTS_BY_FILE
+    from hf_variants.lab.study import tomllib  # tomllib, or tomli on Python 3.10
+
+    declared = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    for name, (low, high) in SUPPORTED_VERSIONS.items():
+        assert f"{name}>={low},<{high}" in declared
+    assert set(REQUIREMENTS_BY_FILE.values()) <= set(declared)
+
+
+@pytest.mark.parametrize(("name", "installed"), [("transformers", "4.57.1"), ("transformers", "6.0.0"),
+                                                 ("torch", "2.12.1")])  # fmt: skip
+def test_an_export_refuses_an_unsupported_version_in_one_line(name: str, installed: str, tmp_path: Path) -> None:
+    """Loaded without the package beside a transformers or torch outside the tested range (the installed
+    distribution's version as importlib reports it), the export's own code refuses in one line naming both."""
+    config = hf_variants.MacaronBertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                           intermediate_size=16)  # fmt: skip
+    folder = export_for_hub(hf_variants.MacaronBertModel(config), tmp_path / "export")
+    script = WITHOUT_PACKAGE + textwrap.dedent(
+        f"""
+        import importlib.metadata
+        reported = importlib.metadata.version
+        importlib.metadata.version = lambda name: {installed!r} if name == {name!r} else reported(name)
+        import transformers
+        try:
+            transformers.AutoConfig.from_pretrained(sys.argv[1], trust_remote_code=True)
+        except ImportError as error:
+            print(json.dumps(str(error)))
+        """
+    )
+    result = run_python(script, str(folder), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    message = json.loads(result.stdout.strip().splitlines()[-1])
+    low, high = {"transformers": ("5.17.0", "6"), "torch": ("2.13.0", "3")}[name]
+    assert message == (f"This hf-variants model's code supports {name}>={low},<{high}, but {name} {installed} is "
+                       f"installed: pip install '{name}>={low},<{high}'.")

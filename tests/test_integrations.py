@@ -142,12 +142,15 @@ def test_lora_adapter_trains_saves_and_loads(model_type: str, tmp_path: Path) ->
 # ---------------------------------------------------------------------------------------------- sentence-transformers
 SENTENCE_SCRIPT = WITHOUT_PACKAGE + textwrap.dedent(
     """
-    from sentence_transformers import SentenceTransformer, models
+    import logging
+    import warnings
+
+    logging.basicConfig(level=logging.WARNING)  # every library's warning reaches stderr
+    warnings.simplefilter("always")
+    from sentence_transformers import SentenceTransformer
     folder, texts = sys.argv[1], json.loads(sys.argv[2])
-    kwargs = {"trust_remote_code": True}
-    module = models.Transformer(folder, model_kwargs=kwargs, config_kwargs=kwargs, processor_kwargs=kwargs)
-    pooling = models.Pooling(module.get_embedding_dimension(), pooling_mode="mean")
-    print(json.dumps(SentenceTransformer(modules=[module, pooling], device="cpu").encode(texts).tolist()))
+    encoder = SentenceTransformer(folder, trust_remote_code=True, device="cpu")  # the export as it is
+    print(json.dumps({"max_seq_length": encoder.max_seq_length, "embeddings": encoder.encode(texts).tolist()}))
     """
 )
 
@@ -185,11 +188,14 @@ def test_sentence_transformers_encodes_a_saved_model_and_a_hub_export(
     embeddings = torch.as_tensor(encoder.encode(TEXTS, batch_size=2))
     torch.testing.assert_close(embeddings, expected, atol=1e-5, rtol=1e-4)
 
-    exported = export_for_hub(model, tmp_path / "export", tokenizer)
+    # the export is a sentence-transformers model as it is (modules.json, mean pooling, its length): no fallback
+    exported = export_for_hub(model, tmp_path / "export", tokenizer, max_seq_length=24)
     result = run_python(SENTENCE_SCRIPT, str(exported), json.dumps(TEXTS), cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
-    remote = torch.tensor(json.loads(result.stdout.strip().splitlines()[-1]))
-    torch.testing.assert_close(remote, expected, atol=1e-5, rtol=1e-4)
+    assert "WARNING" not in result.stderr and "Warning" not in result.stderr, result.stderr[-3000:]
+    remote = json.loads(result.stdout.strip().splitlines()[-1])
+    assert remote["max_seq_length"] == 24  # read from sentence_bert_config.json (the position table holds more)
+    torch.testing.assert_close(torch.tensor(remote["embeddings"]), expected, atol=1e-5, rtol=1e-4)
 
 
 # ---------------------------------------------------------------------------------------------- torch.compile

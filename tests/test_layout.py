@@ -366,7 +366,11 @@ CHECKED_WRITER = "hf_variants.storage.files"
 #: Calls that write, copy or rename a file by themselves: ``os.replace``, ``shutil.copyfile``, ``Path.write_text``...
 WRITING_CALLS = {("os", "replace"), ("os", "rename"), ("os", "open"), ("shutil", "copy"), ("shutil", "copy2"),
                  ("shutil", "copyfile"), ("shutil", "copytree"), ("shutil", "move")}  # fmt: skip
+WRITING_CALLS |= {("shutil", "rmtree"), ("os", "remove"), ("os", "unlink"), ("os", "rmdir"), ("os", "mkdir"),
+                  ("os", "makedirs")}  # removing and creating are writes too
 WRITING_METHODS = {"write_text", "write_bytes", "rename", "replace", "symlink_to", "hardlink_to"}  # Path's
+#: Path's methods that create or remove without an argument (``folder.mkdir()``, ``path.unlink()``).
+MAKING_METHODS = {"mkdir", "unlink", "rmdir", "touch"}
 
 
 def writes_in(path: Path) -> list[str]:
@@ -394,6 +398,8 @@ def writes_in(path: Path) -> list[str]:
             elif function.attr in WRITING_METHODS and owner not in ("os", "shutil", "dataclasses") and node.args and (
                     function.attr not in ("rename", "replace") or len(node.args) == 1):  # str.replace takes two
                 found.append(f"{node.lineno}: .{function.attr}(...)")
+            elif function.attr in MAKING_METHODS and owner not in ("os", "shutil"):
+                found.append(f"{node.lineno}: .{function.attr}()")
             elif function.attr == "open" and owner not in ("os", "io") and writing_mode(node, 0):
                 found.append(f"{node.lineno}: .open({ast.unparse(node.args[0]) if node.args else 'mode'})")
     return found
@@ -411,9 +417,82 @@ def test_the_writer_scan_finds_what_it_should(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
     sample.write_text(
         "import os, shutil\nopen(p, 'w')\nopen(p)\np.open('a')\np.open()\np.write_text('x')\nos.replace(a, b)\n"
-        "shutil.copy2(a, b)\ntext.replace('a', 'b')\nos.open(p, flags)\nopen(p, mode='rb')\n"
+        "shutil.copy2(a, b)\ntext.replace('a', 'b')\nos.open(p, flags)\nopen(p, mode='rb')\np.mkdir(parents=True)\n"
+        "p.unlink()\nshutil.rmtree(p)\n"
     )
-    assert [entry.split(":")[0] for entry in writes_in(sample)] == ["2", "4", "6", "7", "8", "10"]
+    assert [entry.split(":")[0] for entry in writes_in(sample)] == ["2", "4", "6", "7", "8", "10", "12", "13", "14"]
+
+
+def owner_taking_functions(paths: list[Path]) -> dict[str, list[str]]:
+    """``{name: [problem, ...]}`` of every function defined in ``paths`` that takes ``within`` (the folder the
+    command owns), with what is wrong with its declaration: ``within`` must be keyword-only with no default."""
+    found: dict[str, list[str]] = {}
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            arguments = node.args
+            keyword_only = {argument.arg: default for argument, default in zip(arguments.kwonlyargs,
+                                                                               arguments.kw_defaults, strict=True)}
+            positional = [argument.arg for argument in [*arguments.posonlyargs, *arguments.args]]
+            if "within" not in keyword_only and "within" not in positional:
+                continue
+            problems = found.setdefault(node.name, [])
+            if "within" in positional:
+                problems.append(f"{path.name}:{node.lineno}: within is positional")
+            elif keyword_only["within"] is not None:
+                problems.append(f"{path.name}:{node.lineno}: within has a default")
+    return found
+
+
+def calls_without_owner(path: Path, writers: set[str], *, target_may_own: bool = False) -> list[str]:
+    """``line: call`` of every call in ``path`` of a function in ``writers`` that does not name its owner: no
+    ``within=``, ``within=None``, or (unless ``target_may_own``: a script whose argument is the file to write) an
+    owner made from the target itself (``within=path.parent`` for ``path``)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Call):
+            continue
+        name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
+        if name not in writers:
+            continue
+        if any(keyword.arg is None for keyword in node.keywords):
+            continue  # **arguments passed on: within is checked where they are made, and required at run time
+        owner = next((keyword.value for keyword in node.keywords if keyword.arg == "within"), None)
+        if owner is None or (isinstance(owner, ast.Constant) and owner.value is None):
+            found.append(f"{node.lineno}: {ast.unparse(node)[:120]}")
+        elif not target_may_own and node.args and ast.dump(owner) != ast.dump(node.args[0]) and any(
+                ast.dump(part) == ast.dump(node.args[0]) for part in ast.walk(owner)):
+            found.append(f"{node.lineno}: {ast.unparse(node)[:120]} (the owner is made from the target)")
+    return found
+
+
+def test_every_writer_names_the_folder_it_owns() -> None:
+    """Every function of the package that writes, copies, renames, creates or removes takes ``within`` — the folder
+    the command owns — keyword-only with no default, and every call of such a function in the package and the
+    repository's scripts names it (not None, not the target's own folder): the containment check is a mechanism
+    no caller can skip. The writers are found by their signature, not listed."""
+    package = list(module_files().values())
+    writers = owner_taking_functions(package)
+    assert {"write_bytes_atomic", "write_text_atomic", "write_json", "copy_file", "move_into", "open_for_append",
+            "remove_path", "make_folder", "rename_folder", "write_record"} <= set(writers)  # fmt: skip
+    assert {name: problems for name, problems in writers.items() if problems} == {}
+    offenders = {path.relative_to(REPO_ROOT).as_posix(): found for path in package
+                 if (found := calls_without_owner(path, set(writers)))}  # fmt: skip
+    offenders |= {path.relative_to(REPO_ROOT).as_posix(): found for path in repository_scripts()
+                  if (found := calls_without_owner(path, set(writers), target_may_own=True))}  # fmt: skip
+    assert offenders == {}
+
+
+def test_the_owner_scan_finds_what_it_should(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "def write(path, *, within):\n    pass\ndef loose(path, within=None):\n    pass\n"
+        "write(p)\nwrite(p, within=None)\nwrite(p, within=p.parent)\nwrite(folder / 'a', within=folder)\n"
+        "write(p, within=root)\nwrite(Path(p), within=Path(p).parent)\n"
+    )
+    assert owner_taking_functions([sample]) == {"write": [], "loose": ["sample.py:3: within is positional"]}
+    assert [entry.split(":")[0] for entry in calls_without_owner(sample, {"write"})] == ["5", "6", "7", "10"]
 
 
 def outcome_constructions(path: Path) -> list[int]:

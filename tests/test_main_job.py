@@ -89,7 +89,8 @@ def test_neither_a_bag_of_words_nor_the_nearest_noun_decides_it() -> None:
 
 
 def test_embedded_data_has_no_dev_sentence_in_training(tmp_path: Path) -> None:
-    source = data_sources.synthetic_source(tmp_path, seed=5, tasks=["attractor_number", "subject_number"])
+    source = data_sources.synthetic_source(tmp_path, seed=5, tasks=["attractor_number", "subject_number"],
+                                          within=tmp_path)
     for task in source.tasks:
         with open(source.tasks[task]["train_file"], newline="") as handle:
             train = {row["sentence"] for row in csv.DictReader(handle)}

@@ -17,6 +17,7 @@ from hf_variants.storage.files import CheckpointError
 from hf_variants.storage.run_folder import MANIFEST_FILE, verify_manifest
 from hf_variants.training import run_mlm
 
+from .helpers import files_below
 from .mlm_helpers import mlm_args
 
 CLI = Path(sys.executable).with_name("hf-variants")
@@ -83,13 +84,12 @@ def test_a_re_export_leaves_no_file_of_the_previous_export(tmp_path: Path) -> No
     export_for_hub(hf_variants.NodeTransformerForMaskedLM(hf_variants.NodeTransformerConfig(**sizes)), folder)
     assert (folder / "modeling_ode.py").is_file()
     (folder / "notes.txt").write_text("mine")
-    before = {path.name: path.read_bytes() for path in folder.iterdir()}
+    before = {name: (folder / name).read_bytes() for name in files_below(folder)}
     control = hf_variants.BertControlForMaskedLM(hf_variants.BertControlConfig(**sizes))
     with pytest.raises(CheckpointError, match=r"holds a previous export: pass --overwrite_output_dir"):
         export_for_hub(control, folder)  # replacing an export is asked for, never assumed
-    assert {path.name: path.read_bytes() for path in folder.iterdir()} == before
+    assert {name: (folder / name).read_bytes() for name in files_below(folder)} == before
     export_for_hub(control, folder, overwrite=True)
     assert not (folder / "modeling_ode.py").exists() and not (folder / "modeling_node_transformer.py").exists()
     assert (folder / "notes.txt").read_text() == "mine"
-    assert set(verify_manifest(folder)["files"]) == {p.name for p in folder.iterdir()} - {
-        MANIFEST_FILE, "notes.txt", ".hf_variants.lock"}
+    assert set(verify_manifest(folder)["files"]) == set(files_below(folder)) - {MANIFEST_FILE, "notes.txt"}

@@ -79,7 +79,7 @@ def test_embedded_recall_data_is_disjoint_and_each_key_and_value_is_one_token(tm
     from hf_variants.settings.tokenizer import TokenizerArguments
     from hf_variants.training.train_tokenizer import train_tokenizer
 
-    source = data_sources.synthetic_source(tmp_path / "data", seed=5, tasks=["recall"])
+    source = data_sources.synthetic_source(tmp_path / "data", seed=5, tasks=["recall"], within=tmp_path)
     with open(source.tasks["recall"]["train_file"], newline="") as handle:
         train = {row["sentence"] for row in csv.DictReader(handle)}
     with open(source.tasks["recall"]["validation_file"], newline="") as handle:

@@ -20,12 +20,12 @@ from hf_variants.storage.files import FAILPOINT_ENV, CheckpointError
 def test_a_record_killed_while_written_is_absent_and_the_rerun_writes_it(tmp_path: Path) -> None:
     record = tmp_path / "study" / "run.json"
     code = (f"from pathlib import Path; from hf_variants.lab.records import write_record; "
-            f"write_record(Path({str(record)!r}), {{'accuracy': 0.5}})")  # fmt: skip
+            f"write_record(Path({str(record)!r}), {{'accuracy': 0.5}}, within=Path({str(tmp_path)!r}))")  # fmt: skip
     killed = subprocess.run([sys.executable, "-c", code], env={**os.environ, FAILPOINT_ENV: "atomic_write@run.json"},
                             timeout=120)  # fmt: skip
     assert killed.returncode == -signal.SIGKILL
     assert read_record(record) is None  # a re-run finds no record: the run is done again, not half-trusted
-    write_record(record, {"accuracy": 0.5, "loss": math.nan})
+    write_record(record, {"accuracy": 0.5, "loss": math.nan}, within=tmp_path)
     assert read_record(record)["accuracy"] == 0.5 and math.isnan(read_record(record)["loss"])
     assert [path.name for path in record.parent.iterdir()] == ["run.json"]
 
@@ -50,7 +50,7 @@ def test_a_record_is_taken_only_for_its_own_settings(tmp_path: Path) -> None:
         return record["arguments"]
 
     assert record_for(path, settings, settings_of) is None
-    write_record(path, {"arguments": settings, "accuracy": 0.75})
+    write_record(path, {"arguments": settings, "accuracy": 0.75}, within=tmp_path)
     assert record_for(path, settings, settings_of)["accuracy"] == 0.75
     other = {"training": {"learning_rate": 3e-4, "seed": 1}}
     with pytest.raises(OtherSettings, match=r"run\.json holds a run made with other settings:\n  "

@@ -411,3 +411,44 @@ def test_held_orthogonal_weights_train_like_one_forward_pass_each(
     assert offsets and any(bool(held[key].abs().max() > 0) for key in offsets)  # offsets start at zero
     for key, tensor in per_forward.items():
         torch.testing.assert_close(held[key], tensor, rtol=1e-4, atol=1e-5, msg=key)
+
+
+def test_gradient_checkpointing_recomputes_every_layer_and_trains_the_same_run(
+    corpus: Path, tokenizer_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """``--gradient_checkpointing``: each layer's forward runs under torch's checkpoint, and the losses and weights
+    are those of the same run without it (dropout included: the recomputation replays the random state)."""
+    import torch.utils.checkpoint
+    import transformers.modeling_utils
+
+    checkpointed = []
+    original = torch.utils.checkpoint.checkpoint
+
+    def counted(function, *args, **kwargs):
+        checkpointed.append(function)
+        return original(function, *args, **kwargs)
+
+    for module in (torch.utils.checkpoint, transformers.modeling_utils):  # the name transformers' checkpointing calls
+        monkeypatch.setattr(module, "checkpoint", counted, raising=False)
+    steps = ["--max_train_steps", "4"]
+    run_mlm.main(mlm_args(corpus, tokenizer_dir, tmp_path / "plain", "macaron_bert", *steps))
+    assert checkpointed == []
+    run_mlm.main(mlm_args(corpus, tokenizer_dir, tmp_path / "recomputed", "macaron_bert", *steps,
+                          "--gradient_checkpointing"))  # fmt: skip
+    assert len(checkpointed) == 4 * 2  # every step, both layers
+    losses = {name: [row["loss"] for row in history(tmp_path / name)] for name in ("plain", "recomputed")}
+    assert losses["plain"] == losses["recomputed"]
+    plain, recomputed = (load_file(tmp_path / name / "model.safetensors") for name in ("plain", "recomputed"))
+    assert all(torch.equal(plain[name], recomputed[name]) for name in plain)
+
+
+def test_gradient_checkpointing_is_refused_with_the_models_reason_before_anything_is_written(
+    corpus: Path, tokenizer_dir: Path, tmp_path: Path
+) -> None:
+    arguments = mlm_args(corpus, tokenizer_dir, tmp_path / "run", "mgk_bert", "--max_train_steps", "2",
+                         "--gradient_checkpointing")  # fmt: skip
+    overrides = arguments.index("--config_overrides") + 1
+    arguments[overrides] += ",mixture_weights=soft_em"
+    with pytest.raises(ValueError, match=r"^--gradient_checkpointing: mixture_weights='soft_em' updates π"):
+        run_mlm.main(arguments)
+    assert not (tmp_path / "run").exists()

@@ -86,3 +86,33 @@ def transject_weights_table(record: dict) -> str:
               f"micro-batches with the matrices held for the step: "
               f"{steps['held_for_the_step_vs_per_forward']:.2f}× the speed of computing them in every forward pass."]
     return "\n".join(lines) + "\n"
+
+
+def attention_benchmark_table(record: dict) -> str:
+    """The attention record (``attention_benchmark.json``, ``benchmarks/benchmark_attention.py``) as the table and
+    summary of docs/benchmarks.md: every case built as a model builds it (the token mixer its config names)."""
+    kinds = {"bert_sdpa": "BERT sdpa", "mgk_fused": "MGK fused", "mgk_reference": "MGK reference", "mlk": "MLK"}
+    lines = ["| N | " + " | ".join(kinds.values()) + " |", "|---:|" + "---:|" * len(kinds)]
+    for index, length in enumerate(record["seq_lens"]):
+        cells = []
+        for kind in kinds:
+            seconds, memory = record["seconds"][kind][index], record["peak_memory_mib"][kind][index]
+            cells.append("—" if seconds is None else f"{1000 * seconds:.1f} ms / {memory:.0f} MiB")
+        lines.append(f"| {length} | " + " | ".join(cells) + " |")
+    summary, longest = record["summary"], max(record["seq_lens"])
+    sentences = []
+    if "fused_speedup_over_reference_at_2048" in summary:
+        sentences.append(f"At N = 2048 the fused MGK path is {summary['fused_speedup_over_reference_at_2048']:.1f}× "
+                         "faster than the reference and needs "
+                         f"{100 * summary['fused_memory_fraction_of_reference_at_2048']:.1f}% of its memory.")
+    sentences.append(f"MLK is {summary[f'mlk_speedup_over_softmax_at_{longest}']:.1f}× faster than softmax "
+                     f"attention at N = {longest}")
+    if "mlk_time_exponent_512_to_max" in summary:
+        sentences[-1] += (f"; its time grows as N^{summary['mlk_time_exponent_512_to_max']:.2f} between 512 and "
+                          f"{longest} (softmax: N^{summary['softmax_time_exponent_512_to_max']:.2f})")
+    mlm = record["mlm_step"]
+    sentences[-1] += "."
+    sentences.append(f"An MLM training step of MGK-BERT with {mlm['mgk_heads']} heads (N = {mlm['seq_len']}, batch "
+                     f"{mlm['batch']}) runs at {summary['mgk_bert_over_bert_mlm_throughput']:.2f}× the throughput of "
+                     "`BertForMaskedLM` (sdpa) with twice the heads.")
+    return "\n".join(lines) + "\n\n" + " ".join(sentences) + "\n"

@@ -96,7 +96,7 @@ def main() -> None:
         "unigram_entropy": unigram_entropy(tokenizer, lines, lengths.pop()),
         "runs": runs,
     }
-    records.write_record(args.output, record)
+    records.write_record(args.output, record, within=args.output.parent)
     print(f"Wrote {args.output}")
 
 

@@ -72,7 +72,7 @@ def main() -> None:
             if records.read_record(record) is not None:
                 continue
             result = calibrate(args.task, level, steps, args.output_dir, args.seed)
-            records.write_record(record, result)
+            records.write_record(record, result, within=args.output_dir)
             print(f"{record.stem}: dev accuracy {result['dev_accuracy_mean']:.3f}", flush=True)
 
 

@@ -30,6 +30,7 @@ from glue_study import (
 )
 from workspace import add_study_arguments, study_setup
 
+from hf_variants.lab import records
 from hf_variants.lab.spec import spec_folder
 from hf_variants.lab.tables import PAIRS
 from hf_variants.storage.files import write_json
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> None:
 
     chance = chance_scores(protocol.tasks, args.data_dir / "glue")
     args.output_dir.mkdir(parents=True, exist_ok=True)
-    write_json(args.output_dir / "chance.json", chance)
+    write_json(args.output_dir / "chance.json", chance, within=args.output_dir)
     tokenizer = wikitext_tokenizer(args.data_dir, args.work_dir / "tokenizer")
     perplexity, cells = {}, {}
     for spec in args.pairs:  # pair by pair, so that an interrupted study leaves whole pairs
@@ -62,8 +63,7 @@ def main(argv: list[str] | None = None) -> None:
                                     args.work_dir / "mlm" / name)  # fmt: skip
             results = pretrain(settings)
             record = args.output_dir / name / "pretraining.json"
-            record.parent.mkdir(parents=True, exist_ok=True)
-            write_json(record, results)
+            records.write_record(record, results, within=args.output_dir)
             perplexity[name] = results["perplexity"]
             models[name] = ModelToTune(args.work_dir / "mlm" / name)
         cells.update(fine_tune(

@@ -257,7 +257,7 @@ def fine_tune(
         with executor(workers) as pool:
             outcomes = pool.map(run_in_worker, [settings for _, _, settings in pending])
             for (work, record, _), _ in zip(pending, outcomes, strict=True):
-                records.write_record(record, load_json(work / "results.json"))
+                records.write_record(record, load_json(work / "results.json"), within=record_dir)
                 (work / "model.safetensors").unlink(missing_ok=True)  # keep the results, not the models
                 if on_record is not None:
                     on_record(record)

@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> None:
     record = {"arguments": run_mlm.requested_arguments(settings), "final": final,
               "budgets": {str(b): info for b, info in budgets.items()}}  # fmt: skip
     args.output_dir.mkdir(parents=True, exist_ok=True)
-    write_json(args.output_dir / "pretraining.json", record)
+    write_json(args.output_dir / "pretraining.json", record, within=args.output_dir)
 
     models = {"step0": ModelToTune(run, random_init=True)}
     for budget in args.budgets:
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     )  # fmt: skip
 
     chance = chance_scores(protocol.tasks, args.data_dir / "glue")
-    write_json(args.output_dir / "chance.json", chance)
+    write_json(args.output_dir / "chance.json", chance, within=args.output_dir)
     cells = {(int(name.removeprefix("step")), task): cell for (name, task), cell in found.items()}
     print(budget_table(cells, budgets, chance))
     print(json.dumps({"smallest_helpful_budget": smallest_helpful_budget(cells)}))

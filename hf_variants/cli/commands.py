@@ -171,13 +171,43 @@ def main(argv: Sequence[str] | None = None) -> None:
             raise
         if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
             raise
-        command = f"hf-variants {argv[0]}" if argv and argv[0] in COMMANDS else "hf-variants"
-        message = " ".join(str(error).split()) or type(error).__name__
+        name = argv[0] if argv and argv[0] in COMMANDS else None
+        message = describe_os_error(error) if isinstance(error, OSError) else " ".join(str(error).split())
         if full:
-            message = (f"the disk is full ({message}). Free some space and run the same command again: a run resumes "
-                       "from its last complete checkpoint")  # fmt: skip
-        print(f"{command}: error: {message} (set {DEBUG_ENV}=1 for the traceback)", file=sys.stderr)
+            message = f"the disk is full ({message}). Free some space and run the same command again: " + (
+                RESUMES.get(name, "what it finished is kept"))  # fmt: skip
+        print(f"hf-variants{' ' + name if name else ''}: error: {message or type(error).__name__} (set {DEBUG_ENV}=1 "
+              "for the traceback)", file=sys.stderr)  # fmt: skip
         raise SystemExit(1) from None
+
+
+#: What running a command again after a full disk does, said in its error.
+RESUMES = {
+    "pretrain": "the run resumes from its last complete checkpoint",
+    "finetune": "the run resumes from its last complete checkpoint",
+    "compare": "it resumes, keeping every finished stage",
+    "study": "it resumes, keeping every finished run's record",
+    "export": "the export is written again from the start (an unfinished one is never taken for finished)",
+    "push": "only a complete, checked export is uploaded",
+}
+#: An operating-system error's plain cause, for the errors a user's paths meet.
+OS_ERROR_CAUSES = {
+    errno.EEXIST: "a file or folder is already there",
+    errno.ENOTDIR: "a file stands where a folder is needed",
+    errno.EISDIR: "a folder stands where a file is needed",
+    errno.EACCES: "permission denied",
+    errno.ENOENT: "no such file or folder",
+    errno.ENAMETOOLONG: "the name is too long",
+}
+
+
+def describe_os_error(error: OSError) -> str:
+    """An ``OSError`` as one line naming the path and the cause in words (``[Errno 20] Not a directory: 'x'`` →
+    ``x: a file stands where a folder is needed``), never the raw ``[Errno N]``."""
+    if error.errno is None or error.filename is None:
+        return " ".join(str(error).split())
+    paths = " → ".join(str(name) for name in (error.filename, error.filename2) if name is not None)
+    return f"{paths}: {OS_ERROR_CAUSES.get(error.errno, error.strerror or str(error))}"
 
 
 def disk_full(error: BaseException | None) -> bool:

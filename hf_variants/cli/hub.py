@@ -110,6 +110,10 @@ def verify(argv: list[str]) -> dict:
 
     try:
         manifest = verify_manifest(args.folder)
+        if manifest is not None and manifest["written_by"].endswith(" export"):  # what push would upload
+            from ..hub import check_nothing_unlisted
+
+            check_nothing_unlisted(args.folder.resolve(), manifest)
     except CheckpointError as error:
         raise SystemExit(f"hf-variants verify: {error}") from None
     if manifest is None:

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from transformers import PretrainedConfig
 from transformers.activations import ACT2FN
 
+from .compatibility import check_supported_versions  # noqa: F401  (its import refuses an unsupported version)
 from .composition import (
     LAYER_SCHEMES,
     option_defaults,

@@ -56,6 +56,26 @@ def check_override_fields(
             raise ValueError(f"{flag}: {type(reference).__name__} has no field {key!r}{hint}")
 
 
+def check_model_spec(text: str) -> str:
+    """A model spec ``model_type[:key=value,...]`` (a study's ``pairs``, ``hf-variants compare --models``) returned as
+    written when its model type is registered and each key a field its config declares and accepts the value;
+    else a ``ValueError`` naming the spec and what is wrong (:func:`check_override_fields`)."""
+    from transformers import AutoConfig  # importing the Auto classes registers the variants
+
+    from .registration import VARIANTS
+
+    model_type, _, overrides = text.partition(":")
+    if model_type not in VARIANTS:
+        raise ValueError(f"unknown model type {model_type!r} in {text!r}; choose from {sorted(VARIANTS)}")
+    try:
+        fields = parse_overrides(overrides)
+        check_override_fields(fields, lambda **switches: AutoConfig.for_model(model_type, **switches), flag=repr(text))
+        AutoConfig.for_model(model_type, **fields)
+    except (ValueError, TypeError) as error:
+        raise ValueError(str(error) if str(error).startswith(repr(text)) else f"{text!r}: {error}") from None
+    return text
+
+
 #: Fields of every config that name what it is rather than how it computes: never overridden.
 NOT_OVERRIDABLE = frozenset({"model_type", "transformers_version", "architectures", "auto_map"})
 

@@ -40,7 +40,7 @@ import numpy as np
 from ..settings import compare as compare_settings
 from ..settings.compare import CompareArguments
 from ..storage import run_folder, run_identity
-from ..storage.files import write_text_atomic
+from ..storage.files import remove_path, write_text_atomic
 from ..tasks import EmbeddedLevels, get_task
 from . import verdicts
 from .data_sources import DataSource, resolve_data
@@ -279,8 +279,8 @@ def compare_models(args: CompareArguments, argv: Sequence[str] | None) -> dict[s
         "training_wall_seconds": training_seconds,
         "wall_seconds": time.perf_counter() - started,
     }
-    write_text_atomic(args.output_dir / "results.json", json.dumps(results, indent=2) + "\n")
-    write_text_atomic(args.output_dir / "report.md", report_markdown(results))
+    write_text_atomic(args.output_dir / "results.json", json.dumps(results, indent=2) + "\n", within=args.output_dir)
+    write_text_atomic(args.output_dir / "report.md", report_markdown(results), within=args.output_dir)
     run_folder.write_manifest(args.output_dir, files_before, "compare")
     print(f"[hf-variants compare] Report: {args.output_dir / 'report.md'} ({results['wall_seconds']:.0f} s).")
     return results
@@ -292,7 +292,7 @@ def prepare_report_folder(args: CompareArguments) -> dict[str, Any]:
     run_folder.prepare_output_dir(args.output_dir, comparison_fingerprint(args), args.overwrite_output_dir)
     if args.overwrite_output_dir:  # every stage runs again
         for record in (args.output_dir / "models").glob(f"*/*{STAGE_RECORD_SUFFIX}"):
-            record.unlink()
+            remove_path(record, within=args.output_dir)
     return {name: state for name, state in run_folder.file_states(args.output_dir).items()
             if not name.startswith(OWNED_FOLDERS)}  # fmt: skip
 
@@ -302,7 +302,8 @@ def prepare_data(args: CompareArguments, levels: EmbeddedLevels) -> DataSource:
     corpus."""
     source = resolve_data(args.data_dir, args.tasks, args.output_dir, args.seed, args.from_hub, levels)
     if args.pretrain_on == "task":  # self-pretraining: the tasks' training inputs are the corpus (and tokenizer's)
-        source.corpus = source.task_inputs_corpus(list(source.tasks), args.heldout_fraction, args.output_dir / "data")
+        source.corpus = source.task_inputs_corpus(list(source.tasks), args.heldout_fraction, args.output_dir / "data",
+                                                     within=args.output_dir)
         source.description += "; MLM pretraining (and the tokenizer) on the tasks' own training inputs"
     print(f"[hf-variants compare] Data: {source.description}.", flush=True)
     return source

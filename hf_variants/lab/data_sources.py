@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..settings import compare as compare_settings
-from ..storage.files import write_text_atomic
+from ..storage.files import make_folder, write_text_atomic
 from ..synthetic import RECALL_KEYS, RECALL_VALUES
 from ..tasks import EMBEDDED_TASKS, EmbeddedLevels, get_glue_task
 from ..tasks.embedded import DEFAULT_LEVELS
@@ -52,7 +52,8 @@ class DataSource:
             files += sorted((self.glue_dir / get_glue_task(task).folder).glob("*.tsv"))
         return files
 
-    def task_inputs_corpus(self, tasks: Sequence[str], heldout_fraction: float, folder: Path) -> dict[str, str]:
+    def task_inputs_corpus(self, tasks: Sequence[str], heldout_fraction: float, folder: Path, *,
+                           within: Path) -> dict[str, str]:  # fmt: skip
         """The pretraining corpus of self-pretraining (``--pretrain_on task``): the training inputs of ``tasks``
         as the fine-tuning engine reads them, without the slice it holds out for choosing the learning rate
         (:func:`hf_variants.training.run_glue.hold_out`, same fraction and seed), one example per line (a
@@ -70,8 +71,8 @@ class DataSource:
             keys = [key for key in run_glue.text_keys(raw, glue_task) if key is not None]
             lines += [" ".join(" ".join(str(row[key]).split()) for key in keys) for row in raw["train"]]
         path = folder / "task-inputs.txt"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(path, "".join(line + "\n" for line in lines if line.strip()))
+        make_folder(path.parent, within=within)
+        write_text_atomic(path, "".join(line + "\n" for line in lines if line.strip()), within=within)
         return {"train_file": str(path)}
 
     def dev_split(self, task: str) -> tuple[list[str], list[str] | None, np.ndarray]:
@@ -149,16 +150,19 @@ def synthetic_corpus(count: int, seed: int, levels: EmbeddedLevels, recall: bool
 
 
 def synthetic_source(
-    folder: Path, seed: int, tasks: Sequence[str] = (SYNTHETIC_TASK,), levels: EmbeddedLevels = DEFAULT_LEVELS
+    folder: Path, seed: int, tasks: Sequence[str] = (SYNTHETIC_TASK,), levels: EmbeddedLevels = DEFAULT_LEVELS, *,
+    within: Path,
 ) -> DataSource:
     """Write the embedded default data into ``folder``: the synthetic corpus (:func:`synthetic_corpus`,
     MLM) and each of ``tasks`` (CSV with ``sentence``/``label``: 2,000 training and 400 dev rows, from
     disjoint seeds; a dev sentence that also occurs in training is replaced, so that no dev example was
     trained on)."""
     recall = "recall" in tasks
-    folder.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(folder / "train.txt", "\n".join(synthetic_corpus(6000, seed, levels, recall)) + "\n")
-    write_text_atomic(folder / "valid.txt", "\n".join(synthetic_corpus(600, seed + 1, levels, recall)) + "\n")
+    make_folder(folder, within=within)
+    write_text_atomic(folder / "train.txt", "\n".join(synthetic_corpus(6000, seed, levels, recall)) + "\n",
+                      within=within)
+    write_text_atomic(folder / "valid.txt", "\n".join(synthetic_corpus(600, seed + 1, levels, recall)) + "\n",
+                      within=within)
     task_data = {}
     for task in tasks:
         train = EMBEDDED_TASKS[task].generate(2000, seed + 2, levels)
@@ -167,7 +171,7 @@ def synthetic_source(
         for split, rows in (("train", train), ("dev", dev)):
             table = io.StringIO(newline="")
             csv.writer(table, lineterminator="\n").writerows([("sentence", "label"), *rows])
-            write_text_atomic(folder / f"{task}_{split}.csv", table.getvalue())
+            write_text_atomic(folder / f"{task}_{split}.csv", table.getvalue(), within=within)
         task_data[task] = {"train_file": str(folder / f"{task}_train.csv"),
                            "validation_file": str(folder / f"{task}_dev.csv")}  # fmt: skip
     return DataSource(
@@ -192,7 +196,7 @@ def resolve_data(
     changes the choice: asked for and unreachable is an error, not asked for is never tried, so one command
     line is one experiment on every machine."""
     if tasks and set(tasks) <= EMBEDDED_TASKS.keys():
-        return synthetic_source(output_dir / "data", seed, list(dict.fromkeys(tasks)), levels)
+        return synthetic_source(output_dir / "data", seed, list(dict.fromkeys(tasks)), levels, within=output_dir)
     glue_tasks = list(tasks) if tasks else ["sst2"]
     if data_dir is not None:
         return local_source("data_dir", Path(data_dir), glue_tasks)
@@ -215,4 +219,4 @@ def resolve_data(
             f"--tasks {' '.join(tasks)}: GLUE tasks need data: --data_dir, ${DATA_ENV} or --from_hub. "
             f"The embedded tasks are {', '.join(sorted(EMBEDDED_TASKS))}."
         )
-    return synthetic_source(output_dir / "data", seed, levels=levels)
+    return synthetic_source(output_dir / "data", seed, levels=levels, within=output_dir)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from ..storage.files import open_for_append
+from ..storage.files import make_folder, open_for_append
 
 
 def die_with(parent_pid: int) -> None:
@@ -89,13 +89,13 @@ def quiet_libraries():
 
 
 @contextlib.contextmanager
-def console_to_file(path: Path, quiet: bool):
+def console_to_file(path: Path, quiet: bool, *, within: Path):
     """With ``quiet``, what a stage prints to stdout (metric tables, result dicts) goes to ``path``
     instead of the console, where only the progress bars (stderr) remain. The file is appended to: a resumed or
     re-entered run adds to its log, never replaces what its earlier part wrote."""
     if not quiet:
         yield
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open_for_append(path) as handle, contextlib.redirect_stdout(handle):
+    make_folder(path.parent, within=within)
+    with open_for_append(path, within=within) as handle, contextlib.redirect_stdout(handle):
         yield

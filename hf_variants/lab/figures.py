@@ -1,13 +1,16 @@
-"""PNG figures of the ``hf-variants compare`` report (matplotlib, Agg backend, small files)."""
+"""PNG figures of the ``hf-variants compare`` report (matplotlib, Agg backend, small files): each drawing returns
+its figure and savefig options, and :func:`write_all` writes them through the checked writer."""
 
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..storage.files import make_folder, write_bytes_atomic
 from . import require_lab_extra
 
 DPI = 80
@@ -34,7 +37,7 @@ def smoothed(values: list[float], window: int) -> np.ndarray:
     return (cumulative[1:] - cumulative[np.arange(1, len(values) + 1) - counts]) / counts
 
 
-def learning_curves(path: Path, models: dict[str, dict[str, Any]], task: str, window: int = 10) -> None:
+def learning_curves(models: dict[str, dict[str, Any]], task: str, window: int = 10) -> tuple[Any, dict[str, Any]]:
     """MLM training loss and fine-tuning loss against the optimizer step, per model, smoothed over
     ``window`` logged points (fine-tuning: the model's first seed that finished; no band)."""
     plt = _pyplot()
@@ -49,11 +52,10 @@ def learning_curves(path: Path, models: dict[str, dict[str, Any]], task: str, wi
     fine.set(title=f"Fine-tuning on {task}", xlabel="step", ylabel=f"training loss (mean of {window} logs)")
     fine.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     figure.tight_layout()
-    figure.savefig(path, dpi=DPI)
-    plt.close(figure)
+    return figure, {}
 
 
-def attention_maps(path: Path, name: str, maps: list[np.ndarray], tokens: list[str]) -> None:
+def attention_maps(name: str, maps: list[np.ndarray], tokens: list[str]) -> tuple[Any, dict[str, Any]]:
     """Every layer (rows) and head (columns) of one sentence (MGK paper Fig. 2 style), with the
     tokens on both axes and one colour bar for all panels."""
     import textwrap
@@ -75,11 +77,10 @@ def attention_maps(path: Path, name: str, maps: list[np.ndarray], tokens: list[s
             axis.set(xlabel="key" if layer == layers - 1 else None, ylabel="query" if head == 0 else None)
     figure.colorbar(image, ax=axes, shrink=0.8, label="attention probability")
     figure.suptitle("\n".join(textwrap.wrap(f"{name}: {' '.join(tokens)}", 110)), fontsize=8)
-    figure.savefig(path, dpi=DPI, bbox_inches="tight")
-    plt.close(figure)
+    return figure, {"bbox_inches": "tight"}
 
 
-def attention_ranks(path: Path, fractions: dict[str, list[float]]) -> None:
+def attention_ranks(fractions: dict[str, list[float]]) -> tuple[Any, dict[str, Any]]:
     """Distribution of numerical rank / N of the attention matrices, per model (MGK paper Fig. 3)."""
     plt = _pyplot()
     figure, axis = plt.subplots(figsize=(6, 3.4))
@@ -90,11 +91,10 @@ def attention_ranks(path: Path, fractions: dict[str, list[float]]) -> None:
     axis.set(xlabel="numerical rank / sequence length", ylabel="attention matrices",
              title="Rank of attention matrices (all layers and heads, dev sentences)")  # fmt: skip
     axis.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    figure.savefig(path, dpi=DPI, bbox_inches="tight")
-    plt.close(figure)
+    return figure, {"bbox_inches": "tight"}
 
 
-def function_evaluations(path: Path, counts: list[list[int]]) -> None:
+def function_evaluations(counts: list[list[int]]) -> tuple[Any, dict[str, Any]]:
     """N-ODE function evaluations per block over the dev sentences."""
     plt = _pyplot()
     values = np.asarray(counts)
@@ -103,11 +103,10 @@ def function_evaluations(path: Path, counts: list[list[int]]) -> None:
     axis.set_xticks(range(1, values.shape[1] + 1), [f"block {b + 1}" for b in range(values.shape[1])])
     axis.set(ylabel="function evaluations", title="N-ODE: solver evaluations per block (dev sentences)")
     figure.tight_layout()
-    figure.savefig(path, dpi=DPI)
-    plt.close(figure)
+    return figure, {}
 
 
-def distance_ratios(path: Path, ratios: dict[str, list[dict[str, float]]]) -> None:
+def distance_ratios(ratios: dict[str, list[dict[str, float]]]) -> tuple[Any, dict[str, Any]]:
     """Per layer, median and max of ‖h_i − h_j‖ after / before the layer (TransJect paper Fig. 5c)."""
     from matplotlib.ticker import MaxNLocator
 
@@ -124,8 +123,16 @@ def distance_ratios(path: Path, ratios: dict[str, list[dict[str, float]]]) -> No
     axis.xaxis.set_major_locator(MaxNLocator(integer=True))
     axis.set(xlabel="layer", ylabel="distance ratio", title="Layer-wise distance ratios (dev sentences)")
     axis.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    figure.savefig(path, dpi=DPI, bbox_inches="tight")
-    plt.close(figure)
+    return figure, {"bbox_inches": "tight"}
+
+
+def save_figure(figure: Any, path: Path, options: dict[str, Any], *, within: Path) -> None:
+    """``figure`` as a PNG at ``path`` inside ``within``, through the package's checked writer (never through a
+    link), then closed."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=DPI, **options)
+    _pyplot().close(figure)
+    write_bytes_atomic(path, buffer.getvalue(), within=within)
 
 
 def write_all(
@@ -133,37 +140,36 @@ def write_all(
 ) -> list[dict[str, str]]:
     """Every figure the data supports, each with a caption that says what to look for; returns
     ``[{"path": relative path, "caption": text}]``."""
-    folder = output_dir / "figures"
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = make_folder(output_dir / "figures", within=output_dir)
     written: list[dict[str, str]] = []
 
-    def record(name: str, caption: str) -> Path:
+    def record(name: str, caption: str, drawn: tuple[Any, dict[str, Any]]) -> None:
         name = re.sub(r"_*\.png$", ".png", re.sub(r"[^\w.-]+", "_", name))  # "macaron_bert:attention_type=mgk"
         written.append({"path": f"figures/{name}", "caption": caption})
-        return folder / name
+        save_figure(drawn[0], folder / name, drawn[1], within=output_dir)
 
-    learning_curves(record("learning_curves.png", "Training losses (moving averages; fine-tuning: each model's "
-                           "first seed). Look for a fine-tuning loss that stays flat near ln(classes): that run did "
-                           f"not learn {task}."), models, task)
+    record("learning_curves.png", "Training losses (moving averages; fine-tuning: each model's first seed). Look "
+           f"for a fine-tuning loss that stays flat near ln(classes): that run did not learn {task}.",
+           learning_curves(models, task))
     for name, analysis in analyses.items():
         if analysis["attention_maps"] is not None:
             caption = (f"{name}: attention of one dev sentence, every layer and head (rows: queries, columns: keys). "
                        "Diagonal or [CLS]/[SEP] columns are the usual untrained patterns; structure elsewhere is "
                        "what fine-tuning learned.")
-            attention_maps(record(f"attention_{name}.png", caption), name, analysis["attention_maps"],
-                           analysis["attention_sentence"])  # fmt: skip
+            record(f"attention_{name}.png", caption,
+                   attention_maps(name, analysis["attention_maps"], analysis["attention_sentence"]))
     ranks = {n: a["attention_rank_fraction"] for n, a in analyses.items() if a["attention_rank_fraction"] is not None}
     if ranks:
         caption = ("Numerical rank / length of every attention matrix. The MGK paper reports higher ranks for MGK "
                    "than for softmax attention (its Fig. 3): compare a variant's curve with its control's.")
-        attention_ranks(record("attention_rank.png", caption), ranks)
+        record("attention_rank.png", caption, attention_ranks(ranks))
     for name, analysis in analyses.items():
         if analysis["nfe_per_block"] is not None:
             caption = (f"{name}: solver function evaluations per block over the dev sentences — the effective depth; "
                        "a block whose count varies between sentences adapts its depth to the input.")
-            function_evaluations(record(f"nfe_{name}.png", caption), analysis["nfe_per_block"])
+            record(f"nfe_{name}.png", caption, function_evaluations(analysis["nfe_per_block"]))
     caption = ("Per layer, max (solid) and median (dashed) of ‖h_i − h_j‖ after / before the layer over token pairs. "
                "TransJect's Theorem 2 keeps its ratios near 1; a ratio far from 1 is a layer that stretches or "
                "shrinks distances.")
-    distance_ratios(record("distance_ratios.png", caption), {n: a["distance_ratio"] for n, a in analyses.items()})
+    record("distance_ratios.png", caption, distance_ratios({n: a["distance_ratio"] for n, a in analyses.items()}))
     return written

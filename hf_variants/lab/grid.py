@@ -25,90 +25,102 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..core.composition import NAMING_FIELDS, idea_field_names, model_identity
-from ..settings.study import ROLES
-from ..storage.files import CheckpointError, write_text_atomic
-from ..storage.record_schema import load_json
-from ..storage.run_folder import OutputDirLock, prepare_output_dir
+from ..core.overrides import check_model_spec, format_overrides
+from ..settings.study import ROLES, GridSettings, SelfPretraining
+from ..storage.files import (
+    CheckpointError,
+    make_folder,
+    path_component,
+    remove_empty_folder,
+    remove_path,
+    staged_into,
+    write_json,
+    write_text_atomic,
+)
+from ..storage.record_schema import (
+    ANY_OBJECT,
+    Schema,
+    boolean,
+    check_record,
+    integer_at_least,
+    number_in,
+    parse_record,
+    text,
+)
+from ..storage.run_folder import FINGERPRINT_FILE, OutputDirLock, prepare_output_dir
+from ..storage.run_identity import fingerprint_differences
 from ..tokenization import train_wordpiece_tokenizer
 from .execution import console_to_file, quiet_libraries
-from .grid_training import ENGINE, EncodedSplit, RunSettings, stop_status, stop_summary, train_and_evaluate
+from .grid_training import EncodedSplit, RunSettings, stop_status, stop_summary, train_and_evaluate
 from .outcomes import GRID_RUN, read_outcome
 from .records import write_record
 from .spec import ModelSpec, spec_folder
 from .statistics import majority_share
-from .text_classification import TextClassificationData, load_task
+from .text_classification import GRID_TASKS, TextClassificationData, load_task
 from .verdicts import HeldOutRun, RunOutcome, choose_learning_rate
+
+__all__ = ["Grid", "GridSettings", "SelfPretraining", "check_models", "load_grid", "read_run"]
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class SelfPretraining:
-    """Masked-LM pretraining of every run's model on that run's own training inputs before it is fine-tuned —
-    self-pretraining (Amos, Berant & Gupta, ICLR 2024: no data beyond the task's, a denoising objective) — on
-    the pretraining engine (:func:`hf_variants.training.run_mlm.run`, accelerate), with the grid's tokenizer.
-
-    A held-out run is pretrained on the training split *without* its held-out slice (the slice that chooses the
-    rate is never seen by pretraining), a final run at seed s on the whole training split at seed s; the test
-    split never. The texts are one example per line (``line_by_line``), at the grid's length and batch size, so
-    pretraining costs ``steps / grid steps`` times the fine-tuning's compute (:meth:`compute_multiple`).
-    """
-
-    steps: int
-    learning_rate: float = 1e-3
-    warmup_ratio: float = 0.1
-    mlm_probability: float = 0.15
-    #: Share of the pretraining texts held out for its validation loss (training inputs all the same).
-    validation_percentage: float = 5.0
-    #: The MLM decoder only at the masked positions (the config's ``sparse_prediction``): the same loss at a
-    #: fraction of the decoder's cost, which dominates a small model's MLM step (docs "Benchmarks", sparse MLM).
-    sparse_prediction: bool = False
-
-    def compute_multiple(self, fine_tuning_steps: int) -> float:
-        """Pretraining compute as a multiple of one fine-tuning run's (same batch, same length)."""
-        return self.steps / fine_tuning_steps
+#: A run's record as the grid reads it back: what every run keeps, then what a finished run adds (its accuracy
+#: inside [0, 1], finite). Anything else is one line naming the file and the field (:func:`read_run`).
+RUN_RECORD: Schema = {"status": text, "learning_rate": number_in(0, float("inf"), low_open=True),
+                      "seed": integer_at_least(0)}  # fmt: skip
+FINISHED_RUN: Schema = {"accuracy": number_in(0, 1), "predicts_one_class": boolean}
+CHOICE_RECORD: Schema = {"chosen_learning_rate": number_in(0, float("inf"), low_open=True)}
+#: A task folder's ``data.json``: each of these it holds in range (the at-chance test reads them).
+DATA_RECORD: Schema = {name: number_in(0, 1) for name in ("test_majority_share", "held_out_majority_share")} | {
+    name: integer_at_least(1) for name in ("train_examples", "held_out_examples", "test_examples")}  # fmt: skip
+STOPPED_PRETRAINING: Schema = {"outcome": lambda value: check_outcome(value), "pretraining_run": lambda value: None
+                               if isinstance(value, dict) else "must be an object"}  # fmt: skip
+#: The names of the records a grid writes in a cell (``<pair>/<role>/``): only these are ever replaced.
+CELL_RECORD = re.compile(r"(sweep-lr[0-9.e+-]+|seed\d+|choice)\.json")
+#: What re-runs a damaged record.
+REMEDY = "delete that file and run the same command: that run is trained again"
 
 
-@dataclass(frozen=True)
-class GridSettings:
-    """Everything that determines a grid's results (its fingerprint)."""
+def check_models(settings: GridSettings) -> None:
+    """Each pair a model spec at the grid's sizes — a registered model type, fields its config declares, values
+    it accepts (:func:`~hf_variants.core.overrides.check_model_spec`, the check of every spec) — and one folder's
+    name; a ``ValueError`` naming the pair, the size or the field."""
+    for spec in settings.pairs:
+        check_model_spec(spec)
+        spec_folder(spec)
+        if settings.sizes:  # the sizes are config fields of every pair's model, as the spec's own fields are
+            sized = f"{spec}{',' if ':' in spec else ':'}{format_overrides(settings.sizes)}"
+            try:
+                check_model_spec(sized)
+            except ValueError as error:
+                raise ValueError(f"sizes of {spec!r}: {str(error).removeprefix(repr(sized) + ': ')}") from None
 
-    task: str
-    pairs: tuple[str, ...]
-    sizes: dict[str, Any]
-    learning_rates: tuple[float, ...]
-    seeds: tuple[int, ...]
-    steps: int
-    batch_size: int
-    max_length: int
-    warmup_ratio: float = 0.1
-    sweep_seed: int = 0
-    heldout_fraction: float = 0.15
-    max_train: int | None = None
-    max_test: int | None = None
-    vocab_size: int = 8000
-    extra: dict[str, Any] = field(default_factory=dict)
-    #: What trains each run: a grid folder made by another engine is another grid (its results stay records).
-    engine: str = ENGINE
-    #: None: every run from random initialisation; else each run's model is self-pretrained first.
-    pretraining: SelfPretraining | None = None
 
-    def fingerprint(self) -> dict[str, Any]:
-        """The settings as JSON; a from-scratch grid's is what it was before self-pretraining existed (no
-        ``pretraining`` key), so its folders resume."""
-        fingerprint = json.loads(json.dumps(asdict(self)))
-        if self.pretraining is None:
-            del fingerprint["pretraining"]
-        elif not self.pretraining.sparse_prediction:  # as before the switch existed, so those folders resume
-            del fingerprint["pretraining"]["sparse_prediction"]
-        return fingerprint
+def check_outcome(value: Any) -> str | None:
+    if not isinstance(value, dict) or not isinstance(value.get("status"), str) or value["status"] == "finished":
+        return "must be a stopped run's outcome (an object with the status it stopped with)"
+    return None
+
+
+def read_run(path: Path, **expected: Any) -> dict[str, Any]:
+    """The run record at ``path`` parsed, not trusted (:data:`RUN_RECORD`, and :data:`FINISHED_RUN` for a finished
+    run; never through a link); each of ``expected`` (e.g. ``learning_rate=1e-3``) must be what it holds: a record of
+    another run is refused. One line naming the file and the field, with what re-runs it."""
+    record = parse_record(path, RUN_RECORD, fix=REMEDY)
+    if record["status"] == "finished":
+        check_record(record, FINISHED_RUN, path, fix=REMEDY)
+    for name, value in expected.items():
+        if record.get(name) != value:
+            raise CheckpointError(f"{path}: field {name!r} holds {record.get(name)!r}, not this run's {value!r}: it is "
+                                  f"another run's record; {REMEDY}.")  # fmt: skip
+    return record
 
 
 #: How a run's error begins when its self-pretraining stopped (no fine-tuning ran).
@@ -145,9 +157,14 @@ class Grid:
         results: never inside the committed ``output_dir``)."""
         if settings.pretraining is not None and work_dir is None:
             raise ValueError("A self-pretraining grid needs a work_dir for its pretrained models.")
+        if settings.task not in GRID_TASKS:
+            raise ValueError(f"task {settings.task!r}: choose one of {', '.join(GRID_TASKS)}.")
+        check_models(settings)
         self.settings = settings
+        self.overwrite = False  # set by run(overwrite=...): the self-pretraining runs of a replaced grid are replaced
         self.data_dir = data_dir
-        self.folder = output_dir / settings.task
+        self.output_dir, self.work_root = output_dir, work_dir
+        self.folder = output_dir / path_component(settings.task, "the task")
         self.work = None if work_dir is None else work_dir / settings.task
         self.data: TextClassificationData | None = None
         self.tokenizer = None  # trained on the task's training split by prepare_data
@@ -216,17 +233,17 @@ class Grid:
         """The run's record: the file on disk, else its twin's (the same model's run, on disk) as this cell's,
         else a run trained now."""
         twin_file = None if twin is None else self.folder / spec_folder(twin[0]) / twin[1] / path.name
-        if not path.is_file() and twin_file is not None and twin_file.is_file():
-            record, not_shared = load_json(twin_file), NAMING_FIELDS | idea_field_names()  # the twin's may differ
+        if not exists(path) and twin_file is not None and exists(twin_file):
+            record, not_shared = read_run(twin_file, seed=seed), NAMING_FIELDS | idea_field_names()  # twin's may differ
             own = {name: value for name, value in self.config(spec, role).to_diff_dict().items() if name in not_shared}
-            config = {name: value for name, value in record["config"].items() if name not in not_shared} | own
+            config = {name: value for name, value in record.get("config", {}).items() if name not in not_shared} | own
             write_record(path, record | {"pair": spec, "role": role, "model_type": own["model_type"], "config": config,
-                                         "same_model_as": " ".join(twin)})  # fmt: skip
-        if path.is_file():
-            record = load_json(path)
-            if record.get("learning_rate") != learning_rate:  # a re-run sweep chose another rate
+                                         "same_model_as": " ".join(twin)}, within=self.folder)  # fmt: skip
+        if exists(path):
+            record = read_run(path, seed=seed)
+            if record["learning_rate"] != learning_rate:  # a re-run sweep chose another rate
                 raise CheckpointError(
-                    f"{path} was trained at learning rate {record.get('learning_rate')}, but the sweep now "
+                    f"{path} was trained at learning rate {record['learning_rate']}, but the sweep now "
                     f"chooses {learning_rate:g}; remove that cell's seed files to run them at the chosen rate."
                 )
             return record
@@ -252,7 +269,7 @@ class Grid:
             "layer_scheme": config.layer_scheme, "config": config.to_diff_dict(), **pretraining, **result,
             "wall_seconds": round(time.time() - started, 1),
         }  # fmt: skip
-        write_record(path, record)
+        write_record(path, record, within=self.folder)
         shown = f"{result['accuracy']:.3f}" if result["status"] == "finished" else result["status"]
         logger.warning("%s %s %s %s lr=%g seed=%d: %s", s.task, spec, role, phase, learning_rate, seed, shown)
         return record
@@ -273,16 +290,19 @@ class Grid:
         s, p = self.settings, self.settings.pretraining
         corpus_file = self.work / f"corpus-{corpus}.txt"
         if not corpus_file.is_file():  # one example per line; the same texts give the same file
-            corpus_file.parent.mkdir(parents=True, exist_ok=True)
-            write_text_atomic(corpus_file, "".join(" ".join(text.split()) + "\n" for text in self.texts[corpus]))
+            make_folder(self.work, within=self.work_root)
+            write_text_atomic(corpus_file, "".join(" ".join(line.split()) + "\n" for line in self.texts[corpus]),
+                              within=self.work)  # fmt: skip
         tokenizer_dir = self.work / "tokenizer"
         if not (tokenizer_dir / "tokenizer.json").is_file():
-            self.tokenizer.save_pretrained(tokenizer_dir)
+            with staged_into(make_folder(tokenizer_dir, within=self.work)) as staging:  # never through a link
+                self.tokenizer.save_pretrained(staging)
         folder = self.work / spec_folder(spec) / role / f"pretrained-{corpus}-seed{seed}"
         config_dir = folder.with_name(folder.name + "-config")
         config = copy.deepcopy(config)
         config.sparse_prediction = p.sparse_prediction
-        config.save_pretrained(config_dir)
+        with staged_into(make_folder(config_dir, within=self.work)) as staging:
+            config.save_pretrained(staging)
         arguments = PretrainingArguments(
             config_name=str(config_dir), tokenizer_name=str(tokenizer_dir), train_file=str(corpus_file),
             validation_split_percentage=p.validation_percentage, line_by_line=True, max_seq_length=s.max_length,
@@ -290,22 +310,25 @@ class Grid:
             lr_scheduler_type="linear", num_warmup_steps=p.warmup_ratio, max_train_steps=p.steps, seed=seed,
             logging_steps=max(1, p.steps // 20), max_eval_samples=512, output_dir=folder, disable_tqdm=True,
             report_to=["csv"],  # the loss every logging_steps in metrics.csv: a long pretraining's progress
+            overwrite_output_dir=self.overwrite,
         )  # fmt: skip
         # A stopped pretraining's outcome, kept for the runs that share it while its run is the same (the engine's
         # fingerprint of it, paths left out): a changed setting or config trains again, as the engine would.
         stopped = folder.with_name(folder.name + "-stopped.json")
         this_run = json.loads(json.dumps(run_mlm.run_fingerprint(arguments, self.tokenizer) | {
             "max_train_steps": p.steps, "locations": None}, default=str))  # fmt: skip
-        if stopped.is_file() and (record := load_json(stopped)).get("pretraining_run") == this_run:
+        if exists(stopped) and (record := parse_record(stopped, STOPPED_PRETRAINING, fix=REMEDY)).get(
+                "pretraining_run") == this_run:  # fmt: skip
             return None, {}, record["outcome"]
         try:
-            with console_to_file(folder.with_name(folder.name + ".log"), quiet=True), quiet_libraries():  # to a log
+            log = folder.with_name(folder.name + ".log")
+            with console_to_file(log, quiet=True, within=self.work), quiet_libraries():  # what it prints, to a log
                 results = run_mlm.run(arguments)
         except Exception as error:  # the run's outcome, as in fine-tuning
             if (status := stop_status(error)) is None:
                 raise
             outcome = {"status": status, "error": f"{PRETRAINING_STOPPED}{stop_summary(error)}"}
-            write_record(stopped, {"outcome": outcome, "pretraining_run": this_run})
+            write_record(stopped, {"outcome": outcome, "pretraining_run": this_run}, within=self.work)
             return None, {}, outcome
         summary = {key: results.get(key) for key in ("steps", "eval_loss", "final_train_loss", "train_seconds",
                                                      "train_tokens")}  # fmt: skip
@@ -313,16 +336,47 @@ class Grid:
                     "compute_multiple": p.compute_multiple(s.steps)}  # fmt: skip
         return folder, {"pretraining": summary}, None
 
-    def run(self, on_record: Callable[[Path], None] | None = None, roles: Sequence[str] = ROLES) -> None:
+    def replace_another_grid(self, overwrite: bool) -> None:
+        """Remove the records of another grid in this folder (other settings) when ``overwrite``, or when it wrote
+        no run's record (a refused or failed study never blocks its correction, with a warning); else refuse it.
+        Only the files a grid writes are removed (:func:`grid_records`), never anything else in the folder."""
+        saved_file = self.folder / FINGERPRINT_FILE
+        if not exists(saved_file):
+            return
+        saved = parse_record(saved_file, ANY_OBJECT, fix="--overwrite_output_dir replaces the grid in it")
+        differences = fingerprint_differences(saved, self.settings.fingerprint())
+        if not differences:
+            return
+        records = grid_records(self.folder)
+        runs = [path for path in records if path.name.startswith(("sweep-", "seed"))]
+        if runs and not overwrite:
+            raise CheckpointError(
+                f"--output_dir {self.folder} holds another grid ({len(differences)} difference(s): "
+                f"{'; '.join(differences[:6])}) with {len(runs)} run record(s). Give another --output_dir, or "
+                "--overwrite_output_dir to replace its records."
+            )  # fmt: skip
+        if not runs:
+            logger.warning("%s held a grid that recorded no run (%s): this grid replaces it.", self.folder,
+                           "; ".join(differences[:6]))  # fmt: skip
+        for path in records:
+            remove_path(path, within=self.folder)
+        for cell in {path.parent for path in records} - {self.folder}:  # <pair>/<role>/, then <pair>/, when empty
+            if remove_empty_folder(cell, within=self.folder):
+                remove_empty_folder(cell.parent, within=self.folder)
+        write_json(saved_file, self.settings.fingerprint(), within=self.folder)  # the folder is this grid's now
+
+    def run(self, on_record: Callable[[Path], None] | None = None, roles: Sequence[str] = ROLES,
+            overwrite: bool = False) -> None:  # fmt: skip
         """Every (pair, role) cell (only ``roles``' cells when narrowed: the grid and its fingerprint stay the
         same, so a later run fills in the rest): the sweep, the choice, the seeds. ``on_record(cell folder)`` is called
         after each run trained (or copied from its twin) now, not for those a resumed grid finds on disk: e.g. to
         copy the cell to storage that outlives the machine (the choice goes with its first seed), since one seed of a
         self-pretraining grid can take over an hour."""
         s = self.settings
+        self.overwrite = overwrite
 
         def run_and_record(path: Path, *arguments: Any) -> dict:  # on_record only for a file written now
-            written = not path.is_file()
+            written = not exists(path)
             record = self.run_one(path, *arguments)
             if written and on_record is not None:
                 on_record(path.parent)
@@ -330,9 +384,10 @@ class Grid:
 
         lock = OutputDirLock(self.folder)
         try:
-            prepare_output_dir(self.folder, s.fingerprint(), overwrite=False, replaced_by=None)
+            self.replace_another_grid(overwrite)
+            prepare_output_dir(self.folder, s.fingerprint(), overwrite=False, replaced_by="--overwrite_output_dir")
             self.prepare_data()
-            write_record(self.folder / "data.json", self.data_summary)
+            write_record(self.folder / "data.json", self.data_summary, within=self.folder)
             twins = self.twins()
             for spec in s.pairs:
                 for role in (role for role in ROLES if role in roles):
@@ -342,32 +397,54 @@ class Grid:
                         for lr in s.learning_rates
                     }
                     chosen = choose_learning_rate({lr: held_out_run(record) for lr, record in sweep.items()})
-                    write_record(cell / "choice.json", {"chosen_learning_rate": chosen})
+                    write_record(cell / "choice.json", {"chosen_learning_rate": chosen}, within=self.folder)
                     for seed in s.seeds:
                         run_and_record(cell / f"seed{seed}.json", spec, role, "final", chosen, seed, twin)
         finally:
             lock.release()
 
 
+def exists(path: Path) -> bool:
+    """Whether ``path`` is there, a symbolic link included (which :func:`read_run` then refuses, never follows)."""
+    return path.is_file() or path.is_symlink()
+
+
+def grid_records(folder: Path) -> list[Path]:
+    """The records a grid wrote in ``folder``: ``data.json`` and each cell's (``<pair>/<role>/``, :data:`CELL_RECORD`);
+    nothing else, whatever else the folder holds."""
+    cells = [path for path in sorted(folder.glob("*/*/*.json")) if path.parent.name in ROLES
+             and CELL_RECORD.fullmatch(path.name) and (path.is_file() or path.is_symlink())]  # fmt: skip
+    return [*([folder / "data.json"] if exists(folder / "data.json") else []), *cells]
+
+
 def load_grid(folder: Path) -> dict[str, Any]:
     """The results of one task folder: ``{"settings", "data", "cells": {pair: {role: {"sweep", "chosen",
-    "seeds", "planned_seeds"}}}}`` (only what is on disk, and how many seeds the grid's settings run)."""
-    settings_file = folder / "run_fingerprint.json"
-    if not settings_file.is_file():
+    "seeds", "planned_seeds"}}}}`` (only what is on disk, and how many seeds the grid's settings run). Every record
+    is parsed through its schema (:func:`read_run`): a damaged one is an error naming the file and the field."""
+    settings_file = folder / FINGERPRINT_FILE
+    if not exists(settings_file):
         raise CheckpointError(f"{folder} holds no grid ({settings_file.name} is missing).")
-    settings = load_json(settings_file)
+    settings = parse_record(settings_file, {"pairs": lambda value: None if isinstance(value, list) and all(
+        isinstance(pair, str) for pair in value) else "must be a list of model specs", "seeds": lambda value: None if
+        isinstance(value, list) else "must be a list of seeds"})  # fmt: skip
     cells: dict[str, dict[str, Any]] = {}
     for spec in settings["pairs"]:
         for role in ROLES:
             cell = folder / spec_folder(spec) / role
-            sweep = {float(p.stem.removeprefix("sweep-lr")): load_json(p) for p in sorted(cell.glob("sweep-lr*.json"))}
-            seeds = {int(p.stem.removeprefix("seed")): load_json(p) for p in sorted(cell.glob("seed*.json"))}
-            choice = load_json(cell / "choice.json") if (cell / "choice.json").is_file() else {}
+            sweep = {float(p.stem.removeprefix("sweep-lr")): read_run(p) for p in sorted(cell.glob("sweep-lr*.json"))}
+            seeds = {int(p.stem.removeprefix("seed")): read_run(p, seed=int(p.stem.removeprefix("seed")))
+                     for p in sorted(cell.glob("seed*.json")) if p.stem.removeprefix("seed").isdigit()}  # fmt: skip
+            choice = parse_record(cell / "choice.json", CHOICE_RECORD, fix=REMEDY) if exists(cell / "choice.json") \
+                else {}  # fmt: skip
             cells.setdefault(spec, {})[role] = {
                 "sweep": sweep,
                 "chosen_learning_rate": choice.get("chosen_learning_rate"),
                 "seeds": seeds,
                 "planned_seeds": len(settings["seeds"]),
             }
-    data = load_json(folder / "data.json") if (folder / "data.json").is_file() else {}
+    data = {}
+    if exists(folder / "data.json"):
+        data = parse_record(folder / "data.json", ANY_OBJECT, fix=REMEDY)
+        check_record(data, {name: check for name, check in DATA_RECORD.items() if name in data}, folder / "data.json",
+                     fix=REMEDY)  # fmt: skip
     return {"settings": settings, "data": data, "cells": cells}

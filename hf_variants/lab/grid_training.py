@@ -40,9 +40,6 @@ from ..training.nonfinite import NonFiniteStepError
 from ..training.run_glue import GlueTrainer
 from .statistics import predicts_one_class
 
-#: The Trainer that trains every grid run (recorded in the grid's fingerprint).
-ENGINE = "transformers.Trainer (hf_variants.training.run_glue.GlueTrainer)"
-
 
 def stop_status(error: BaseException) -> str | None:
     """The status of a run that ``error`` stopped — ``diverged`` (a non-finite step), a model's failure's own

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..storage.files import CheckpointError, write_text_atomic
+from ..storage.files import CheckpointError, make_folder, write_text_atomic
 from ..storage.record_schema import ANY_OBJECT, parse_record
 
 
@@ -38,10 +38,10 @@ class OtherSettings(CheckpointError):
         )  # fmt: skip
 
 
-def write_record(path: Path, record: Mapping[str, Any]) -> None:
-    """``record`` as JSON at ``path``, complete or not there at all."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, json.dumps(dict(record), indent=1) + "\n")
+def write_record(path: Path, record: Mapping[str, Any], *, within: Path) -> None:
+    """``record`` as JSON at ``path`` inside ``within`` (the study's folder), complete or not there at all."""
+    make_folder(path.parent, within=within)
+    write_text_atomic(path, json.dumps(dict(record), indent=1) + "\n", within=within)
 
 
 def read_record(path: Path) -> dict[str, Any] | None:

@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..core.overrides import check_override_fields, format_overrides, parse_overrides
+from ..core.overrides import check_model_spec, format_overrides, parse_overrides
+from ..storage.files import path_component
 
 #: transformers' own BertForMaskedLM: an external reference, not a model of this package.
 EXTERNAL_REFERENCE = "bert"
@@ -29,9 +30,10 @@ NO_MIXING = {"attention_type": "mean"}
 
 def spec_folder(name: str) -> str:
     """A file-system name for a spec's name (``macaron_bert:layer_norm_position=post`` →
-    ``macaron_bert__layer_norm_position-post``)."""
+    ``macaron_bert__layer_norm_position-post``): one path component, checked (:func:`path_component`), so that no
+    spec names a folder outside the one it is written into."""
     folder = name.replace(" ", "_").replace(":", "__").replace(",", "_").replace("=", "-")
-    return folder.translate(str.maketrans("", "", "[]()"))
+    return path_component(folder.translate(str.maketrans("", "", "[]()")), f"the model {name!r}")
 
 
 @dataclass(frozen=True)
@@ -55,10 +57,6 @@ class ModelSpec:
     def parse(cls, text: str) -> ModelSpec:
         """A checked spec: an unknown model type, field or value is a ``ValueError`` naming it. Also
         reads back a control's name (``control of <spec>``)."""
-        import hf_variants  # noqa: F401  (registers the variants)
-
-        from ..core.registration import VARIANTS
-
         if text.endswith(REPLICA_SUFFIX):
             return cls.parse(text.removesuffix(REPLICA_SUFFIX)).replica()
         if text.startswith(CONTROL_PREFIX):
@@ -67,20 +65,11 @@ class ModelSpec:
                 raise ValueError(f"{text!r}: that model has no idea to turn off, so no matched control")
             return control
         spec = cls.from_text(text)
-        known = [*VARIANTS, EXTERNAL_REFERENCE]
-        if spec.model_type not in known:
-            raise ValueError(f"unknown model type {spec.model_type!r} in {text!r}; choose from {known}")
-        if spec.overrides and spec.model_type == EXTERNAL_REFERENCE:
-            raise ValueError(f"{text!r}: transformers' BERT takes no overrides here; use bert_control")
-        from transformers import AutoConfig
-
-        try:
-            parsed = parse_overrides(spec.overrides)
-            # the engines' one check: a field the config declares, never a method, a dunder or model_type
-            check_override_fields(parsed, lambda **pair: AutoConfig.for_model(spec.model_type, **pair), flag=repr(text))
-            spec.pair()
-        except ValueError as error:
-            raise ValueError(str(error) if str(error).startswith(repr(text)) else f"{text!r}: {error}") from error
+        if spec.model_type == EXTERNAL_REFERENCE:
+            if spec.overrides:
+                raise ValueError(f"{text!r}: transformers' BERT takes no overrides here; use bert_control")
+            return spec
+        check_model_spec(text)  # the one check of a spec: registered type, declared fields, values the config takes
         return spec
 
     @property

@@ -76,7 +76,7 @@ def pretrain(
     )  # fmt: skip
     inputs = [*source.input_files(), *sorted(Path(tokenizer).glob("*"))]
     return finished_stage(settings.output_dir, run_mlm.requested_arguments(settings), inputs,
-                          lambda: run_mlm.run(settings))  # fmt: skip
+                          lambda: run_mlm.run(settings), within=args.output_dir)  # fmt: skip
 
 
 def stage_bars(args: CompareArguments) -> bool:
@@ -116,14 +116,14 @@ def fine_tune(
     )  # fmt: skip
     inputs = [*source.input_files(task), pretrained / run_folder.MANIFEST_FILE]
     return finished_stage(Path(settings[2].output_dir), run_glue.requested_arguments(*settings), inputs,
-                          lambda: run_glue.run(*settings))  # fmt: skip
+                          lambda: run_glue.run(*settings), within=args.output_dir)  # fmt: skip
 
 
 STAGE_RECORD_SUFFIX = ".finished.json"
 
 
 def finished_stage(folder: Path, arguments: dict[str, Any], inputs: Sequence[Path],
-                   run_stage: Callable[[], dict[str, Any]]) -> dict[str, Any]:  # fmt: skip
+                   run_stage: Callable[[], dict[str, Any]], *, within: Path) -> dict[str, Any]:  # fmt: skip
     """``run_stage()`` (a pretraining or fine-tuning run writing ``folder``, whose settings are the engine's
     ``requested_arguments``), recorded next to the folder when it finishes. A re-run after a kill takes the
     recorded result instead when the settings and the content of ``inputs`` are the same and the folder is
@@ -135,7 +135,7 @@ def finished_stage(folder: Path, arguments: dict[str, Any], inputs: Sequence[Pat
         if saved is not None and run_folder.verify_manifest(folder) is not None:
             return saved["result"]
     result = run_stage()
-    records.write_record(record, {**identity, "result": result})
+    records.write_record(record, {**identity, "result": result}, within=within)
     checkpoints.failpoint(f"compare:{folder.parent.name}/{folder.name}", 0)  # tests kill here
     return result
 
@@ -169,7 +169,8 @@ def train(args: CompareArguments, source: DataSource, tokenizer: str, run: Run) 
     fine-tuning run that the N-ODE solver or the non-finite check stops is an outcome, recorded as
     ``{"failed": "<error>"}``; a pretraining that stops ends the comparison."""
     quiet = not args.disable_tqdm or args.workers > 1  # beside bars, or side by side: to the log file only
-    with console_to_file(args.output_dir / "models" / run.spec.folder / f"{run.folder_name}.log", quiet):
+    log = args.output_dir / "models" / run.spec.folder / f"{run.folder_name}.log"
+    with console_to_file(log, quiet, within=args.output_dir):
         if run.task is None:
             return pretrain(args, source, tokenizer, run.spec, run.seed)
         try:

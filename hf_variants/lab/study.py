@@ -10,8 +10,11 @@ three tables::
     [pretraining]            optional: self-pretraining (hf_variants.lab.grid.SelfPretraining)
     [conditions.<name>]      optional: several grids, each these fields changed (its results under <name>/)
 
-``extends = "<study>"`` starts from another study's fields (tables merged key by key). An unknown field, task or
-condition is an error naming the file and the field, before anything runs.
+``extends = "<study>"`` starts from another study's fields (tables merged key by key). Every value goes through
+the field's declared check (:class:`~hf_variants.settings.study.GridSettings`: type, range, model specs — the same
+check as the flag that replaces it); an unknown field, task or condition, a private or special name, a value out of
+range, a file too large or nested too deeply is one error naming the file, the table and the key, before anything
+runs or is written.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 import sys
 import types
 import typing
@@ -27,9 +31,12 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ..settings.study import ROLES, build_parser, parse_args
+from ..core.overrides import check_model_spec
+from ..settings.arguments import checked_value
+from ..settings.study import ROLES, GridSettings, SelfPretraining, build_parser, parse_args
+from ..storage.files import path_component, require_regular_file
 from ..training.memory import limit_address_space
-from .grid import Grid, GridSettings, SelfPretraining
+from .grid import Grid, check_models
 from .text_classification import GRID_TASKS
 
 if sys.version_info >= (3, 11):
@@ -41,6 +48,12 @@ else:  # pragma: no cover - Python 3.10
 STUDIES_FOLDER = Path(__file__).parent / "studies"
 #: Fields of a study file that are not GridSettings' own.
 STUDY_FIELDS = frozenset({"description", "extends", "sizes", "tasks", "pretraining", "conditions"})
+#: The largest study file read (a study is a few dozen lines).
+LARGEST_STUDY_BYTES = 256 * 1024
+#: The deepest nesting of tables and arrays a study file holds (``[conditions.<name>.pretraining]`` is 3 deep).
+DEEPEST_NESTING = 4
+#: A condition's name: also the name of its results folder.
+CONDITION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 @dataclass(frozen=True)
@@ -78,17 +91,42 @@ def merged(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
 
 
 def read_fields(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
-    """The file's fields, ``extends`` resolved (a cycle is an error)."""
+    """The file's fields, ``extends`` resolved (a cycle is an error); its size, nesting and names checked
+    (:func:`check_shape`) before any value is read."""
     if path.resolve() in seen:
         raise ValueError(f"{path}: extends itself through {' → '.join(p.name for p in seen)}.")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        require_regular_file(path, "The study file")
     except FileNotFoundError:
         raise FileNotFoundError(f"The study file {path} does not exist.") from None
-    except tomllib.TOMLDecodeError as error:
+    except (IsADirectoryError, ValueError) as error:
+        raise ValueError(str(error)) from None
+    if path.stat().st_size > LARGEST_STUDY_BYTES:
+        raise ValueError(f"{path}: {path.stat().st_size:,} bytes; a study file is at most {LARGEST_STUDY_BYTES:,}.")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"{path}: not valid TOML ({error}).") from None
+    except RecursionError:
+        raise ValueError(f"{path}: nests arrays or tables more than {DEEPEST_NESTING} deep.") from None
+    check_shape(path, data)
     parent = data.pop("extends", None)
+    if parent is not None and not isinstance(parent, str):
+        raise ValueError(f"{path}: extends = {parent!r} is not the name or path of a study.")
     return merged(read_fields(study_path(parent), (*seen, path.resolve())), data) if parent else data
+
+
+def check_shape(path: Path, value: Any, where: str = "", depth: int = 0) -> None:
+    """Refuse a study file nested more than :data:`DEEPEST_NESTING` deep, or with a private or special key
+    (``_x``, ``__class__``) in any table: such a name is never a field."""
+    if depth > DEEPEST_NESTING:
+        raise ValueError(f"{path}: {where or 'a value'} nests arrays or tables more than {DEEPEST_NESTING} deep.")
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if isinstance(key, str) and key.startswith("_"):
+            raise ValueError(f"{path}: {where + '.' if where else ''}{key} is a private or special name, never a "
+                             "field of a study.")  # fmt: skip
+        check_shape(path, item, f"{where}.{key}" if where else str(key), depth + 1)
 
 
 def checked(path: Path, where: str, values: dict[str, Any], allowed: set[str]) -> dict[str, Any]:
@@ -120,14 +158,21 @@ def fits(value: Any, annotation: Any) -> bool:
 
 
 def typed(path: Path, where: str, values: dict[str, Any], settings: type) -> dict[str, Any]:
-    """``values`` after checking each against its field of the dataclass ``settings``; a wrong type is named."""
+    """``values`` after checking each against its field of the dataclass ``settings``: its type (a wrong one is
+    named), then the field's declared check (:func:`~hf_variants.settings.arguments.checked_value`: its range, a
+    model spec's fields), the same check as the flag that sets it."""
     hints = typing.get_type_hints(settings)
+    checked_values = {}
     for name, value in values.items():
         if name in hints and not fits(value, hints[name]):
             hint = hints[name]
             expected = hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
             raise ValueError(f"{path}: {where}: {name} = {value!r} is not {expected}.")
-    return values
+        try:
+            checked_values[name] = checked_value(settings, name, value) if name in hints else value
+        except ValueError as error:
+            raise ValueError(f"{path}: {where}: {name} = {value!r}: {str(error).rstrip('.')}.") from None
+    return checked_values
 
 
 def grid_settings(path: Path, task: str, study: dict[str, Any]) -> GridSettings:
@@ -136,35 +181,49 @@ def grid_settings(path: Path, task: str, study: dict[str, Any]) -> GridSettings:
     shared = {key: value for key, value in study.items() if key not in STUDY_FIELDS}
     checked(path, "a study", shared, settings_fields - {"sizes"})
     own = checked(path, f"[tasks.{task}]", study["tasks"][task], settings_fields - {"pairs", "sizes"})
-    values = typed(path, f"[tasks.{task}] (or the study)", {**shared, **own, "sizes": study.get("sizes", {})},
-                   GridSettings)  # fmt: skip
+    values = {**typed(path, "a study", shared, GridSettings), **typed(path, f"[tasks.{task}]", own, GridSettings),
+              **typed(path, "[sizes]", {"sizes": study.get("sizes", {})}, GridSettings)}  # fmt: skip
     pretraining = study.get("pretraining")
     if pretraining is not None:
         checked(path, "[pretraining]", pretraining, {f.name for f in fields(SelfPretraining)})
-        values["pretraining"] = SelfPretraining(**typed(path, "[pretraining]", pretraining, SelfPretraining))
+        try:
+            values["pretraining"] = SelfPretraining(**typed(path, "[pretraining]", pretraining, SelfPretraining))
+        except TypeError as error:
+            raise ValueError(f"{path}: [pretraining] misses a field: {error}.") from None
     for name in ("pairs", "learning_rates", "seeds"):
         if name in values:
             values[name] = tuple(values[name])
     try:
-        return GridSettings(task=task, **values)
+        settings = GridSettings(task=task, **values)
+        check_models(settings)
     except TypeError as error:
         raise ValueError(f"{path}: [tasks.{task}] misses a field: {error}.") from None
+    except ValueError as error:
+        raise ValueError(f"{path}: [tasks.{task}] (with the study's fields): {str(error).rstrip('.')}.") from None
+    return settings
 
 
-def load_study(name_or_path: str | Path) -> Study:
-    """The study file (a path, or the name of one the package ships) as its grids, checked."""
+def load_study(name_or_path: str | Path, replace: dict[str, Any] | None = None) -> Study:
+    """The study file (a path, or the name of one the package ships) as its grids, checked; ``replace``: fields
+    that replace the file's in every grid (the command line's ``--pairs``, ``--seeds``, ``--learning_rates``),
+    checked with them."""
     path = study_path(name_or_path)
-    study = read_fields(path)
+    study = read_fields(path) | {name: list(value) for name, value in (replace or {}).items()}
     checked(path, "a study", study, STUDY_FIELDS | {f.name for f in fields(GridSettings)})
     tasks = study.get("tasks") or {}
-    unknown = sorted(set(tasks) - set(GRID_TASKS))
+    unknown = sorted(set(tasks) - set(GRID_TASKS)) if isinstance(tasks, dict) else ["<task>"]
     if not tasks or unknown:
         raise ValueError(f"{path}: [tasks.{unknown[0] if unknown else '<task>'}]: choose tasks among "
                          f"{', '.join(GRID_TASKS)}.")  # fmt: skip
     conditions = study.pop("conditions", None) or {"": {}}
     grids = []
     for condition, changes in conditions.items():
-        checked(path, f"[conditions.{condition}]", changes, {f.name for f in fields(GridSettings)} - {"task"})
+        where = f"[conditions.{condition}]"
+        if condition and not CONDITION_NAME.fullmatch(path_component(condition, f"{path}: {where}")):
+            raise ValueError(f"{path}: {where}: a condition's name is letters, digits, '_', '.' and '-', as its "
+                             "results folder's.")  # fmt: skip
+        checked(path, where, changes, {f.name for f in fields(GridSettings)} - {"task"})
+        typed(path, where, {key: value for key, value in changes.items() if key != "pretraining"}, GridSettings)
         for task in tasks:
             grids.append((condition, grid_settings(path, task, merged(study, changes))))
     return Study(path.stem, study.get("description", ""), path, tuple(grids))
@@ -185,13 +244,14 @@ def check_selection(
 def run_study(
     study: Study, data_dir: Path, output_dir: Path, work_dir: Path, *, tasks: Sequence[str] | None = None,
     conditions: Sequence[str] | None = None, roles: Sequence[str] | None = None,
-    replace: dict[str, Any] | None = None, on_record: Callable[[Path], None] | None = None,
+    replace: dict[str, Any] | None = None, on_record: Callable[[Path], None] | None = None, overwrite: bool = False,
 ) -> list[Path]:
     """Run every grid of ``study`` (only ``tasks`` / ``conditions`` when given, only the cells of ``roles``, e.g.
     the cheap controls first; GridSettings fields in ``replace`` changed), each resumable, results under
     ``output_dir/<condition>/<task>``, a self-pretraining grid's models under ``work_dir/<condition>``; the folders
     of the grids run. ``on_record(cell folder)`` follows each run and choice written into a (pair, role) cell, e.g.
-    to report progress or copy the cell elsewhere (:meth:`Grid.run`)."""
+    to report progress or copy the cell elsewhere (:meth:`Grid.run`). ``overwrite``: replace the records of another
+    grid in a task's folder (:meth:`Grid.replace_another_grid`)."""
     check_selection(study, tasks=tasks, conditions=conditions, roles=roles)
     folders = []
     for condition, settings in study.grids:
@@ -199,7 +259,7 @@ def run_study(
             continue
         settings = dataclasses.replace(settings, **(replace or {}))
         grid = Grid(settings, data_dir, output_dir / condition, work_dir / condition)
-        grid.run(on_record=on_record, roles=roles or ROLES)
+        grid.run(on_record=on_record, roles=roles or ROLES, overwrite=overwrite)
         folders.append(output_dir / condition / settings.task)
     return folders
 
@@ -208,8 +268,13 @@ def main(argv: list[str] | None = None) -> list[Path]:
     """``hf-variants study``: the study of the command line run (:func:`run_study`); the grid folders run. A
     mistake in the command line, the study file or the selection is a usage error before anything runs."""
     args = parse_args(argv)
+    for pair in args.pairs or []:  # the check of every model spec (with the study's sizes, again, below)
+        try:
+            check_model_spec(pair)
+        except ValueError as error:
+            build_parser().error(f"argument --pairs: {error}")
     try:
-        study = load_study(args.study)
+        study = load_study(args.study, replace=args.replaced_fields())
     except (ValueError, FileNotFoundError) as error:
         build_parser().error(f"argument STUDY: {error}")
     try:
@@ -221,4 +286,4 @@ def main(argv: list[str] | None = None) -> list[Path]:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     return run_study(study, args.data_dir, args.output_dir, args.work_dir, tasks=args.tasks,
-                     conditions=args.conditions, roles=args.roles, replace=args.replaced_fields())  # fmt: skip
+                     conditions=args.conditions, roles=args.roles, overwrite=args.overwrite_output_dir)  # fmt: skip

@@ -142,29 +142,38 @@ def argument_parser(settings_class: type, prog: str, description: str, epilog: s
     return add_arguments(parser, settings_class)  # type: ignore[return-value]
 
 
+def checked_value(settings_class: type, name: str, value: Any) -> Any:
+    """``value`` for the field ``name`` of ``settings_class``, converted and checked by the field's declared ``parse``
+    and ``choices`` as if it had come from the command line (each item of a list or tuple; its container kept);
+    a ``ValueError`` saying what is wrong with it. ``None`` and booleans are returned as they are."""
+    if value is None or isinstance(value, bool):
+        return value
+    field = next(field for field in dataclasses.fields(settings_class) if field.name == name)
+    convert = _parser_of(field, typing.get_type_hints(settings_class)[name])
+    values = list(value) if isinstance(value, list | tuple) else [value]
+    try:
+        checked = [convert(str(item)) if convert is not None else item for item in values]
+    except (argparse.ArgumentTypeError, TypeError) as error:
+        raise ValueError(str(error)) from None
+    allowed = field.metadata.get("choices")
+    wrong = [item for item in checked if allowed is not None and item not in allowed]
+    if wrong:
+        raise ValueError(f"invalid choice: {wrong[0]!r} (choose from {', '.join(map(str, allowed))})")
+    return type(value)(checked) if isinstance(value, list | tuple) else checked[0]
+
+
 def field_problems(settings: Any) -> list[str]:
-    """Check and convert each field's value by its declared ``parse`` and ``choices``, as if it had come
-    from the command line (a value set in Python meets the same checks); the problems, one per field."""
+    """Check and convert each field's value by its declared ``parse`` and ``choices`` (:func:`checked_value`), as
+    if it had come from the command line (a value set in Python meets the same checks); the problems, one per
+    field. A frozen settings class is converted in place too (its construction is not finished yet)."""
     problems = []
-    hints = typing.get_type_hints(type(settings))
     for field in dataclasses.fields(settings):
-        value = getattr(settings, field.name)
-        if value is None or isinstance(value, bool):
-            continue
-        convert = _parser_of(field, hints[field.name])
-        values = list(value) if isinstance(value, list | tuple) else [value]
         try:
-            checked = [convert(str(item)) if convert is not None else item for item in values]
-        except (argparse.ArgumentTypeError, ValueError, TypeError) as error:
+            value = checked_value(type(settings), field.name, getattr(settings, field.name))
+        except ValueError as error:
             problems.append(f"argument --{field.name}: {error}")
             continue
-        allowed = field.metadata.get("choices")
-        wrong = [item for item in checked if allowed is not None and item not in allowed]
-        if wrong:
-            problems.append(f"argument --{field.name}: invalid choice: {wrong[0]!r} (choose from "
-                            f"{', '.join(map(str, allowed))})")  # fmt: skip
-            continue
-        setattr(settings, field.name, checked if isinstance(value, list | tuple) else checked[0])
+        object.__setattr__(settings, field.name, value)
     return problems
 
 

@@ -140,6 +140,12 @@ class PretrainingArguments(CorpusArguments):
         "exports are the same as without), and use the fused AdamW on a GPU. The first steps wait for the "
         "compilation.",
     )  # fmt: skip
+    gradient_checkpointing: bool = setting(
+        False, group=TRAINING,
+        help="Recompute each layer's activations in the backward pass instead of keeping them (less memory, about a "
+        "third more compute; the same losses and weights). Refused, with the reason, for a model whose recomputation "
+        "would not be exact (MGK's soft E-step).",
+    )  # fmt: skip
     torch_compile_backend: str = setting(
         "inductor", group=TRAINING,
         help="torch.compile's backend with --torch_compile ('inductor'; 'aot_eager' or 'eager' to check a model's "

@@ -1,18 +1,100 @@
-"""Settings of ``hf-variants study``, which runs a study file on the lab's grid
-(:func:`hf_variants.lab.study.main`): one field per flag, declared once."""
+"""Settings of ``hf-variants study``, which runs a study file on the lab's grid (:func:`hf_variants.lab.study.main`),
+declared once: a grid's settings (:class:`GridSettings`, :class:`SelfPretraining`: the fields of a study file) and the
+command line's (:class:`StudyArguments`: one field per flag). A value of a study file and the flag that replaces it
+meet the same declared check (``seeds = [-1]`` and ``--seeds -1`` are one refusal)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .arguments import Settings, argument_parser, parse_into, setting
-from .checks import above, seed_range
+from .checks import above, at_least, half_open_interval, open_interval, seed_range
 from .compare import DATA_ENV
 
 #: The two sides of a comparison: the variant, and its matched control (the same model with its idea turned off).
 ROLES = ("variant", "control")
+
+#: What trains each grid run (recorded in the grid's fingerprint: a folder made by another engine is another grid).
+ENGINE = "transformers.Trainer (hf_variants.training.run_glue.GlueTrainer)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SelfPretraining(Settings):
+    """Masked-LM pretraining of every run's model on that run's own training inputs before it is fine-tuned —
+    self-pretraining (Amos, Berant & Gupta, ICLR 2024: no data beyond the task's, a denoising objective) — on
+    the pretraining engine (:func:`hf_variants.training.run_mlm.run`, accelerate), with the grid's tokenizer.
+
+    A held-out run is pretrained on the training split *without* its held-out slice (the slice that chooses the
+    rate is never seen by pretraining), a final run at seed s on the whole training split at seed s; the test
+    split never. The texts are one example per line (``line_by_line``), at the grid's length and batch size, so
+    pretraining costs ``steps / grid steps`` times the fine-tuning's compute (:meth:`compute_multiple`).
+    """
+
+    steps: int = setting(help="Pretraining steps of every run's model.", parse=at_least(1))
+    learning_rate: float = setting(1e-3, help="Pretraining's peak learning rate.", parse=above(0))
+    warmup_ratio: float = setting(0.1, help="Share of the steps that warm up.", parse=half_open_interval(0, 1))
+    mlm_probability: float = setting(0.15, help="Share of the tokens masked.", parse=open_interval(0, 1))
+    validation_percentage: float = setting(
+        5.0, help="Share of the pretraining texts held out for its validation loss.", parse=open_interval(0, 100)
+    )
+    sparse_prediction: bool = setting(
+        False, help="The MLM decoder only at the masked positions (the config's sparse_prediction): the same loss at "
+        "a fraction of the decoder's cost, which dominates a small model's MLM step (docs 'Benchmarks').",
+    )  # fmt: skip
+
+    def compute_multiple(self, fine_tuning_steps: int) -> float:
+        """Pretraining compute as a multiple of one fine-tuning run's (same batch, same length)."""
+        return self.steps / fine_tuning_steps
+
+
+@dataclass(frozen=True, kw_only=True)
+class GridSettings(Settings):
+    """Everything that determines a grid's results (its fingerprint): the fields of a study file, each checked where
+    it is declared, from a file, a flag or Python alike."""
+
+    task: str = setting(help="The text-classification task (hf_variants.lab.text_classification.GRID_TASKS).")
+    pairs: tuple[str, ...] = setting(help="Model specs, each run against its matched control (each checked with the "
+                                     "sizes by the lab: hf_variants.lab.grid.check_models).")
+    sizes: dict[str, Any] = setting(help="Config fields every model of the grid has (its size).")
+    learning_rates: tuple[float, ...] = setting(help="The held-out sweep's rates.", parse=above(0))
+    seeds: tuple[int, ...] = setting(help="The final runs' seeds.", parse=seed_range())
+    steps: int = setting(help="Fine-tuning steps of every run.", parse=at_least(1))
+    batch_size: int = setting(help="Examples per step.", parse=at_least(1))
+    max_length: int = setting(help="Tokens per example (longer ones are cut).", parse=at_least(2))
+    warmup_ratio: float = setting(0.1, help="Share of the steps that warm up.", parse=half_open_interval(0, 1))
+    sweep_seed: int = setting(0, help="The held-out runs' seed.", parse=seed_range())
+    heldout_fraction: float = setting(
+        0.15, help="Share of the training split held out to choose the rate.", parse=open_interval(0, 1)
+    )
+    max_train: int | None = setting(None, help="Training examples kept (a seeded subsample).", parse=at_least(2))
+    max_test: int | None = setting(None, help="Test examples kept (a seeded subsample).", parse=at_least(1))
+    vocab_size: int = setting(8000, help="The WordPiece tokenizer's vocabulary.", parse=at_least(32))
+    extra: dict[str, Any] = setting(help="Free fields recorded in the fingerprint.", default_factory=dict)
+    engine: str = setting(ENGINE, help="What trains each run: a folder made by another engine is another grid.")
+    pretraining: SelfPretraining | None = setting(
+        None, help="None: every run from random initialisation; else each run's model is self-pretrained first."
+    )
+
+    def problems(self) -> list[str]:
+        if len(set(self.seeds)) != len(self.seeds) or len(set(self.learning_rates)) != len(self.learning_rates):
+            return [f"seeds {list(self.seeds)} or learning_rates {list(self.learning_rates)} name a value twice"]
+        return []
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The settings as JSON; a from-scratch grid's is what it was before self-pretraining existed (no
+        ``pretraining`` key), so its folders resume."""
+        fingerprint = json.loads(json.dumps(dataclasses.asdict(self)))
+        if self.pretraining is None:
+            del fingerprint["pretraining"]
+        elif not self.pretraining.sparse_prediction:  # as before the switch existed, so those folders resume
+            del fingerprint["pretraining"]["sparse_prediction"]
+        return fingerprint
+
 
 DESCRIPTION = f"""\
 Run a study: every variant of the study file against its matched control on each of its text-classification
@@ -32,6 +114,12 @@ Data: --data_dir, else the {DATA_ENV} environment variable: the folder layout of
 """
 
 
+def grid_check(name: str) -> Any:
+    """The declared check of :class:`GridSettings`' field ``name``: a flag that replaces a study file's field is
+    checked by that field's own check."""
+    return next(field for field in dataclasses.fields(GridSettings) if field.name == name).metadata["parse"]
+
+
 @dataclass(kw_only=True)
 class StudyArguments(Settings):
     """``hf-variants study``'s settings, typed: one field per flag; values set in Python meet the flags' checks."""
@@ -47,9 +135,16 @@ class StudyArguments(Settings):
     roles: list[str] | None = setting(
         None, choices=ROLES, help="Only these roles' runs (e.g. the cheap controls first, the rest later)."
     )
-    pairs: list[str] | None = setting(None, help="Replace the study's pairs (model specs, e.g. mgk_bert).")
-    learning_rates: list[float] | None = setting(None, parse=above(0), help="Replace the study's learning rates.")
-    seeds: list[int] | None = setting(None, parse=seed_range(), help="Replace the study's final seeds.")
+    pairs: list[str] | None = setting(
+        None, help="Replace the study's pairs (model specs, e.g. mgk_bert; checked with the study's sizes)."
+    )
+    learning_rates: list[float] | None = setting(
+        None, parse=grid_check("learning_rates"), help="Replace the study's learning rates."
+    )
+    seeds: list[int] | None = setting(None, parse=grid_check("seeds"), help="Replace the study's final seeds.")
+    overwrite_output_dir: bool = setting(
+        False, help="Replace the grids another study left in --output_dir (only the records a study writes)."
+    )
     memory_limit_gib: float | None = setting(
         None, parse=above(0),
         help="Cap the address space: a run that needs more is recorded as out_of_memory instead of being killed.",

@@ -1,10 +1,16 @@
 """The one checked writer: every file the package writes, appends to, copies or moves, and every folder it
 removes, goes through this module.
 
-* **Containment.** :func:`inside` resolves a path the package is about to read as a record or remove — a
-  manifest entry, a checkpoint name, a repository id under a local hub — and refuses it unless it lies
-  inside the *resolved* folder the package owns. ``..``, an absolute path and a symlink that leads out
-  are all the same case: the resolved path is outside. :func:`target_inside` is the same check for a
+* **A write names its owner.** Every function here that writes, copies, renames, appends to, creates or removes
+  takes ``within``: the folder the command owns (its ``--output_dir``, an export folder, a local hub), with no
+  default and no opt-out. The target's folder is resolved and refused unless it lies inside ``within`` resolved,
+  so ``..``, an absolute path and a symlink that leads out are all the same case. ``tests/test_layout.py`` walks
+  every call of such a function in the package and fails on one without its owner.
+* **Names from user input are one path component.** :func:`path_component` checks a name built from a model
+  spec, a pair, a task, a condition or a study before it becomes part of a path: no separator, no ``..``.
+* **Containment of what is read back.** :func:`inside` resolves a path the package is about to read as a
+  record or remove — a manifest entry, a checkpoint name, a repository id under a local hub — and refuses it
+  unless it lies inside the *resolved* folder the package owns. :func:`target_inside` is the same check for a
   file about to be written: its folder is resolved, its own name is not (a link there is replaced, never
   followed).
 * **No write through a link.** New files are created with ``O_CREAT | O_EXCL | O_NOFOLLOW`` and renamed
@@ -96,11 +102,26 @@ def target_inside(folder: Path | str, entry: Path | str, what: str) -> Path:
     return parent / path.name
 
 
-def owned_path(path: Path, within: Path | str | None, what: str) -> Path:
-    """``path`` as :func:`target_inside` gives it, its folder checked to lie inside ``within`` (default: that
-    folder itself, which then only has to resolve)."""
+#: The longest name of one file or folder most file systems take (bytes, UTF-8).
+LONGEST_COMPONENT = 255
+
+
+def path_component(name: str, what: str) -> str:
+    """``name`` when it can be one file or folder name inside a folder the package owns — not empty, not ``.`` or
+    ``..``, no ``/`` or ``\\``, no NUL, at most :data:`LONGEST_COMPONENT` bytes; else a ``ValueError`` naming
+    ``what`` (e.g. ``"pair 'bert_control:a/..'"``). Checked where a name from user input becomes a path."""
+    problem = ("is empty" if not name else "is '.' or '..'" if name in (".", "..") else
+               "holds a path separator" if "/" in name or "\\" in name else "holds a NUL byte" if "\0" in name else
+               f"is longer than {LONGEST_COMPONENT} bytes" if len(name.encode("utf-8")) > LONGEST_COMPONENT else None)
+    if problem is not None:
+        raise ValueError(f"{what} {problem}: it cannot name a folder inside the one hf-variants writes to.")
+    return name
+
+
+def owned_path(path: Path, what: str, *, within: Path | str) -> Path:
+    """``path`` as :func:`target_inside` gives it, its folder checked to lie inside ``within`` (or to be it)."""
     path = Path(path)
-    root, parent = Path(within if within is not None else path.parent).resolve(), path.parent.resolve()
+    root, parent = Path(within).resolve(), path.parent.resolve()
     if parent != root and root not in parent.parents:
         raise CheckpointError(
             f"{what} {path} lies outside {root} (its folder resolves to {parent}): hf-variants writes files only "
@@ -157,11 +178,22 @@ def _temporary(path: Path) -> Path:
     return temporary
 
 
-def write_bytes_atomic(path: Path, data: bytes, within: Path | str | None = None) -> None:
+def make_folder(path: Path, *, within: Path | str) -> Path:
+    """Create the folder ``path`` (and its missing parents) after checking that it resolves inside ``within``, or
+    is it (the owned folder itself); returns it. An existing folder is kept."""
+    root, resolved = Path(within).resolve(), Path(path).resolve()
+    if resolved != root and root not in resolved.parents:
+        raise CheckpointError(f"the folder {path} lies outside {root} (it resolves to {resolved}): hf-variants creates "
+                              "folders only inside the folder it owns.")  # fmt: skip
+    resolved.mkdir(parents=True, exist_ok=True)
+    return Path(path)
+
+
+def write_bytes_atomic(path: Path, data: bytes, *, within: Path | str) -> None:
     """Replace ``path`` by ``data`` in one rename, after flushing the new content to disk. ``path``'s folder is
-    checked to lie inside ``within`` (the folder the command owns; default: its own folder); a link at
-    ``path`` is replaced itself, never written through."""
-    path = owned_path(Path(path), within, "the file")
+    checked to lie inside ``within`` (the folder the command owns); a link at ``path`` is replaced itself,
+    never written through."""
+    path = owned_path(Path(path), "the file", within=within)
     if path.is_dir() and not path.is_symlink():
         raise IsADirectoryError(f"{path} is a directory: hf-variants cannot write a file in its place.")
     temporary = _temporary(path)
@@ -182,20 +214,20 @@ def write_bytes_atomic(path: Path, data: bytes, within: Path | str | None = None
             stale.unlink(missing_ok=True)
 
 
-def write_text_atomic(path: Path, text: str, within: Path | str | None = None) -> None:
+def write_text_atomic(path: Path, text: str, *, within: Path | str) -> None:
     """:func:`write_bytes_atomic` of ``text`` in UTF-8."""
-    write_bytes_atomic(path, text.encode("utf-8"), within)
+    write_bytes_atomic(path, text.encode("utf-8"), within=within)
 
 
-def write_json(path: Path, value: Any, within: Path | str | None = None) -> None:
+def write_json(path: Path, value: Any, *, within: Path | str) -> None:
     """``value`` as JSON (NaN and infinity refused: they are not JSON), written atomically."""
-    write_text_atomic(path, json.dumps(value, indent=1, allow_nan=False) + "\n", within)
+    write_text_atomic(path, json.dumps(value, indent=1, allow_nan=False) + "\n", within=within)
 
 
-def copy_file(source: Path, target: Path, within: Path | str) -> None:
+def copy_file(source: Path, target: Path, *, within: Path | str) -> None:
     """Copy the regular file ``source`` (a link there is refused, never read through) to ``target`` inside
     ``within``, by a temporary file renamed over the target: a link at ``target`` is replaced itself."""
-    target = owned_path(Path(target), within, "the copy")
+    target = owned_path(Path(target), "the copy", within=within)
     try:
         reading = os.open(source, os.O_RDONLY | NO_FOLLOW)
     except OSError as error:
@@ -218,20 +250,20 @@ def copy_file(source: Path, target: Path, within: Path | str) -> None:
                 temporary.unlink()
 
 
-def move_into(source: Path, target: Path, within: Path | str) -> None:
+def move_into(source: Path, target: Path, *, within: Path | str) -> None:
     """Rename ``source`` (a file the package wrote in a folder of its own) to ``target`` inside ``within``;
     a link at ``target`` is replaced itself, a folder there is an error."""
-    target = owned_path(Path(target), within, "the file")
+    target = owned_path(Path(target), "the file", within=within)
     if target.is_dir() and not target.is_symlink():
         raise IsADirectoryError(f"{target} is a directory: hf-variants cannot move a file in its place.")
-    target.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(target.parent, within=within)
     os.replace(source, target)
 
 
 @contextlib.contextmanager
-def open_for_append(path: Path, within: Path | str | None = None) -> Iterator[IO[str]]:
+def open_for_append(path: Path, *, within: Path | str) -> Iterator[IO[str]]:
     """``path`` opened to append text (created if missing), never through a link."""
-    path = owned_path(Path(path), within, "the log")
+    path = owned_path(Path(path), "the log", within=within)
     try:
         descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | NO_FOLLOW, 0o644)
     except OSError as error:
@@ -263,16 +295,30 @@ def open_lock_file(path: Path) -> IO[str]:
 # ------------------------------------------------------------------------------------------------
 # Removing
 # ------------------------------------------------------------------------------------------------
-def remove_path(path: Path, within: Path | str) -> None:
+def remove_path(path: Path, *, within: Path | str) -> None:
     """Remove ``path`` inside ``within``: a link is removed itself (never what it points to), a folder with
     everything below it (``shutil.rmtree`` does not follow links inside it), a missing one is skipped."""
-    path = owned_path(Path(path), within, "the entry")
+    path = owned_path(Path(path), "the entry", within=within)
     if is_link(path):
         path.unlink()
     elif path.is_dir():
         shutil.rmtree(path)
     elif path.exists():
         path.unlink()
+
+
+def remove_empty_folder(folder: Path, *, within: Path | str) -> bool:
+    """Remove ``folder`` — ``within`` itself or a folder inside it — when it is empty (a folder the command created
+    and wrote nothing into); returns whether it was removed. A folder with anything in it is kept."""
+    root, resolved = Path(within).resolve(), Path(folder).resolve()
+    if resolved != root and root not in resolved.parents:
+        raise CheckpointError(f"the folder {folder} lies outside {root}: hf-variants removes only inside the folder "
+                              "it owns.")  # fmt: skip
+    try:
+        resolved.rmdir()
+    except OSError:
+        return False
+    return True
 
 
 @contextlib.contextmanager
@@ -282,12 +328,12 @@ def staged_into(folder: Path) -> Iterator[Path]:
     moved into ``folder`` (a link at its name is replaced, never written through) and the staging folder is
     removed. An error inside leaves ``folder`` as it was (the staging folder is removed by the next use)."""
     staging = Path(folder) / STAGING_FOLDER
-    remove_path(staging, folder)  # left by a killed write
-    staging.mkdir(parents=True)
+    remove_path(staging, within=folder)  # left by a killed write
+    make_folder(staging, within=folder)
     yield staging
     for path in regular_files(staging):
-        move_into(path, Path(folder) / path.relative_to(staging), folder)
-    remove_path(staging, folder)
+        move_into(path, Path(folder) / path.relative_to(staging), within=folder)
+    remove_path(staging, within=folder)
 
 
 def regular_files(folder: Path) -> list[Path]:
@@ -299,8 +345,10 @@ def regular_files(folder: Path) -> list[Path]:
     return sorted(found)
 
 
-def rename_folder(source: Path, target: Path) -> None:
-    """Rename a folder the package wrote to ``target`` beside it (the one rename of a checkpoint)."""
+def rename_folder(source: Path, target: Path, *, within: Path | str) -> None:
+    """Rename a folder the package wrote to ``target`` beside it, inside ``within`` (the one rename of a
+    checkpoint)."""
+    owned_path(Path(target), "the folder", within=within)
     if Path(source).parent.resolve() != Path(target).parent.resolve():
         raise CheckpointError(f"{target} is not beside {source}: a checkpoint is renamed in its own folder.")
     os.replace(source, target)

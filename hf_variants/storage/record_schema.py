@@ -2,20 +2,22 @@
 
 A record the package wrote — a folder's manifest, a checkpoint's completeness marker, a run's fingerprint, the
 pending-checkpoint note, a study's record — can have been altered, emptied or replaced since. :func:`parse_record`
-reads it (:func:`load_json`) and checks its shape against a :data:`Schema` (required fields, their types,
-non-empty file lists where the package always writes some); anything else is a :class:`CheckpointError` of one
-line naming the file and the field, never an ``AttributeError`` or ``KeyError`` further on.
+reads it (:func:`load_json`: never through a symbolic link) and checks its shape against a :data:`Schema` (required
+fields, their types and ranges — a score inside its range and finite —, non-empty file lists where the package always
+writes some); anything else is a :class:`CheckpointError` of one line naming the file and the field, never an
+``AttributeError`` or ``KeyError`` further on, and never a damaged record trusted.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .files import CheckpointError
+from .files import CheckpointError, is_link
 
 #: A field's check: ``None`` when the value is well-formed, else what is wrong with it (a phrase).
 Check = Callable[[Any], "str | None"]
@@ -27,13 +29,20 @@ SHA256 = re.compile(r"^[0-9a-f]{64}$")
 LONGEST_ENTRY = 4096
 
 
+def json_type(value: Any) -> str:
+    """The JSON name of ``value``'s type (``null``, ``array``, ``object``, ...), as a record's reader sees it."""
+    names = {type(None): "null", bool: "a boolean", int: "a number", float: "a number", str: "a string",
+             list: "an array", dict: "an object"}  # fmt: skip
+    return names.get(type(value), type(value).__name__)
+
+
 def text(value: Any) -> str | None:
-    return None if isinstance(value, str) else f"must be a string, not {type(value).__name__}"
+    return None if isinstance(value, str) else f"must be a string, not {json_type(value)}"
 
 
 def nonempty_object(value: Any) -> str | None:
     if not isinstance(value, dict):
-        return f"must be an object, not {type(value).__name__}"
+        return f"must be an object, not {json_type(value)}"
     return None if value else "is empty"
 
 
@@ -63,13 +72,39 @@ def file_list(value: Any) -> str | None:
         if problem is not None:
             return problem
         if not isinstance(entry, dict):
-            return f"entry {name[:80]!r} must be an object, not {type(entry).__name__}"
+            return f"entry {name[:80]!r} must be an object, not {json_type(entry)}"
         size, digest = entry.get("size"), entry.get("sha256")
         if not isinstance(size, int) or isinstance(size, bool) or size < 0:
             return f"entry {name[:80]!r} has no size in bytes (got {size!r})"
         if not isinstance(digest, str) or SHA256.fullmatch(digest) is None:
             return f"entry {name[:80]!r} has no SHA-256 (got {str(digest)[:80]!r})"
     return None
+
+
+def boolean(value: Any) -> str | None:
+    return None if isinstance(value, bool) else f"must be true or false, not {str(value)[:60]!r}"
+
+
+def number_in(low: float, high: float, *, low_open: bool = False) -> Check:
+    """A finite number in ``[low, high]`` (``(low, high]`` when ``low_open``); a boolean is not a number."""
+
+    def check(value: Any) -> str | None:
+        if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+            return f"must be a finite number, not {str(value)[:60]!r}"
+        if value < low or value > high or (low_open and value == low):
+            return f"must lie in {'(' if low_open else '['}{low:g}, {high:g}], not {value!r}"
+        return None
+
+    return check
+
+
+def integer_at_least(minimum: int) -> Check:
+    def check(value: Any) -> str | None:
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            return f"must be an integer of at least {minimum}, not {str(value)[:60]!r}"
+        return None
+
+    return check
 
 
 MANIFEST_SCHEMA: Schema = {"written_by": text, "files": file_list}
@@ -83,6 +118,9 @@ def load_json(path: Path, fix: str | None = None) -> Any:
     """A JSON file the package wrote; a missing, unreadable or damaged one is a ``CheckpointError`` naming it
     (and ``fix``, what recovers it, when given)."""
     suffix = f"; {fix}." if fix else "."
+    if is_link(Path(path)):
+        raise CheckpointError(f"{path} is a symbolic link, not the record hf-variants wrote: records are read back "
+                              f"only from files the package wrote{suffix}")  # fmt: skip
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -98,7 +136,7 @@ def check_record(value: Any, schema: Schema, path: Path, fix: str | None = None)
     ``CheckpointError`` naming the file and the first bad field."""
     suffix = f"; {fix}." if fix else "."
     if not isinstance(value, dict):
-        raise CheckpointError(f"{path} must hold a JSON object, not {type(value).__name__}: it is damaged{suffix}")
+        raise CheckpointError(f"{path} must hold a JSON object, not {json_type(value)}: it is damaged{suffix}")
     for field, check in schema.items():
         problem = "is missing" if field not in value else check(value[field])
         if problem is not None:

@@ -18,7 +18,6 @@ module; it imports neither.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import re
@@ -33,8 +32,10 @@ from .files import (
     is_link,
     is_regular_file,
     is_temporary,
+    make_folder,
     open_lock_file,
     regular_files,
+    remove_empty_folder,
     remove_path,
     target_inside,
     write_json,
@@ -79,7 +80,7 @@ class OutputDirLock:
     def __init__(self, folder: Path) -> None:
         refuse_foreign(folder)  # before the lock file is written into it
         self.created = not folder.exists()
-        folder.mkdir(parents=True, exist_ok=True)
+        make_folder(folder, within=folder)
         self.path = folder / LOCK_FILE
         self.handle = open_lock_file(self.path)  # never through a link: a planted one is refused
         try:
@@ -112,9 +113,8 @@ class OutputDirLock:
             return
         folder = self.path.parent
         if self.created and [entry.name for entry in folder.iterdir()] == [LOCK_FILE]:
-            self.path.unlink()  # still locked: no other run can have taken the folder meanwhile
-            with contextlib.suppress(OSError):  # another run's lock file appeared since: its folder now
-                folder.rmdir()
+            remove_path(self.path, within=folder)  # still locked: no other run can have taken the folder meanwhile
+            remove_empty_folder(folder, within=folder)  # kept when another run's lock file appeared since
         if fcntl is not None:
             fcntl.flock(self.handle, fcntl.LOCK_UN)
         self.handle.close()
@@ -212,8 +212,8 @@ def claim_output_dir(folder: Path, fingerprint: dict[str, Any], overwrite: bool)
         removed = remove_previous_run(folder)
         kept = len([path for path in folder.iterdir() if path.name != LOCK_FILE])
         logger.warning("Removed the previous run's %d entries from %s (kept %d others).", len(removed), folder, kept)
-    folder.mkdir(parents=True, exist_ok=True)
-    write_json(fingerprint_file, fingerprint)
+    make_folder(folder, within=folder)
+    write_json(fingerprint_file, fingerprint, within=folder)
 
 
 def prepare_output_dir(folder: Path, fingerprint: dict[str, Any], overwrite: bool,
@@ -272,7 +272,7 @@ def remove_entries(folder: Path, entries: list[Path]) -> list[str]:
     """Remove ``entries`` of ``folder`` (files or folders, already checked to be the package's and inside it);
     returns their names relative to the folder."""
     for path in entries:
-        remove_path(path, folder)
+        remove_path(path, within=folder)
     return [path.relative_to(folder.resolve()).as_posix() for path in entries]
 
 
@@ -329,7 +329,7 @@ def write_manifest(folder: Path, before: dict[str, tuple[int, int]], command: st
     names = sorted(name for name, state in now.items() if before.get(name) != state or name in previous)
     written_by = f"hf-variants {library_versions()['hf-variants']} {command}"
     manifest = {"written_by": written_by, "files": record_files(folder, names)}
-    write_json(folder / MANIFEST_FILE, manifest)
+    write_json(folder / MANIFEST_FILE, manifest, within=folder)
     return manifest
 
 

@@ -37,6 +37,7 @@ from ..storage.files import (
     failpoint,
     fsync_directory,
     is_link,
+    make_folder,
     regular_files,
     remove_path,
     rename_folder,
@@ -212,7 +213,7 @@ def rotate_checkpoints(folder: Path, limit: int | None, keep: str | Path | None 
         kept.add(Path(folder) / Path(keep).name)
     removed = [path for path in complete if path not in kept]
     for path in removed:
-        remove_path(path, folder)
+        remove_path(path, within=folder)
     return [path.name for path in removed]
 
 
@@ -264,23 +265,24 @@ def check_checkpoint_owner(path: Path, fingerprint: dict[str, Any]) -> None:
     announce_version_changes(saved, fingerprint, path)
 
 
-def write_checkpoint(final: Path, write_files: Callable[[Path], None], step: int) -> None:
-    """Write a checkpoint atomically: ``write_files(partial_folder)``, then the completeness marker,
-    then one rename. A crash at any point leaves either the old state or the complete checkpoint."""
+def write_checkpoint(final: Path, write_files: Callable[[Path], None], step: int, *, within: Path) -> None:
+    """Write a checkpoint atomically inside the run folder ``within``: ``write_files(partial_folder)``, then the
+    completeness marker, then one rename. A crash at any point leaves either the old state or the complete
+    checkpoint."""
     partial = final.with_name(f".{final.name}.partial")
-    remove_path(partial, final.parent)
-    partial.mkdir(parents=True)
+    remove_path(partial, within=within)
+    make_folder(partial, within=within)
     write_files(partial)
     failpoint("checkpoint_files_written", step)
     mark_complete(partial)
     if final.exists() or is_link(final):  # the same step written again (a resumed run): replace it whole
         stale = final.with_name(f".{final.name}.stale")
-        remove_path(stale, final.parent)
-        rename_folder(final, stale)
-        rename_folder(partial, final)
-        remove_path(stale, final.parent)
+        remove_path(stale, within=within)
+        rename_folder(final, stale, within=within)
+        rename_folder(partial, final, within=within)
+        remove_path(stale, within=within)
     else:
-        rename_folder(partial, final)
+        rename_folder(partial, final, within=within)
     fsync_directory(final.parent)
 
 
@@ -288,7 +290,7 @@ def mark_complete(folder: Path) -> None:
     """Write the completeness marker of a fully written checkpoint folder (every file's size and
     SHA-256) and flush the folder to disk."""
     files = [p.relative_to(folder).as_posix() for p in regular_files(folder) if p.name != COMPLETE_MARKER]
-    write_json(folder / COMPLETE_MARKER, {"files": record_files(folder, files)})
+    write_json(folder / COMPLETE_MARKER, {"files": record_files(folder, files)}, within=folder)
     _fsync_tree(folder)
 
 

@@ -74,7 +74,15 @@ from ..settings import finetuning
 from ..settings.checks import above, at_least, half_open_interval, seed_range
 from ..settings.finetuning import DataTrainingArguments, ModelArguments, RunArguments
 from ..storage import run_folder, run_identity
-from ..storage.files import inside, is_link, remove_path, require_regular_file, staged_into, write_text_atomic
+from ..storage.files import (
+    inside,
+    is_link,
+    make_folder,
+    remove_path,
+    require_regular_file,
+    staged_into,
+    write_text_atomic,
+)
 from ..storage.record_schema import load_json
 from . import checkpoints, trainer_internals
 from .interrupts import StopOnSignal, TrainingInterrupted
@@ -187,12 +195,12 @@ class GlueTrainer(trainer_internals.CheckpointHooks):
         checkpoint being written is named in a pending note."""
         if not self.args.should_save:
             return
-        run_dir.mkdir(parents=True, exist_ok=True)
+        make_folder(run_dir, within=run_dir)
         if is_link(folder):
             logger.warning("%s is a symbolic link: it is removed (never what it points to) before the "
                            "checkpoint of step %d is written there.", folder, self.state.global_step)  # fmt: skip
-            remove_path(folder, run_dir)
-        checkpoints.write_json(run_dir / run_folder.PENDING_FILE, {"checkpoint": folder.name})
+            remove_path(folder, within=run_dir)
+        checkpoints.write_json(run_dir / run_folder.PENDING_FILE, {"checkpoint": folder.name}, within=run_dir)
 
     def after_checkpoint(self, run_dir: Path, folder: Path, save_total_limit: int | None) -> None:
         """The checkpoint's loss sum and fingerprint written, the checkpoint marked complete, then older ones
@@ -201,12 +209,12 @@ class GlueTrainer(trainer_internals.CheckpointHooks):
             return
         step = self.state.global_step
         loss_sum = self.train_loss_sum + trainer_internals.loss_since_last_log(self)
-        checkpoints.write_json(folder / LOSS_FILE, {"loss_sum": loss_sum, "global_step": step})
+        checkpoints.write_json(folder / LOSS_FILE, {"loss_sum": loss_sum, "global_step": step}, within=run_dir)
         if self.fingerprint is not None:
-            checkpoints.write_json(folder / run_folder.FINGERPRINT_FILE, self.fingerprint)
+            checkpoints.write_json(folder / run_folder.FINGERPRINT_FILE, self.fingerprint, within=run_dir)
         checkpoints.failpoint("checkpoint_files_written", step)
         checkpoints.mark_complete(folder)
-        (run_dir / run_folder.PENDING_FILE).unlink(missing_ok=True)
+        remove_path(run_dir / run_folder.PENDING_FILE, within=run_dir)
         checkpoints.failpoint("checkpoint_marked", step)
         checkpoints.rotate_checkpoints(run_dir, save_total_limit, keep=self.state.best_model_checkpoint)
 
@@ -215,17 +223,19 @@ class GlueTrainer(trainer_internals.CheckpointHooks):
         if not self.is_world_process_zero():
             return
         folder = Path(self.args.output_dir)
-        write_text_atomic(folder / f"{split}_results.json", json.dumps(metrics, indent=4, sort_keys=True))
+        write_text_atomic(folder / f"{split}_results.json", json.dumps(metrics, indent=4, sort_keys=True),
+                          within=folder)
         if combined:
             combined_file = folder / "all_results.json"
             every = load_json(combined_file) if combined_file.is_file() else {}
-            write_text_atomic(combined_file, json.dumps({**every, **metrics}, indent=4, sort_keys=True))
+            write_text_atomic(combined_file, json.dumps({**every, **metrics}, indent=4, sort_keys=True), within=folder)
 
     def save_state(self) -> None:
         """``Trainer.save_state`` through the package's checked writer (never through a link)."""
         if self.is_world_process_zero():
             state = json.dumps(dataclasses.asdict(self.state), indent=2, sort_keys=True) + "\n"
-            write_text_atomic(Path(self.args.output_dir) / TRAINER_STATE_NAME, state)
+            folder = Path(self.args.output_dir)
+            write_text_atomic(folder / TRAINER_STATE_NAME, state, within=folder)
 
 
 class SilentLogProgressCallback(ProgressCallback):
@@ -490,7 +500,7 @@ def collapse_measure(predicted: np.ndarray, is_regression: bool) -> dict[str, fl
 
 
 def write_predictions(
-    path: Path, task: str | None, labels: LabelSpace, predicted: np.ndarray, label_names: bool
+    path: Path, task: str | None, labels: LabelSpace, predicted: np.ndarray, label_names: bool, *, within: Path
 ) -> None:
     """``index<TAB>prediction`` rows: scores (clipped to the task's score range, STS-B's 0–5), class ids or
     names, or a multi-label row's labels separated by commas (ids or names; empty when it predicts none)."""
@@ -505,7 +515,7 @@ def write_predictions(
             rows.append(f"{index}\t{','.join(labels.names[i] if label_names else str(i) for i in chosen)}\n")
         else:
             rows.append(f"{index}\t{labels.names[int(value)] if label_names else int(value)}\n")
-    write_text_atomic(path, "".join(rows))
+    write_text_atomic(path, "".join(rows), within=within)
 
 
 # --------------------------------------------------------------------------------------------
@@ -866,7 +876,7 @@ def train(trainer: GlueTrainer, train_dataset: Any, output_dir: Path, fingerprin
     with saving as staging:  # never through a link in the folder
         trainer.save_model(str(staging))
         if trainer.is_world_process_zero():  # save_model pickles the TrainingArguments: results.json has them
-            (staging / TRAINING_ARGS_NAME).unlink(missing_ok=True)
+            remove_path(staging / TRAINING_ARGS_NAME, within=staging)
     trainer.log_metrics("train", metrics)
     trainer.save_metrics("train", metrics)
     trainer.save_state()
@@ -898,11 +908,12 @@ def predict_splits(trainer: GlueTrainer, splits: dict[str, Any], labels: LabelSp
         split_task = "ax" if name == "test_ax" else task_name
         if trainer.is_world_process_zero():
             base = f"predict_results_{split_task or 'custom'}{'_' + name if name not in ('test', 'test_ax') else ''}"
-            write_predictions(output_dir / f"{base}.txt", split_task, labels, predicted, label_names=True)
+            write_predictions(output_dir / f"{base}.txt", split_task, labels, predicted, label_names=True,
+                              within=output_dir)
             submission = SUBMISSION_FILES.get((split_task, "test" if name == "test_ax" else name))
             if submission is not None:
                 write_predictions(output_dir / submission, split_task, labels, predicted,
-                                  label_names=split_task in SUBMIT_LABEL_NAMES)  # fmt: skip
+                                  label_names=split_task in SUBMIT_LABEL_NAMES, within=output_dir)  # fmt: skip
 
 
 def fine_tune(model_args, data_args, training_args, run_args, command: str | None) -> dict[str, Any]:
@@ -952,8 +963,8 @@ def fine_tune(model_args, data_args, training_args, run_args, command: str | Non
 def finish_run(trainer: GlueTrainer, output_dir: Path, files_before: dict, results: dict[str, Any], model_args,
                data_args, training_args, push_to_hub: bool, tokenizer: Any) -> None:  # fmt: skip
     """Step 10 (the main process): results.json, the export or push asked for, and the run's manifest."""
-    output_dir.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(output_dir / "results.json", json.dumps(results, indent=2) + "\n")
+    make_folder(output_dir, within=output_dir)
+    write_text_atomic(output_dir / "results.json", json.dumps(results, indent=2) + "\n", within=output_dir)
     export_if_asked(data_args, training_args, push_to_hub, trainer.model, tokenizer, results)
     if training_args.push_to_hub:  # a model without hf-variants card: the Trainer's own push
         trainer.push_to_hub(finetuned_from=model_args.model_name_or_path, tasks="text-classification")
@@ -1012,7 +1023,7 @@ def export_if_asked(data_args, training_args, push_to_hub: bool, model, tokenize
     )
     export_for_hub(model, folder, tokenizer, repo_id=training_args.hub_model_id, datasets=["nyu-mll/glue"],
                    results=glue_task_results(data_args.task_name, results), training_summary=summary,
-                   overwrite=True)  # fmt: skip  # the run's own export: its previous one is replaced
+                   overwrite=True, max_seq_length=data_args.max_seq_length)  # fmt: skip  # its previous one replaced
     if push_to_hub:
         if not training_args.hub_model_id:
             raise ValueError("--push_to_hub needs --hub_model_id.")

@@ -79,6 +79,8 @@ NOT_FINGERPRINTED = frozenset({
     # where the run executes: mixed precision is recorded in results.json and is not a resume-blocking change
     # the effective mixed precision (flag or launcher) enters run_fingerprint instead of the flag
     "mixed_precision", "trust_remote_code", "allow_function_changes",
+    # recomputing activations gives the same losses and weights (tests/test_run_mlm.py): the same run either way
+    "gradient_checkpointing",
     # the tokenizer enters through its whole definition (the same tokenizer, trained or loaded, is the same run)
     "tokenizer_name", "train_tokenizer_vocab_size",
     # local files enter by content (run_fingerprint), their paths are only recorded
@@ -435,6 +437,12 @@ def prepare_optimization(run: PretrainingRun) -> None:
     the schedule, prepared by accelerate."""
     args, accelerator = run.args, run.accelerator
     model = build_model(args, run.tokenizer)
+    if args.gradient_checkpointing:  # before anything is written: a model that refuses it says why
+        enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+        try:
+            enable()  # transformers' current name where it has one (gradient_checkpointing_enable is deprecated)
+        except ValueError as error:
+            raise ValueError(f"--gradient_checkpointing: {error}") from None
     # fine-tuning scripts refuse a tokenizer with another vocabulary (same size, other tokens)
     model.config.tokenizer_vocabulary_sha256 = run_identity.vocabulary_sha256(run.tokenizer)
     no_decay = ("bias", "LayerNorm.weight", "layer_norm", "norm.weight")
@@ -596,7 +604,7 @@ def after_step(
     if signalled or (every and (step % every == 0 or stop)):
         state["logged"] = tracking.csv_rows(accelerator)
         save_checkpoint(accelerator, checkpoint, state, run.fingerprint, run.tokenizer, run.model, run.optimizer,
-                        run.scheduler)  # fmt: skip
+                        run.scheduler, within=args.output_dir)  # fmt: skip
     if signalled:
         progress.close()
         interrupted = TrainingInterrupted(stop_on_signal.received or signal.SIGTERM, step, str(checkpoint))
@@ -639,8 +647,9 @@ def finish_run(run: PretrainingRun, command: str | None, files_before: dict[str,
         with staged_into(args.output_dir) as staging:  # never through a link in the folder
             unwrapped.save_pretrained(staging, safe_serialization=True)
             run.tokenizer.save_pretrained(staging)
-        write_text_atomic(args.output_dir / "results.json", json.dumps(results, indent=2) + "\n")
-        write_text_atomic(args.output_dir / "train_history.json", json.dumps(history) + "\n")
+        folder = args.output_dir
+        write_text_atomic(folder / "results.json", json.dumps(results, indent=2) + "\n", within=folder)
+        write_text_atomic(folder / "train_history.json", json.dumps(history) + "\n", within=folder)
         export_if_asked(args, unwrapped, run.tokenizer, results)
         run_folder.write_manifest(args.output_dir, files_before, "pretrain")
     accelerator.print(json.dumps({k: v for k, v in results.items() if k not in ("command", "arguments")}, indent=2))
@@ -694,9 +703,11 @@ def save_checkpoint(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
     scheduler: Any,
+    *,
+    within: Path,
 ) -> None:
     """Model, optimizer, scheduler, random states of every process, training state, history and
-    tokenizer as safetensors + JSON, written atomically by the main process."""
+    tokenizer as safetensors + JSON, written atomically by the main process into the run folder ``within``."""
     torch_states = accelerator.gather(torch.get_rng_state()[None].to(accelerator.device)).cpu()
     cuda_states = None
     if torch.cuda.is_available():
@@ -708,16 +719,16 @@ def save_checkpoint(
             checkpoints.save_tensors(folder / "model.safetensors", model_state)
             tensors, metadata = checkpoints.optimizer_state_to_files(optimizer.state_dict())
             checkpoints.save_tensors(folder / "optimizer.safetensors", tensors)
-            checkpoints.write_json(folder / "optimizer.json", metadata)
-            checkpoints.write_json(folder / "scheduler.json", scheduler.state_dict())
+            checkpoints.write_json(folder / "optimizer.json", metadata, within=folder)
+            checkpoints.write_json(folder / "scheduler.json", scheduler.state_dict(), within=folder)
             tensors, metadata = checkpoints.rng_state_to_files(list(torch_states), cuda_states)
             checkpoints.save_tensors(folder / "random_states.safetensors", tensors)
-            checkpoints.write_json(folder / "random_states.json", metadata)
-            checkpoints.write_json(folder / STATE_FILE, state)
-            checkpoints.write_json(folder / run_folder.FINGERPRINT_FILE, fingerprint)
+            checkpoints.write_json(folder / "random_states.json", metadata, within=folder)
+            checkpoints.write_json(folder / STATE_FILE, state, within=folder)
+            checkpoints.write_json(folder / run_folder.FINGERPRINT_FILE, fingerprint, within=folder)
             tokenizer.save_pretrained(folder / "tokenizer")
 
-        checkpoints.write_checkpoint(directory, write_files, state["global_step"])
+        checkpoints.write_checkpoint(directory, write_files, state["global_step"], within=within)
     accelerator.wait_for_everyone()
 
 
@@ -795,7 +806,8 @@ def export_if_asked(args: PretrainingArguments, model, tokenizer, results: dict)
         f"({results['train_tokens']:,} tokens); validation perplexity {results['perplexity']:.2f}."
     )
     # the run's own export: its previous one (of a run replaced or resumed) is replaced
-    export_for_hub(model, folder, tokenizer, repo_id=args.hub_model_id, training_summary=summary, overwrite=True)
+    export_for_hub(model, folder, tokenizer, repo_id=args.hub_model_id, training_summary=summary, overwrite=True,
+                   max_seq_length=args.max_seq_length)  # fmt: skip
     if args.push_to_hub:
         push_folder_to_hub(folder, args.hub_model_id)
 

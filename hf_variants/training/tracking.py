@@ -17,12 +17,17 @@ from typing import Any
 from accelerate.tracking import GeneralTracker, get_available_trackers
 from accelerate.utils import LoggerType
 
-from ..storage.files import write_text_atomic
+from ..storage.files import open_for_append, write_text_atomic
 
 
 class CSVTracker(GeneralTracker):
-    """``metrics.csv`` in the run's folder: one row per logged step, one column per scalar. ``rows``
-    are the rows logged before a resume, so the file keeps the whole run's history."""
+    """``metrics.csv`` in the run's folder: one row per logged step, one column per scalar. ``rows`` are the rows
+    logged before a resume (a checkpoint's), so the file keeps the whole run's history.
+
+    Each log appends its row (constant cost, however long the run); the file is written whole only when it must
+    be: at the first log of a run or a resume (the file then holds exactly ``rows`` and the new one, so rows logged
+    after the checkpoint a run resumed from are dropped, as the run logs them again), and when a row brings a
+    column the header lacks."""
 
     name = "csv"
     requires_logging_directory = False
@@ -30,8 +35,10 @@ class CSVTracker(GeneralTracker):
 
     def __init__(self, directory: Path, rows: Sequence[dict[str, Any]] = ()) -> None:
         super().__init__()
-        self.path = Path(directory) / "metrics.csv"
+        self.directory = Path(directory)
+        self.path = self.directory / "metrics.csv"
         self.rows: list[dict[str, Any]] = list(rows)
+        self.header: list[str] | None = None  # the file's columns once written; None: write it whole next
 
     @property
     def tracker(self) -> list[dict[str, Any]]:
@@ -41,13 +48,18 @@ class CSVTracker(GeneralTracker):
         pass
 
     def log(self, values: dict, step: int | None = None, **kwargs: Any) -> None:
-        self.rows.append({"step": step, **values})
-        fields = sorted({key for row in self.rows for key in row} - {"step"})
+        row = {"step": step, **values}
+        self.rows.append(row)
+        if self.header is not None and set(row) <= set(self.header):
+            with open_for_append(self.path, within=self.directory) as handle:
+                csv.DictWriter(handle, fieldnames=self.header, lineterminator="\n").writerow(row)
+            return
+        self.header = ["step", *sorted({key for logged in self.rows for key in logged} - {"step"})]
         table = io.StringIO(newline="")
-        writer = csv.DictWriter(table, fieldnames=["step", *fields])
+        writer = csv.DictWriter(table, fieldnames=self.header, lineterminator="\n")
         writer.writeheader()
         writer.writerows(self.rows)
-        write_text_atomic(self.path, table.getvalue())
+        write_text_atomic(self.path, table.getvalue(), within=self.directory)
 
 
 def trackers(report_to: Sequence[str], directory: Path, rows: Sequence[dict[str, Any]] = ()) -> list:

@@ -11,6 +11,7 @@ from itertools import chain
 from pathlib import Path
 
 from ..settings.tokenizer import TokenizerArguments, parse_args
+from ..storage.files import staged_into
 from ..tokenization import train_wordpiece_tokenizer
 from .data import load_text_corpus
 
@@ -29,7 +30,8 @@ def train_tokenizer(args: TokenizerArguments) -> Path:
     tokenizer = train_wordpiece_tokenizer(
         texts, args.vocab_size, args.min_frequency, lowercase=not args.cased, model_max_length=args.model_max_length
     )
-    tokenizer.save_pretrained(args.output_dir)
+    with staged_into(args.output_dir) as staging:  # never through a link in the folder
+        tokenizer.save_pretrained(staging)
     print(f"Saved a {len(tokenizer)}-token WordPiece tokenizer to {args.output_dir}")
     return args.output_dir
 
