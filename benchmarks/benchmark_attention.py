@@ -33,6 +33,7 @@ from transformers import BertConfig, BertForMaskedLM
 from transformers.models.bert.modeling_bert import BertSelfAttention
 
 from hf_variants.core import composition
+from hf_variants.core.inputs import PaddingMask
 from hf_variants.mgk_bert import MgkBertConfig, MgkBertForMaskedLM
 
 HIDDEN, BERT_HEADS, HEAD_DIM = 256, 4, 64
@@ -67,9 +68,10 @@ def build_attention(kind: str) -> torch.nn.Module:
 def attention_step(module: torch.nn.Module, batch: int, seq_len: int) -> Callable[[], None]:
     """One forward + backward of the attention block on random input."""
     hidden = torch.randn(batch, seq_len, HIDDEN, requires_grad=True)
+    unpadded = () if isinstance(module, BertSelfAttention) else (PaddingMask(None),)  # a token mixer's padding
 
     def step() -> None:
-        output = module(hidden)[0]
+        output = module(hidden, *unpadded)[0]
         output.sum().backward()
         hidden.grad = None
         module.zero_grad(set_to_none=True)
@@ -255,8 +257,10 @@ def main() -> None:
     mlm = benchmark_mlm(args.mlm_batch, args.mlm_seq_len, args.mlm_repeats)
     summary["mgk_bert_over_bert_mlm_throughput"] = mlm["mgk_over_bert_throughput"]
 
+    from benchmark import recorded_arguments  # here: benchmark.py imports this script's exponent fit
+
     results = {
-        "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
+        "command": " ".join(["benchmarks/benchmark_attention.py", *recorded_arguments(sys.argv[1:])]),
         "machine": {"platform": platform.platform(), "threads": torch.get_num_threads(), "torch": torch.__version__},
         "batch": args.batch,
         "seq_lens": args.seq_lens,

@@ -214,3 +214,16 @@ def test_a_recorded_command_names_the_readers_output_folder() -> None:
     argv = ["--output_dir", "/home/someone/runs", "--repeats", "3", "--output_dir=kept"]
     assert benchmark.recorded_arguments(argv) == ["--output_dir", "OUT", "--repeats", "3", "--output_dir=kept"]
     assert benchmark.recorded_arguments([]) == []
+
+
+@pytest.mark.parametrize(("kind", "attention_type"), [("mgk_fused", "mgk"), ("mgk_reference", "mgk"), ("mlk", "mlk")])
+def test_the_attention_benchmark_measures_the_mixer_it_names(kind: str, attention_type: str) -> None:
+    """Each case of benchmarks/benchmark_attention.py is the token mixer a model of that attention type builds (its
+    MLK case was once the MGK class with the MLK config), and it runs one step."""
+    import benchmark_attention
+
+    from hf_variants.core.composition import ATTENTION_TYPES
+
+    module = benchmark_attention.build_attention(kind)
+    assert type(module) is ATTENTION_TYPES.implementation(attention_type)
+    benchmark_attention.attention_step(module, batch=1, seq_len=8)()

@@ -24,7 +24,12 @@ import json
 import sys
 from pathlib import Path
 
-from benchmark_tables import padding_table, pretrain_compile_table, transject_weights_table
+from benchmark_tables import (
+    attention_benchmark_table,
+    padding_table,
+    pretrain_compile_table,
+    transject_weights_table,
+)
 from findings import power_preset_block
 from findings import rendered as findings_pages
 from never_from_scratch import (
@@ -212,6 +217,7 @@ PADDING_BENCHMARK = BENCHMARK_RECORDS / "padding_benchmark.json"
 BENCHMARK_BLOCKS = {
     "transject-weights": (BENCHMARK_RECORDS / "transject_weights.json", transject_weights_table),
     "pretrain-compile": (BENCHMARK_RECORDS / "pretrain_compile.json", pretrain_compile_table),
+    "attention-benchmark": (BENCHMARK_RECORDS / "attention_benchmark.json", attention_benchmark_table),
 }
 #: The main job's page: its ``power-preset`` block comes from the committed ``--preset power`` run.
 MAIN_JOB_PAGE = ROOT / "docs" / "main-job.md"
