@@ -32,6 +32,7 @@ Hub.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -64,6 +65,7 @@ from .storage.files import (
     regular_files,
     remove_path,
     target_inside,
+    write_bytes_atomic,
     write_text_atomic,
 )
 from .storage.record_schema import ANY_OBJECT, parse_record
@@ -154,6 +156,19 @@ class TaskResult:
     dataset_config: str | None = None  # e.g. "sst2"
     dataset_split: str | None = None  # e.g. "validation"
     metric_name: str | None = None
+
+
+#: The scores a run on the user's own files reports (run_glue's metric_function), as its card's model-index lists them.
+USER_DATA_METRICS = ("accuracy", "f1", "exact_match", "mse")
+
+
+def user_data_results(data_file: str, results: dict[str, Any]) -> list[TaskResult]:
+    """The evaluation scores of a fine-tuning run on the user's own file (``--train_file``) as ``model-index`` entries
+    of the card: the dataset is that file, named as such (never GLUE)."""
+    name = Path(data_file).name
+    kind = Path(data_file).suffix.lstrip(".").lower() or "local"
+    return [TaskResult("text-classification", kind, name, metric, float(metrics[metric]), dataset_split=split)
+            for split, metrics in results.get("eval", {}).items() for metric in USER_DATA_METRICS if metric in metrics]
 
 
 def glue_task_results(task_name: str | None, results: dict[str, Any]) -> list[TaskResult]:
@@ -523,7 +538,7 @@ def export_checkpoint(
             f"{recorded['perplexity']:.2f}."
         )
     fingerprint_file = checkpoint / FINGERPRINT_FILE
-    hyperparameters = _scalar_settings(parse_record(fingerprint_file, ANY_OBJECT)) if fingerprint_file.is_file() \
+    hyperparameters = card_hyperparameters(parse_record(fingerprint_file, ANY_OBJECT)) if fingerprint_file.is_file() \
         else None  # fmt: skip
     trained_length = (hyperparameters or {}).get("max_seq_length")  # the sentence-transformers length
     return export_for_hub(model, output_dir, tokenizer, repo_id=repo_id, datasets=datasets, results=results,
@@ -536,7 +551,7 @@ def _is_hub_id(name: str) -> bool:
     return re.fullmatch(r"[\w.-]+/[\w.-]+", name) is not None and not Path(name).exists()
 
 
-def _scalar_settings(fingerprint: dict[str, Any]) -> dict[str, Any]:
+def card_hyperparameters(fingerprint: dict[str, Any]) -> dict[str, Any]:
     """A run's settings for the card: scalars that were set, without local paths, hashes or versions.
     A fine-tuning fingerprint (model/data/training sections) shows its model and data arguments and the
     training arguments that differ from ``TrainingArguments``' defaults."""
@@ -582,8 +597,33 @@ class LocalHub:
             # its folder checked before any folder is made; a link at the file's own name is replaced, not followed
             destination = target_inside(target, operation.path_in_repo, "the uploaded file")
             make_folder(destination.parent, within=target)
-            copy_file(Path(operation.path_or_fileobj), destination, within=target)
+            if isinstance(operation.path_or_fileobj, bytes):  # a file re-rendered for this repository (the card)
+                write_bytes_atomic(destination, operation.path_or_fileobj, within=target)
+            else:
+                copy_file(Path(operation.path_or_fileobj), destination, within=target)
         return str(target)
+
+
+#: The repository a card's usage names before it is pushed (``your-name/<model name>``): the push names its own.
+REPO_PLACEHOLDER = re.compile(r"your-name/[A-Za-z0-9_.-]+")
+
+
+def with_card_for(repo_id: str, folder: Path, operations: list[CommitOperationAdd]) -> list[CommitOperationAdd]:
+    """``operations`` with the card's usage naming ``repo_id`` where the export left its placeholder
+    (:data:`REPO_PLACEHOLDER`), so that the usage on the Hub runs as pasted, and with the manifest's entry of the card
+    re-computed for the card uploaded (the uploaded folder verifies); the export folder itself is left as it is."""
+    names = [operation.path_in_repo for operation in operations]
+    if "README.md" not in names or MANIFEST_FILE not in names:
+        return operations
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    rendered = REPO_PLACEHOLDER.sub(repo_id, card).encode("utf-8")
+    if rendered == card.encode("utf-8"):
+        return operations
+    manifest = parse_record(folder / MANIFEST_FILE, ANY_OBJECT)
+    manifest["files"]["README.md"] = {"size": len(rendered), "sha256": hashlib.sha256(rendered).hexdigest()}
+    replaced = {"README.md": rendered, MANIFEST_FILE: (json.dumps(manifest, indent=1) + "\n").encode("utf-8")}
+    return [CommitOperationAdd(path_in_repo=operation.path_in_repo, path_or_fileobj=replaced[operation.path_in_repo])
+            if operation.path_in_repo in replaced else operation for operation in operations]
 
 
 def files_to_upload(folder: Path, unverified: bool = False) -> list[str]:
@@ -650,5 +690,6 @@ def push_folder_to_hub(
     api = api or huggingface_hub.HfApi(token=token)
     repo = api.create_repo(repo_id=repo_id, private=private, exist_ok=True, repo_type="model")
     operations = [CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(folder / name)) for name in files]
+    operations = with_card_for(repo.repo_id, folder, operations)
     api.create_commit(repo_id=repo.repo_id, operations=operations, commit_message=commit_message, repo_type="model")
     return repo.repo_id

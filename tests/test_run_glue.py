@@ -347,6 +347,42 @@ def test_custom_csv_files_with_a_label_set_read_from_training(checkpoints: dict[
     assert 0.0 <= results["eval"]["validation"]["accuracy"] <= 1.0
 
 
+def test_a_card_made_from_the_users_csv_names_it_and_its_pushed_usage_runs_as_pasted(
+    checkpoints: dict[str, Path], tmp_path: Path
+) -> None:
+    """A model fine-tuned on the user's own CSV: its card names that file (no GLUE), carries the evaluation that ran
+    in model-index and the run's hyperparameters; pushed with a repo id, its usage names that repository, and the
+    uploaded folder verifies (its manifest re-computed for the card it holds)."""
+    from hf_variants.hub import LocalHub, push_folder_to_hub
+    from hf_variants.storage.run_folder import verify_manifest
+
+    rows = [(s, ["animal", "person"][topic(s)]) for s in synthetic_sentences(80, seed=4)]
+    write_csv(tmp_path / "reviews.csv", ["text", "label"], rows[:64])
+    write_csv(tmp_path / "reviews_dev.csv", ["text", "label"], rows[64:])
+    export = tmp_path / "export"
+    results = run_glue.main([
+        "--model_name_or_path", str(checkpoints["macaron_bert"]), "--train_file", str(tmp_path / "reviews.csv"),
+        "--validation_file", str(tmp_path / "reviews_dev.csv"), "--do_train", "--do_eval", "--max_steps", "2",
+        "--output_dir", str(tmp_path / "out"), "--report_to", "none", "--disable_tqdm", "true", "--learning_rate",
+        "1e-3", "--max_seq_length", "32", "--log_level", "warning", "--export_dir", str(export),
+    ])  # fmt: skip
+    card = (export / "README.md").read_text()
+    metadata = yaml.safe_load(card.split("---")[1])
+    assert "datasets" not in metadata and "nyu-mll/glue" not in card and "on GLUE" not in card
+    entry = metadata["model-index"][0]["results"][0]
+    assert entry["dataset"]["name"] == "reviews.csv" and entry["dataset"]["split"] == "validation"
+    accuracy = results["eval"]["validation"]["accuracy"]
+    assert entry["metrics"][0] == {"type": "accuracy", "value": pytest.approx(accuracy)}
+    assert "the user's own data, `reviews.csv` (64 examples)" in card and "| `learning_rate` | `0.001` |" in card
+    assert "your-name/" in card  # no repository yet: a placeholder
+    push_folder_to_hub(export, "you/my-review-classifier", api=LocalHub(tmp_path / "hub"))
+    pushed = tmp_path / "hub" / "you" / "my-review-classifier"
+    pushed_card = (pushed / "README.md").read_text()
+    assert "your-name/" not in pushed_card and 'pipeline("text-classification", model="you/my-review-classifier"' \
+        in pushed_card  # fmt: skip
+    assert verify_manifest(pushed) is not None and verify_manifest(export) is not None  # both verify
+
+
 def test_multi_label_csv_trains_per_label_and_predicts_label_sets(checkpoints: dict[str, Path], tmp_path: Path) -> None:
     """Each row a set of labels ("person,long"): per-label BCE (the config's problem type), micro F1 and exact
     match on dev, and test predictions that are the labels whose logits the saved model puts above 0."""

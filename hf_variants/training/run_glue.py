@@ -1013,17 +1013,22 @@ def export_if_asked(data_args, training_args, push_to_hub: bool, model, tokenize
         if data_args.export_dir is not None:
             raise ValueError("--export_dir writes hf-variants model cards; use --push_to_hub for other models.")
         return
-    from ..hub import export_for_hub, glue_task_results, push_folder_to_hub
+    from ..hub import card_hyperparameters, export_for_hub, glue_task_results, push_folder_to_hub, user_data_results
 
     # the default export folder is the run's own: a link there that leads out is refused
     folder = Path(data_args.export_dir or inside(training_args.output_dir, "hub_export", "the run's export folder"))
     steps = results.get("train", {}).get("train_samples")
-    summary = f"Fine-tuned on GLUE {data_args.task_name or 'custom data'}" + (
-        f" ({steps:,} examples)." if steps else "."
-    )
-    export_for_hub(model, folder, tokenizer, repo_id=training_args.hub_model_id, datasets=["nyu-mll/glue"],
-                   results=glue_task_results(data_args.task_name, results), training_summary=summary,
-                   overwrite=True, max_seq_length=data_args.max_seq_length)  # fmt: skip  # its previous one replaced
+    examples = f" ({steps:,} examples)." if steps else "."
+    if data_args.task_name is not None:  # GLUE: the Hub's dataset, its metrics
+        data, scores = ["nyu-mll/glue"], glue_task_results(data_args.task_name, results)
+        summary = f"Fine-tuned on GLUE {data_args.task_name}{examples}"
+    else:  # the user's own files, named as such (no Hub dataset)
+        source = data_args.train_file or data_args.dataset_name
+        data, scores = None, user_data_results(source, results) if data_args.train_file else []
+        summary = f"Fine-tuned on the user's own data, `{Path(source).name}`{examples}"
+    export_for_hub(model, folder, tokenizer, repo_id=training_args.hub_model_id, datasets=data, results=scores,
+                   training_summary=summary, hyperparameters=card_hyperparameters(results["arguments"]), overwrite=True,
+                   max_seq_length=data_args.max_seq_length)  # fmt: skip  # the run's own: its previous one replaced
     if push_to_hub:
         if not training_args.hub_model_id:
             raise ValueError("--push_to_hub needs --hub_model_id.")
