@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 from torch.nn.utils import parametrize
-from transformers import AutoTokenizer, pipeline
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
 
 from hf_variants.core.composition import lora_target_modules
 from hf_variants.core.registration import VARIANTS
@@ -89,6 +89,45 @@ def test_batched_pipelines_give_the_unbatched_results(
 
 
 # ---------------------------------------------------------------------------------------------- PEFT
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_lora_on_every_linear_layer_trains_merges_and_reloads(model_type: str, tmp_path: Path) -> None:
+    """``LoraConfig(target_modules="all-linear")``, PEFT's default for a model it has no table for, works on every
+    variant: each linear layer is adapted (TransJect's orthogonal U, V and FFN included; its eigenvector estimate Ũ,
+    a matrix no input passes through as a layer, is not one), training moves the adapters, the merged model gives the
+    adapted model's outputs, and it saves and reloads as a plain model of its type."""
+    peft = pytest.importorskip("peft", reason="the 'peft' extra is not installed")
+    model = small_model(model_type, "AutoModelForSequenceClassification", 99, num_labels=2, rtol=1e-5, atol=1e-5)
+    perturb_parameters(model)
+    linears = {name for name, module in model.named_modules() if isinstance(module, torch.nn.Linear)}
+    adapted = peft.get_peft_model(model, peft.LoraConfig(r=4, target_modules="all-linear", task_type="SEQ_CLS"))
+    wrapped = {name.removeprefix("base_model.model.") for name, module in adapted.named_modules()
+               if hasattr(module, "lora_A")}  # fmt: skip
+    assert wrapped and wrapped <= linears and not any("eigenvectors" in name for name in wrapped)
+    assert {name for name in linears if "encoder.layer" in name} <= wrapped  # every linear of every layer
+    torch.manual_seed(1)
+    inputs = {"input_ids": torch.randint(1, 99, (8, 7)), "labels": torch.tensor([0, 1] * 4)}
+    optimizer = torch.optim.AdamW([p for p in adapted.parameters() if p.requires_grad], lr=1e-2)
+    for _ in range(4):
+        adapted(**inputs).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    assert any(p.abs().sum() > 0 for name, p in adapted.named_parameters() if "lora_B" in name)
+    adapted.eval()
+    with torch.no_grad():
+        expected = adapted(input_ids=inputs["input_ids"]).logits
+        merged = adapted.merge_and_unload()
+        torch.testing.assert_close(merged(input_ids=inputs["input_ids"]).logits, expected, atol=1e-5, rtol=1e-5)
+    if model_type == "transject":  # W + ΔW is not orthogonal: the merged model is refused, its adapter saved
+        with pytest.raises(ValueError, match=r"orthogonal weight was replaced by a plain one .* Save the adapter"):
+            merged.save_pretrained(tmp_path)
+        assert not (tmp_path / "config.json").exists()
+        return
+    merged.save_pretrained(tmp_path)
+    reloaded = AutoModelForSequenceClassification.from_pretrained(tmp_path).eval()
+    with torch.no_grad():
+        torch.testing.assert_close(reloaded(input_ids=inputs["input_ids"]).logits, expected, atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_lora_adapter_trains_saves_and_loads(model_type: str, tmp_path: Path) -> None:
     peft = pytest.importorskip("peft", reason="the 'peft' extra is not installed")

@@ -12,7 +12,7 @@ from transformers import AutoConfig, AutoModelForMaskedLM
 import hf_variants  # noqa: F401  (registers the model types)
 from hf_variants.core import modeling_encoder, modeling_orthogonal_weights
 from hf_variants.core.configuration_orthogonal_weights import ORTHOGONAL_MAPS
-from hf_variants.core.modeling_orthogonal_weights import CayleyMap, OrthogonalLinear, compute_together
+from hf_variants.core.modeling_orthogonal_weights import CayleyMap, OrthogonalWeight, compute_together
 from hf_variants.training.run_mlm import send_waiting_gradients
 
 
@@ -43,8 +43,8 @@ def inputs(seed: int) -> dict[str, torch.Tensor]:
     return {"input_ids": ids, "attention_mask": mask, "labels": torch.where(mask.bool(), ids, -100)}
 
 
-def orthogonal_linears(model: torch.nn.Module) -> list[OrthogonalLinear]:
-    return [m for m in model.modules() if isinstance(m, OrthogonalLinear)]
+def orthogonal_linears(model: torch.nn.Module) -> list[OrthogonalWeight]:
+    return [m for m in model.modules() if isinstance(m, OrthogonalWeight)]
 
 
 def torch_parametrisation(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -64,7 +64,7 @@ from .composition import (
 from .configuration_encoder import EncoderConfig
 from .encoder_layers import EncoderEmbeddings, LayerInputs, LayerScheme, MaskedLMHead, Pooler, TokenMixer
 from .inputs import PaddingMask, check_finite_output, check_finite_weights, key_padding_mask, value_checks_enabled
-from .modeling_orthogonal_weights import held_orthogonal_weights
+from .modeling_orthogonal_weights import check_orthogonal_weights_kept, held_orthogonal_weights
 from .outputs import (
     EncoderMaskedLMOutput,
     EncoderMultipleChoiceOutput,
@@ -237,6 +237,12 @@ class EncoderPreTrainedModel(PreTrainedModel):
         if switched:
             model.reparametrize(**switched)
         return model
+
+    def save_pretrained(self, save_directory: Any, *args: Any, **kwargs: Any) -> Any:
+        """transformers' ``save_pretrained``, refused for a model whose orthogonal weights an adapter merge replaced
+        (:func:`~.modeling_orthogonal_weights.check_orthogonal_weights_kept`): it would not load back as it is."""
+        check_orthogonal_weights_kept(self)
+        return super().save_pretrained(save_directory, *args, **kwargs)
 
     def reparametrize(self, **fields: Any) -> None:
         """Store the weights under other values of the pair's parametrisation fields without changing the

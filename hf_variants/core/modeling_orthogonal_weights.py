@@ -25,17 +25,16 @@ if TYPE_CHECKING:
     from .configuration_encoder import EncoderConfig
 
 
-class OrthogonalLinear(nn.Linear):
-    """A linear map whose orthogonal parametrisation stays in float32 inside a half-precision model.
+class OrthogonalWeight(nn.Module):
+    """A module whose orthogonally parametrised ``weight`` stays in float32 inside a half-precision model.
 
     The maps (Cayley's solve, ``matrix_exp``, Householder) have no half-precision CPU kernels and lose
     orthogonality in bf16, so casting the model to float16/bfloat16 moves these parameters to the new
-    device but keeps them in float32; ``forward`` casts the computed weight to the input's dtype (the
-    matmul then runs in half precision, as the rest of the model does). State-dict names are those of
-    ``nn.Linear`` with ``torch.nn.utils.parametrizations.orthogonal``.
+    device but keeps them in float32. State-dict names are those of ``torch.nn.utils.parametrizations.orthogonal``
+    on ``weight``.
 
     Inside :func:`held_orthogonal_weights` the weight is not computed here but taken from ``held``, which
-    that block computed for all of a model's orthogonal linears together.
+    that block computed for all of a model's orthogonal weights together.
     """
 
     #: the orthogonal map's name, set where the parametrisation is registered (:func:`orthogonal_linear`)
@@ -56,6 +55,12 @@ class OrthogonalLinear(nn.Linear):
             return self.held
         with full_precision(next(self.parameters()).device):
             return self.weight
+
+
+
+class OrthogonalLinear(OrthogonalWeight, nn.Linear):
+    """A linear map with an orthogonal weight (:class:`OrthogonalWeight`); ``forward`` casts the computed weight to
+    the input's dtype (the matmul then runs in half precision, as the rest of the model does)."""
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         bias = None if self.bias is None else self.bias.to(hidden_states.dtype)
@@ -96,6 +101,38 @@ class HoldsOrthogonalLinears(ConfigurableIdea, nn.Module):
         if isinstance(base, OrthogonalLinear) and parametrize.is_parametrized(base, "weight"):
             parametrize.remove_parametrizations(base, "weight", leave_parametrized=True)
         super().__setattr__(name, value)
+
+
+class OrthogonalMatrix(OrthogonalWeight):
+    """An orthogonal matrix that no input passes through as a layer — read with :meth:`matrix` (TransJect's
+    eigenvector estimate Ũ): it is no ``nn.Linear``, so an adapter that targets every linear layer (PEFT's
+    ``target_modules="all-linear"``) leaves it alone."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(size, size, dtype=torch.float32))
+
+
+def check_orthogonal_weights_kept(model: nn.Module) -> None:
+    """Refuse, naming the layer, a model whose orthogonal weight an adapter merge replaced by a plain one
+    (``merge_and_unload``: W + ΔW is not orthogonal): saved, it would load as the model type it claims to be with
+    other weights. Its adapter is what to save (``PeftModel.save_pretrained``), onto the base model."""
+    for name, module in model.named_modules():
+        if isinstance(module, OrthogonalWeight) and not parametrize.is_parametrized(module, "weight"):
+            raise ValueError(
+                f"{name}: its orthogonal weight was replaced by a plain one (an adapter merged into it), so this model "
+                f"is no longer a {type(model).__name__} with orthogonal layers and would not load back as it is. Save "
+                "the adapter (PeftModel.save_pretrained) and load it onto the base model, or adapt other layers."
+            )
+
+
+def orthogonal_matrix(size: int, orthogonal_map: str) -> OrthogonalMatrix:
+    """A ``size × size`` orthogonal matrix that is not a layer (:class:`OrthogonalMatrix`), built as
+    :func:`orthogonal_linear` builds its weight."""
+    with torch.device("cpu"):
+        matrix = OrthogonalMatrix(size)
+        matrix.orthogonal_map = orthogonal_map
+        return orthogonal(matrix, orthogonal_map=orthogonal_map)
 
 
 def orthogonal_linear(size: int, bias: bool, orthogonal_map: str) -> OrthogonalLinear:
@@ -167,10 +204,10 @@ class CayleyMap(torch.autograd.Function):
 
 
 def _batchable(linear: nn.Module) -> bool:
-    """An :class:`OrthogonalLinear` whose weight is exactly this module's parametrisation (one orthogonal
+    """An :class:`OrthogonalWeight` whose weight is exactly this module's parametrisation (one orthogonal
     map with its base), not held by an enclosing block."""
     return (
-        isinstance(linear, OrthogonalLinear)
+        isinstance(linear, OrthogonalWeight)
         and linear.held is None
         and linear.orthogonal_map is not None
         and parametrize.is_parametrized(linear, "weight")
@@ -179,7 +216,7 @@ def _batchable(linear: nn.Module) -> bool:
     )
 
 
-def compute_together(linears: Sequence[OrthogonalLinear]) -> list[torch.Tensor]:
+def compute_together(linears: Sequence[OrthogonalWeight]) -> list[torch.Tensor]:
     """Every linear's orthogonal weight (float32), one batched call per (map, size, device): a model's
     4 × layers matrices of TransJect cost one matrix function, not one per layer and matrix."""
     groups: dict[tuple, list[int]] = {}

@@ -24,7 +24,7 @@ from transformers import initialization as init
 
 from ...encoder_layers import LayerInputs, TokenMixer
 from ...inputs import full_precision
-from ...modeling_orthogonal_weights import HoldsOrthogonalLinears, orthogonal_linear
+from ...modeling_orthogonal_weights import HoldsOrthogonalLinears, orthogonal_linear, orthogonal_matrix
 
 if TYPE_CHECKING:
     from ...configuration_encoder import EncoderConfig
@@ -51,7 +51,7 @@ class EigenvalueEstimator(nn.Module):
         self.mode = config.eigenvalue_mode
         self.loss_weight = config.reconstruction_loss_weight
         size = config.hidden_size
-        self.eigenvectors = orthogonal_linear(size, False, config.orthogonal_map) if self.mode == "approx" else None
+        self.eigenvectors = orthogonal_matrix(size, config.orthogonal_map) if self.mode == "approx" else None
         self.random_eigenvalues = nn.Parameter(torch.empty(size)) if self.mode == "random" else None
 
     def init_extra_parameters(self, config: EncoderConfig) -> None:
