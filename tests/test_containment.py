@@ -16,7 +16,7 @@ import pytest
 
 from hf_variants.cli.commands import disk_full
 from hf_variants.cli.commands import main as cli_main
-from hf_variants.hub import LocalHub, export_checkpoint, push_folder_to_hub
+from hf_variants.hub import REPO_PLACEHOLDER, LocalHub, export_checkpoint, push_folder_to_hub
 from hf_variants.storage.files import CheckpointError, target_inside, write_text_atomic
 from hf_variants.storage.run_folder import LOCK_FILE, MANIFEST_FILE, verify_manifest
 from hf_variants.training import checkpoints, run_mlm
@@ -177,8 +177,10 @@ def test_push_uploads_only_what_the_manifest_lists(exported: Path, tmp_path: Pat
     assert push_folder_to_hub(folder, "me/model", api=LocalHub(hub)) == "me/model"
     pushed = hub / "me" / "model"
     assert victim.read_text() == SECRET and not (pushed / "README.md").is_symlink()
-    assert (pushed / "README.md").read_bytes() == (folder / "README.md").read_bytes()
+    card = (folder / "README.md").read_text()  # uploaded naming its repository (the export's names a placeholder)
+    assert (pushed / "README.md").read_text() == REPO_PLACEHOLDER.sub("me/model", card) != card
     assert files_below(pushed) == sorted([*verify_manifest(folder)["files"], MANIFEST_FILE])
+    assert verify_manifest(pushed) is not None  # its manifest re-computed for the card it holds
 
 
 def test_a_folder_without_an_exports_manifest_is_pushed_only_when_asked(
