@@ -13,7 +13,7 @@ import yaml
 
 import hf_variants
 
-from .helpers import REPO_ROOT, run_python
+from .helpers import REPO_ROOT, load_script, run_python
 
 README = (REPO_ROOT / "README.md").read_text()
 
@@ -152,3 +152,20 @@ def test_model_cards_put_usage_first_keep_limitations_short_and_link_their_findi
         limitations = card.split("## Limitations\n", 1)[1].split("\n## ", 1)[0]
         assert 0 < len([line for line in limitations.splitlines() if line.strip()]) <= 10, model_type
         assert "so far" not in card and f"]({project_url('Documentation')}findings/)" in card, model_type
+
+
+def test_the_command_line_reference_documents_every_flag_of_every_command() -> None:
+    """docs/cli.md is what the commands' parsers give (tools/cli_reference.py): a flag added, renamed or re-worded
+    without regenerating it fails here, and every flag of every command is on it."""
+    from hf_variants.cli.commands import COMMANDS
+
+    tool = load_script("tools/cli_reference")
+    page = (REPO_ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    for name, command in COMMANDS.items():
+        # finetune's parser is transformers' HfArgumentParser, whose spelling of a flag may vary with its version
+        # (both ends of the range are tested): its flags are checked one by one below
+        assert name == "finetune" or tool.command_section(name) in page, f"run python tools/cli_reference.py ({name})"
+        for action in command.parser()._actions:
+            for flag in action.option_strings:
+                if flag not in ("-h", "--help") and "-" not in flag[2:]:
+                    assert f"`{flag}`" in page, (name, flag)

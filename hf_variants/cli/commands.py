@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import errno
+import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -18,10 +19,17 @@ DISTRIBUTION = "hf-variants"
 
 @dataclass(frozen=True)
 class Command:
-    """A subcommand: its one-line summary and the function that parses its arguments and runs it."""
+    """A subcommand: its one-line summary, the function that parses its arguments and runs it, and the parser it
+    reads them with (the command-line reference, docs/cli.md, is generated from it)."""
 
     summary: str
     run: Callable[[list[str]], object]
+    parser: Callable[[], argparse.ArgumentParser] | None = None
+
+
+def _parser(module: str, name: str) -> Callable[[], argparse.ArgumentParser]:
+    """The parser factory ``name`` of ``hf_variants.<module>``, imported when called."""
+    return lambda: getattr(importlib.import_module(f"hf_variants.{module}"), name)()
 
 
 def _pretrain(argv: list[str]) -> object:
@@ -100,17 +108,25 @@ def _info(argv: list[str]) -> object:
 
 
 COMMANDS: dict[str, Command] = {
-    "pretrain": Command("Masked-language-model pretraining on accelerate (run_mlm).", _pretrain),
-    "finetune": Command("GLUE-style fine-tuning on the transformers Trainer (run_glue).", _finetune),
-    "train-tokenizer": Command("Train a WordPiece tokenizer on a corpus.", _train_tokenizer),
-    "export": Command("Write a checkpoint as a Hub folder (remote code and model card).", _export),
-    "push": Command("Upload a Hub folder to the Hub (or to a local folder laid out like it).", _push),
+    "pretrain": Command("Masked-language-model pretraining on accelerate (run_mlm).", _pretrain,
+                        _parser("settings.pretraining", "build_parser")),
+    "finetune": Command("GLUE-style fine-tuning on the transformers Trainer (run_glue).", _finetune,
+                        _parser("settings.finetuning", "help_parser")),
+    "train-tokenizer": Command("Train a WordPiece tokenizer on a corpus.", _train_tokenizer,
+                               _parser("settings.tokenizer", "build_parser")),
+    "export": Command("Write a checkpoint as a Hub folder (remote code and model card).", _export,
+                      _parser("cli.hub", "export_parser")),
+    "push": Command("Upload a Hub folder to the Hub (or to a local folder laid out like it).", _push,
+                    _parser("cli.hub", "push_parser")),
     "compare": Command("The main job: each variant against its matched control on embedded tasks that can separate "
-                       "models, with controls showing what it can detect.", _compare),
+                       "models, with controls showing what it can detect.", _compare,
+                       _parser("settings.compare", "build_parser")),
     "study": Command("Run a study file: each variant against its matched control on text-classification tasks, "
-                     "records into a folder.", _study),
-    "verify": Command("Check a folder hf-variants wrote against its manifest (sizes and SHA-256).", _verify),
-    "info": Command("Registered model types, library versions and the compute device.", _info),
+                     "records into a folder.", _study, _parser("settings.study", "build_parser")),
+    "verify": Command("Check a folder hf-variants wrote against its manifest (sizes and SHA-256).", _verify,
+                      _parser("cli.hub", "verify_parser")),
+    "info": Command("Registered model types, library versions and the compute device.", _info,
+                    _parser("cli.info", "info_parser")),
 }
 
 

@@ -97,10 +97,15 @@ names the first file that is missing, truncated or altered.
 """
 
 
-def verify(argv: list[str]) -> dict:
+def verify_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(prog="hf-variants verify", description=VERIFY_DESCRIPTION,
                                      formatter_class=HelpFormatter)  # fmt: skip
     parser.add_argument("folder", type=Path, help="A model folder written by hf-variants.")
+    return parser
+
+
+def verify(argv: list[str]) -> dict:
+    parser = verify_parser()
     args = parser.parse_args(argv)
     if not args.folder.is_dir():
         parser.error(f"{args.folder} is not a folder")

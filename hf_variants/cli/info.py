@@ -40,10 +40,14 @@ def info() -> dict[str, Any]:
     }  # fmt: skip
 
 
-def run(argv: list[str]) -> dict[str, Any]:
+def info_parser() -> ArgumentParser:
     parser = ArgumentParser(prog="hf-variants info", description=__doc__.split(": ", 1)[1])
     parser.add_argument("--json", action="store_true", help="Print the details as JSON.")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def run(argv: list[str]) -> dict[str, Any]:
+    args = info_parser().parse_args(argv)
     details = info()
     if args.json:
         print(json.dumps(details, indent=2))

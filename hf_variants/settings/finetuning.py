@@ -180,8 +180,12 @@ def parse_or_help(argv: list[str]) -> None:
         every_field = (ModelArguments, DataTrainingArguments, TrainingArguments, RunArguments)
         HfArgumentParser(every_field, prog="hf-variants finetune").parse_args(["--help"])
     if "-h" in argv or "--help" in argv:
-        parser = parser_class()((ModelArguments, DataTrainingArguments, RunArguments), prog="hf-variants finetune",
-                                description=DESCRIPTION, epilog=EPILOG, formatter_class=HelpFormatter)  # fmt: skip
-        parser.print_help()
+        help_parser().print_help()
         sys.exit(0)
+
+
+def help_parser() -> Any:
+    """The parser of the engine's own flags (``--help``; ``TrainingArguments``' are accepted too)."""
+    return parser_class()((ModelArguments, DataTrainingArguments, RunArguments), prog="hf-variants finetune",
+                          description=DESCRIPTION, epilog=EPILOG, formatter_class=HelpFormatter)  # fmt: skip
 
