@@ -50,6 +50,7 @@ from ..storage.record_schema import (
     boolean,
     check_record,
     integer_at_least,
+    nonempty_object,
     number_in,
     parse_record,
     text,
@@ -80,8 +81,17 @@ CHOICE_RECORD: Schema = {"chosen_learning_rate": number_in(0, float("inf"), low_
 #: A task folder's ``data.json``: each of these it holds in range (the at-chance test reads them).
 DATA_RECORD: Schema = {name: number_in(0, 1) for name in ("test_majority_share", "held_out_majority_share")} | {
     name: integer_at_least(1) for name in ("train_examples", "held_out_examples", "test_examples")}  # fmt: skip
-STOPPED_PRETRAINING: Schema = {"outcome": lambda value: check_outcome(value), "pretraining_run": lambda value: None
-                               if isinstance(value, dict) else "must be an object"}  # fmt: skip
+
+
+def check_outcome(value: Any) -> str | None:
+    """A stopped self-pretraining's recorded outcome: an object with the status it stopped with."""
+    if not isinstance(value, dict) or not isinstance(value.get("status"), str) or value["status"] == "finished":
+        return "must be a stopped run's outcome (an object with the status it stopped with)"
+    return None
+
+
+#: A self-pretraining that stopped (kept beside its run folder): its outcome and the run it was.
+STOPPED_PRETRAINING: Schema = {"outcome": check_outcome, "pretraining_run": nonempty_object}
 #: The names of the records a grid writes in a cell (``<pair>/<role>/``): only these are ever replaced.
 CELL_RECORD = re.compile(r"(sweep-lr[0-9.e+-]+|seed\d+|choice)\.json")
 #: What re-runs a damaged record.
@@ -101,12 +111,6 @@ def check_models(settings: GridSettings) -> None:
                 check_model_spec(sized)
             except ValueError as error:
                 raise ValueError(f"sizes of {spec!r}: {str(error).removeprefix(repr(sized) + ': ')}") from None
-
-
-def check_outcome(value: Any) -> str | None:
-    if not isinstance(value, dict) or not isinstance(value.get("status"), str) or value["status"] == "finished":
-        return "must be a stopped run's outcome (an object with the status it stopped with)"
-    return None
 
 
 def read_run(path: Path, **expected: Any) -> dict[str, Any]:
