@@ -178,6 +178,17 @@ def test_no_study_file_key_bypasses_its_declared_check(tmp_path: Path, settings_
             load_study(path)
 
 
+def test_a_flag_replaces_the_field_at_every_level_of_the_file(tmp_path: Path) -> None:
+    """``--seeds 1`` replaces a task's own ``seeds`` too (a flag the file silently overrode would run other seeds
+    than asked), and a flag's value is checked with the file's, naming the flag."""
+    path = tmp_path / "study.toml"
+    path.write_text('extends = "classification_from_scratch"\n[tasks.ag_news]\nseeds = [7, 8]\n')
+    assert {settings.seeds for _, settings in load_study(path).grids} == {(7, 8), (1, 2, 3)}
+    assert {settings.seeds for _, settings in load_study(path, replace={"seeds": [1]}).grids} == {(1,)}
+    with pytest.raises(ValueError, match=r"\[tasks\.ag_news\] with --pairs: .*layer_norm_position must be one of"):
+        load_study(path, replace={"pairs": ["macaron_bert:layer_norm_position=nowhere"]})
+
+
 def test_the_flag_and_the_file_meet_one_check() -> None:
     """``--seeds -1`` and ``seeds = [-1]`` are refused by the same declared check, with the same words."""
     flags = {field.name: field for field in dataclasses.fields(StudyArguments)}

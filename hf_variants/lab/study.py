@@ -208,7 +208,7 @@ def load_study(name_or_path: str | Path, replace: dict[str, Any] | None = None) 
     that replace the file's in every grid (the command line's ``--pairs``, ``--seeds``, ``--learning_rates``),
     checked with them."""
     path = study_path(name_or_path)
-    study = read_fields(path) | {name: list(value) for name, value in (replace or {}).items()}
+    study = read_fields(path)
     checked(path, "a study", study, STUDY_FIELDS | {f.name for f in fields(GridSettings)})
     tasks = study.get("tasks") or {}
     unknown = sorted(set(tasks) - set(GRID_TASKS)) if isinstance(tasks, dict) else ["<task>"]
@@ -225,8 +225,22 @@ def load_study(name_or_path: str | Path, replace: dict[str, Any] | None = None) 
         checked(path, where, changes, {f.name for f in fields(GridSettings)} - {"task"})
         typed(path, where, {key: value for key, value in changes.items() if key != "pretraining"}, GridSettings)
         for task in tasks:
-            grids.append((condition, grid_settings(path, task, merged(study, changes))))
+            grids.append((condition, replaced(path, grid_settings(path, task, merged(study, changes)), replace)))
     return Study(path.stem, study.get("description", ""), path, tuple(grids))
+
+
+def replaced(path: Path, settings: GridSettings, replace: dict[str, Any] | None) -> GridSettings:
+    """``settings`` with the fields of ``replace`` (the command line's), which win over the file's at every level
+    (a task's or a condition's own ``seeds`` too), checked as the file's are."""
+    if not replace:
+        return settings
+    try:
+        settings = dataclasses.replace(settings, **{name: tuple(value) for name, value in replace.items()})
+        check_models(settings)
+    except ValueError as error:
+        flags = ", ".join(f"--{name}" for name in replace)
+        raise ValueError(f"{path}: [tasks.{settings.task}] with {flags}: {str(error).rstrip('.')}.") from None
+    return settings
 
 
 def check_selection(
