@@ -162,30 +162,30 @@ class TaskResult:
 USER_DATA_METRICS = ("accuracy", "f1", "exact_match", "mse")
 
 
+def evaluation_results(results: dict[str, Any], metrics: Sequence[str], dataset_type: str, dataset_name: str,
+                       dataset_config: str | None = None) -> list[TaskResult]:  # fmt: skip
+    """Each of ``metrics`` a fine-tuning run's ``results.json`` holds for an evaluated split, as ``model-index``
+    entries of the card."""
+    return [TaskResult("text-classification", dataset_type, dataset_name, metric, float(scores[metric]),
+                       dataset_config=dataset_config, dataset_split=split)
+            for split, scores in results.get("eval", {}).items() for metric in metrics if metric in scores]  # fmt: skip
+
+
 def user_data_results(data_file: str, results: dict[str, Any]) -> list[TaskResult]:
-    """The evaluation scores of a fine-tuning run on the user's own file (``--train_file``) as ``model-index`` entries
-    of the card: the dataset is that file, named as such (never GLUE)."""
-    name = Path(data_file).name
+    """The evaluation of a fine-tuning run on the user's own file (``--train_file``): the dataset is that file, named
+    as such (never GLUE)."""
     kind = Path(data_file).suffix.lstrip(".").lower() or "local"
-    return [TaskResult("text-classification", kind, name, metric, float(metrics[metric]), dataset_split=split)
-            for split, metrics in results.get("eval", {}).items() for metric in USER_DATA_METRICS if metric in metrics]
+    return evaluation_results(results, USER_DATA_METRICS, kind, Path(data_file).name)
 
 
 def glue_task_results(task_name: str | None, results: dict[str, Any]) -> list[TaskResult]:
-    """The dev metrics of a fine-tuning run's ``results.json`` as ``model-index`` entries of the card."""
+    """The dev metrics of a GLUE fine-tuning run's ``results.json`` as ``model-index`` entries of the card."""
     from .tasks import get_glue_task
 
-    if task_name is None or "eval" not in results:
+    if task_name is None:
         return []
     task = get_glue_task(task_name)
-    entries = []
-    for split, metrics in results["eval"].items():
-        for metric in task.metrics:
-            if metric in metrics:
-                entries.append(TaskResult("text-classification", "nyu-mll/glue", f"GLUE {task.folder}", metric,
-                                          float(metrics[metric]), dataset_config=task.hub_config,
-                                          dataset_split=split))  # fmt: skip
-    return entries
+    return evaluation_results(results, task.metrics, "nyu-mll/glue", f"GLUE {task.folder}", task.hub_config)
 
 
 # --------------------------------------------------------------------------------------------

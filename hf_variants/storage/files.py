@@ -67,6 +67,11 @@ def failpoint(name: str, where: int | str) -> None:
 # ------------------------------------------------------------------------------------------------
 # Containment
 # ------------------------------------------------------------------------------------------------
+def at_or_below(path: Path, root: Path) -> bool:
+    """Whether the resolved ``path`` is the resolved folder ``root`` or lies below it."""
+    return path == root or root in path.parents
+
+
 def inside(folder: Path | str, entry: Path | str, what: str) -> Path:
     """``folder / entry`` resolved (symlinks followed), or a :class:`CheckpointError` naming ``what`` and
     ``entry`` when it is not strictly inside ``folder`` resolved (``..``, an absolute path, a symlink
@@ -94,7 +99,7 @@ def target_inside(folder: Path | str, entry: Path | str, what: str) -> Path:
     if path.name in ("", ".", "..") or Path(entry).is_absolute():
         raise CheckpointError(f"{what} {str(entry)!r} names no file inside {root}.")
     parent = path.parent.resolve()
-    if parent != root and root not in parent.parents:
+    if not at_or_below(parent, root):
         raise CheckpointError(
             f"{what} {str(entry)!r} lies outside {root} (its folder resolves to {parent}): hf-variants writes and "
             "removes files only inside the folder it owns, so it refuses this entry."
@@ -122,7 +127,7 @@ def owned_path(path: Path, what: str, *, within: Path | str) -> Path:
     """``path`` as :func:`target_inside` gives it, its folder checked to lie inside ``within`` (or to be it)."""
     path = Path(path)
     root, parent = Path(within).resolve(), path.parent.resolve()
-    if parent != root and root not in parent.parents:
+    if not at_or_below(parent, root):
         raise CheckpointError(
             f"{what} {path} lies outside {root} (its folder resolves to {parent}): hf-variants writes files only "
             "inside the folder it owns."
@@ -182,7 +187,7 @@ def make_folder(path: Path, *, within: Path | str) -> Path:
     """Create the folder ``path`` (and its missing parents) after checking that it resolves inside ``within``, or
     is it (the owned folder itself); returns it. An existing folder is kept."""
     root, resolved = Path(within).resolve(), Path(path).resolve()
-    if resolved != root and root not in resolved.parents:
+    if not at_or_below(resolved, root):
         raise CheckpointError(f"the folder {path} lies outside {root} (it resolves to {resolved}): hf-variants creates "
                               "folders only inside the folder it owns.")  # fmt: skip
     resolved.mkdir(parents=True, exist_ok=True)
@@ -311,7 +316,7 @@ def remove_empty_folder(folder: Path, *, within: Path | str) -> bool:
     """Remove ``folder`` — ``within`` itself or a folder inside it — when it is empty (a folder the command created
     and wrote nothing into); returns whether it was removed. A folder with anything in it is kept."""
     root, resolved = Path(within).resolve(), Path(folder).resolve()
-    if resolved != root and root not in resolved.parents:
+    if not at_or_below(resolved, root):
         raise CheckpointError(f"the folder {folder} lies outside {root}: hf-variants removes only inside the folder "
                               "it owns.")  # fmt: skip
     try:
