@@ -370,10 +370,42 @@ def rendered() -> dict[Path, str]:
     return {FINDINGS_PAGE: findings_page(rows), FOREST: forest_svg(rows)}
 
 
+def calibration_sentence(results: dict) -> str:
+    """``Calibration: the positive control passed (…); the negative control failed (…).`` from a comparison's record."""
+    from hf_variants.lab.report import calibration_checks
+
+    return "Calibration: " + "; ".join(f"the {kind} control {'passed' if passed else 'failed'} ({text})"
+                                       for kind, _, passed, text in calibration_checks(results)) + "."  # fmt: skip
+
+
+def pair_verdict_lines(results: dict) -> list[str]:
+    """``- **variant**: its verdict.`` for every pair of a comparison's record, as its report judges it."""
+    from hf_variants.lab.report import pair_comparisons
+
+    return [f"- **{variant}**: {comparison.per_protocol.text}."
+            for (variant, _, _), comparison in pair_comparisons(results).items()]  # fmt: skip
+
+
+def default_report_block(folder: Path = EXPERIMENTS / "compare" / "default") -> str:
+    """README's account of the committed default `hf-variants compare`: its time, its calibration and each pair's
+    verdict, read from its results.json, so that the front door says what its report says."""
+    from hf_variants.lab.report import not_calibrated
+
+    results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
+    minutes, seconds = divmod(round(results["wall_seconds"]), 60)
+    why = not_calibrated(results)
+    verdict = (f"**{why[0].upper()}{why[1:]}**, so its report calls no pair above, below or equivalent and shows what "
+               "each interval still allows:" if why else "Its budget is calibrated; each pair's verdict:")  # fmt: skip
+    lines = [f"The committed default run took {minutes} min {seconds} s inside the comparison on a 2-core CPU. "
+             f"{calibration_sentence(results)} {verdict}", "", *pair_verdict_lines(results)]  # fmt: skip
+    return "\n".join(lines) + ("\n\nRendered by `python tools/render_tables.py` from "
+                               "`experiments/compare/default/results.json`.\n")
+
+
 def power_preset_block(folder: Path = EXPERIMENTS / "compare" / "power") -> str:
     """docs/main-job.md's account of the committed `--preset power` run: its wall time, calibration, each pair's
     verdict at the chosen rates and at every common rate, and its A/A check (all read from its results.json)."""
-    from hf_variants.lab.report import aa_check_lines, calibration_checks, final_rates, pair_comparisons
+    from hf_variants.lab.report import aa_check_lines, final_rates, pair_comparisons
 
     results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
     runs = sum(len(tuned["runs"]) + sum(len(other) for other in tuned.get("runs_at_other_rates", {}).values())
@@ -381,14 +413,10 @@ def power_preset_block(folder: Path = EXPERIMENTS / "compare" / "power") -> str:
                for entry in results["models"].values() for tuned in entry["fine_tuning"].values())  # fmt: skip
     pretrainings = sum(len(entry.get("pretraining_runs", {})) for entry in results["models"].values())
     minutes, seconds = divmod(round(results["wall_seconds"]), 60)
-    checks = calibration_checks(results)
     lines = [f"`{results['command']}` took **{minutes} min {seconds} s** ({pretrainings} pretrainings and {runs} "
              f"fine-tuning runs, {results['settings']['workers']} at a time, on a 2-core CPU; "
-             f"its report: `experiments/compare/power/report.md` in the repository). Calibration: "
-             + "; ".join(f"the {kind} control {'passed' if passed else 'failed'} ({text})"
-                         for kind, _, passed, text in checks) + ".", ""]  # fmt: skip
-    lines += [f"- **{variant}**: {comparison.per_protocol.text}."
-              for (variant, _, _), comparison in pair_comparisons(results).items()]  # fmt: skip
+             f"its report: `experiments/compare/power/report.md` in the repository). {calibration_sentence(results)}",
+             "", *pair_verdict_lines(results)]  # fmt: skip
     rates = final_rates(results)
     if rates:
         at_rate = pair_comparisons(results, rates)

@@ -30,7 +30,7 @@ from benchmark_tables import (
     pretrain_compile_table,
     transject_weights_table,
 )
-from findings import power_preset_block
+from findings import default_report_block, power_preset_block
 from findings import rendered as findings_pages
 from never_from_scratch import (
     SCRATCH,
@@ -219,6 +219,8 @@ BENCHMARK_BLOCKS = {
     "pretrain-compile": (BENCHMARK_RECORDS / "pretrain_compile.json", pretrain_compile_table),
     "attention-benchmark": (BENCHMARK_RECORDS / "attention_benchmark.json", attention_benchmark_table),
 }
+#: The front door: its ``default-report`` block comes from the committed default run.
+README = ROOT / "README.md"
 #: The main job's page: its ``power-preset`` block comes from the committed ``--preset power`` run.
 MAIN_JOB_PAGE = ROOT / "docs" / "main-job.md"
 #: The "Which variant?" page and the records its table is read from.
@@ -306,6 +308,7 @@ def rendered_pages() -> dict[Path, str]:
         ),
     }
     pages.update(findings_pages())
+    pages[README] = fill_blocks(README.read_text(encoding="utf-8"), {"default-report": default_report_block()}, README)
     if PADDING_BENCHMARK.is_file():
         padding = {"padding-benchmark": padding_table(json.loads(PADDING_BENCHMARK.read_text(encoding="utf-8")))}
         pages[FINETUNING_PAGE] = fill_blocks(FINETUNING_PAGE.read_text(encoding="utf-8"), padding, FINETUNING_PAGE)
