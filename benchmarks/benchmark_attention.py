@@ -33,7 +33,7 @@ from transformers import BertConfig, BertForMaskedLM
 from transformers.models.bert.modeling_bert import BertSelfAttention
 
 from hf_variants.core import composition
-from hf_variants.core.inputs import PaddingMask
+from hf_variants.core.inputs import TokenLayout
 from hf_variants.mgk_bert import MgkBertConfig, MgkBertForMaskedLM
 
 HIDDEN, BERT_HEADS, HEAD_DIM = 256, 4, 64
@@ -68,7 +68,7 @@ def build_attention(kind: str) -> torch.nn.Module:
 def attention_step(module: torch.nn.Module, batch: int, seq_len: int) -> Callable[[], None]:
     """One forward + backward of the attention block on random input."""
     hidden = torch.randn(batch, seq_len, HIDDEN, requires_grad=True)
-    unpadded = () if isinstance(module, BertSelfAttention) else (PaddingMask(None),)  # a token mixer's padding
+    unpadded = () if isinstance(module, BertSelfAttention) else (TokenLayout(None),)  # a token mixer's padding
 
     def step() -> None:
         output = module(hidden, *unpadded)[0]

@@ -281,7 +281,8 @@ PRETRAINING_ENGINE = REPO_ROOT / "hf_variants" / "training" / "run_mlm.py"
 #: Scripts whose loop is what they show, not an experiment: the benchmarks time a step, the quickstart is a
 #: tour of the models in a plain PyTorch loop.
 STEP_SCRIPTS = {"benchmarks/benchmark.py", "benchmarks/benchmark_attention.py", "benchmarks/benchmark_sparse_mlm.py",
-                "examples/quickstart.py", "benchmarks/transject_weights_benchmark.py"}  # fmt: skip
+                "examples/quickstart.py", "benchmarks/transject_weights_benchmark.py",
+                "benchmarks/benchmark_packing.py"}  # fmt: skip
 #: The repository's folders of scripts beside the package (none of them in the wheel).
 SCRIPT_FOLDERS = ("scripts", "benchmarks", "tools", "experiments", "examples")
 

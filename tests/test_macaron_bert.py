@@ -11,7 +11,7 @@ from transformers import BertConfig, BertModel
 
 from hf_variants import macaron_bert
 from hf_variants.core.composition import build_layer
-from hf_variants.core.inputs import PaddingMask
+from hf_variants.core.inputs import TokenLayout
 from hf_variants.macaron_bert import MacaronBertConfig, MacaronBertLayer, MacaronBertModel
 
 from .common import CommonEncoderTests
@@ -106,7 +106,7 @@ def test_layer_matches_equations_17_to_19(position: str, first_activation: str |
     x_hat = sublayer(x_tilde, layer.attention_residual, lambda h: _attention(h, layer.attention, 2), 1.0)  # (18)
     expected = sublayer(x_hat, layer.ffn_up_residual, lambda h: _ffn(h, layer.ffn_up, F.gelu), 0.5)  # (19)
     with torch.no_grad():
-        got = layer(x, PaddingMask(None))
+        got = layer(x, TokenLayout(None))
     torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
 
 

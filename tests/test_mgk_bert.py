@@ -18,7 +18,7 @@ from transformers.models.bert.modeling_bert import BertAttention
 
 from hf_variants import mgk_bert
 from hf_variants.core.composition import ATTENTION_TYPES
-from hf_variants.core.inputs import PaddingMask
+from hf_variants.core.inputs import TokenLayout
 from hf_variants.core.mixers.mgk.modeling_mgk import mixture_log_scores
 from hf_variants.mgk_bert import MgkBertConfig, MgkBertForMaskedLM, MixtureOfKeysAttention
 
@@ -102,7 +102,7 @@ def test_fused_matches_reference_forward_and_backward(
     outputs, gradients = [], []
     for module in (reference, fused):
         x = hidden.clone().requires_grad_(True)
-        out, _ = module(x, PaddingMask(mask))
+        out, _ = module(x, TokenLayout(mask))
         real = mask if mask is not None else torch.ones(out.shape[:2], dtype=torch.bool)
         (out[real] * torch.linspace(-1, 1, out.shape[-1], dtype=out.dtype)).sum().backward()
         outputs.append(out[real])
@@ -135,7 +135,7 @@ def naive_mgk(module: MixtureOfKeysAttention, hidden: torch.Tensor, mask: torch.
 def test_fused_matches_reference_in_float32() -> None:
     reference, fused = attention_pair()
     hidden, mask = padded_hidden()
-    padding = PaddingMask(mask)
+    padding = TokenLayout(mask)
     torch.testing.assert_close(fused.eval()(hidden, padding)[0][mask], reference.eval()(hidden, padding)[0][mask])
 
 
@@ -149,7 +149,7 @@ def test_reference_matches_equation_7_written_out(key_mode, mixture_weights, var
     expected = naive_mgk(reference.eval(), hidden, mask)
     real = mask
     for module in (reference, fused):
-        got, _ = module.eval()(hidden, PaddingMask(mask))
+        got, _ = module.eval()(hidden, TokenLayout(mask))
         torch.testing.assert_close(got[real].double(), expected[real], atol=1e-5, rtol=1e-5)
 
 
@@ -176,7 +176,7 @@ def test_soft_e_step_updates_priors_only_in_training(variance_factors) -> None:
     reference, _ = attention_pair(mixture_weights="soft_em", variance_factors=variance_factors)
     hidden, mask = padded_hidden()
     initial = reference.mixture_prior.clone()
-    reference.eval()(hidden, PaddingMask(mask))
+    reference.eval()(hidden, TokenLayout(mask))
     assert torch.equal(reference.mixture_prior, initial)
 
     # Expected M-step from eq. (8), computed independently in float64 with explicit differences.
@@ -188,7 +188,7 @@ def test_soft_e_step_updates_priors_only_in_training(variance_factors) -> None:
     pairs = (mask[:, :, None] & mask[:, None, :]).double()[:, None, None]
     expected = (responsibilities * pairs).sum(dim=(0, 3, 4)) / pairs.sum(dim=(0, 3, 4))
 
-    reference.train()(hidden, PaddingMask(mask))
+    reference.train()(hidden, TokenLayout(mask))
     torch.testing.assert_close(reference.mixture_prior.double(), expected, atol=1e-6, rtol=1e-6)
     torch.testing.assert_close(reference.mixture_prior.sum(-1), torch.ones(2))
     assert not reference.mixture_prior.requires_grad
@@ -226,7 +226,7 @@ def naive_mlk(module: MixtureOfKeysAttention, hidden: torch.Tensor, mask: torch.
 def test_mlk_equals_the_quadratic_formula(key_mode: str) -> None:
     module, _ = attention_pair(attention_type="mlk", key_mode=key_mode)
     hidden, mask = padded_hidden()
-    got, weights = module.eval()(hidden, PaddingMask(mask), output_attentions=True)
+    got, weights = module.eval()(hidden, TokenLayout(mask), output_attentions=True)
     expected = naive_mlk(module, hidden, mask)
     torch.testing.assert_close(got[mask].double(), expected[mask], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(weights.sum(-1), torch.ones_like(weights.sum(-1)), atol=1e-5, rtol=0)
@@ -255,7 +255,7 @@ def test_mlk_never_forms_an_n_by_n_tensor() -> None:
     mask = torch.ones(2, seq_len, dtype=torch.bool)
     mask[1, 50:] = False
     with ShapeRecorder() as recorder:
-        out, _ = module.train()(hidden, PaddingMask(mask))
+        out, _ = module.train()(hidden, TokenLayout(mask))
         out.sum().backward()
     assert recorder.shapes, "nothing was recorded"
     quadratic = [(op, shape) for op, shape in recorder.shapes if list(shape).count(seq_len) >= 2]
@@ -270,8 +270,8 @@ def test_low_precision_matches_float32(dtype: torch.dtype, implementation: str) 
     module = reference if implementation == "eager" else fused
     hidden, mask = padded_hidden()
     with torch.no_grad():
-        expected, _ = module.eval()(hidden, PaddingMask(mask))
-        got, _ = module.to(dtype)(hidden.to(dtype), PaddingMask(mask))
+        expected, _ = module.eval()(hidden, TokenLayout(mask))
+        got, _ = module.to(dtype)(hidden.to(dtype), TokenLayout(mask))
     assert got.dtype == dtype
     scale = expected[mask].abs().max()
     tolerance = 1e-2 if dtype == torch.float16 else 4e-2
@@ -287,9 +287,9 @@ def test_no_nan_when_every_key_is_far_from_a_query(implementation: str) -> None:
         module.key.bias.fill_(3e3)  # pushes every key far from every query
     hidden, mask = padded_hidden()
     with torch.no_grad():
-        out, _ = module(hidden, PaddingMask(mask))
+        out, _ = module(hidden, TokenLayout(mask))
         eager = implementation == "eager"
-        _, weights = reference.eval()(hidden, PaddingMask(mask), output_attentions=True) if eager else (0, None)
+        _, weights = reference.eval()(hidden, TokenLayout(mask), output_attentions=True) if eager else (0, None)
     assert torch.isfinite(out).all()
     if weights is not None:
         assert torch.isfinite(weights).all()

@@ -11,6 +11,7 @@ import torch
 from transformers import AutoConfig, AutoModelForMaskedLM
 
 import hf_variants  # noqa: F401  (registers the variants)
+from hf_variants.core.inputs import TokenLayout
 from hf_variants.core.mixers.orthogonal.modeling_orthogonal import EigenvalueEstimator
 from hf_variants.core.modeling_orthogonal_weights import orthogonal_linear
 
@@ -92,11 +93,11 @@ def test_transject_spectrum_and_mgk_e_step_match_float32_inside_autocast() -> No
     attention = next(m for m in model.modules() if hasattr(m, "update_priors"))
     query, keys = torch.randn(2, 2, 7, 16), torch.randn(2, 2, 2, 7, 16)
     before = attention.mixture_prior.clone()
-    attention.update_priors(query, keys, None)
+    attention.update_priors(query, keys, TokenLayout(None))
     reference = attention.mixture_prior.clone()
     attention.mixture_prior.copy_(before)
     with autocast():
-        attention.update_priors(query, keys, None)
+        attention.update_priors(query, keys, TokenLayout(None))
     torch.testing.assert_close(attention.mixture_prior, reference, atol=1e-6, rtol=1e-6)
 
 

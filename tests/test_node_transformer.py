@@ -13,7 +13,7 @@ from torchdiffeq import odeint
 
 from hf_variants import node_transformer
 from hf_variants.core.composition import build_layer
-from hf_variants.core.inputs import PaddingMask
+from hf_variants.core.inputs import TokenLayout
 from hf_variants.node_transformer import (
     NodeTransformerBlock,
     NodeTransformerConfig,
@@ -86,12 +86,12 @@ def test_eq9_with_one_euler_step_is_a_vanilla_block() -> None:
     x = torch.randn(2, 5, 16, dtype=torch.float32)
     mask = torch.tensor([[True] * 5, [True, True, True, False, False]])
     with torch.no_grad():
-        ode = block(x, PaddingMask(mask))
+        ode = block(x, TokenLayout(mask))
         nfe = block.solver_statistics[0]
-        reference = vanilla(x, PaddingMask(mask))
+        reference = vanilla(x, TokenLayout(mask))
 
         def mhsa(h):
-            return vanilla.attention(h, PaddingMask(mask))[0]
+            return vanilla.attention(h, TokenLayout(mask))[0]
 
         y = x + mhsa(x)
         by_hand = y + F.linear(
@@ -151,7 +151,7 @@ def test_kinetic_regulariser_equals_a_riemann_sum() -> None:
         out = model(**inputs, output_diagnostics=True)
         dynamics = model.encoder.layer[0].dynamics
         mask = inputs["attention_mask"].bool()
-        dynamics.padding_mask = PaddingMask(mask)
+        dynamics.layout = TokenLayout(mask)
         x0 = model.embeddings(input_ids=inputs["input_ids"], token_type_ids=inputs["token_type_ids"])
         grid = torch.linspace(0, 1, 2001, dtype=torch.float64)
         trajectory = odeint(dynamics.velocity, x0, grid, rtol=1e-10, atol=1e-10)
@@ -281,10 +281,8 @@ def test_the_padding_mask_is_built_once_per_forward(monkeypatch: pytest.MonkeyPa
     from hf_variants.core import inputs
 
     built: list[str] = []
-    for name in ("additive_attention_bias", "sdpa_attention_mask"):
-        original = getattr(inputs, name)
-        monkeypatch.setattr(inputs, name, lambda *args, _name=name, _original=original: built.append(_name)
-                            or _original(*args))  # fmt: skip
+    original = inputs.visible_keys
+    monkeypatch.setattr(inputs, "visible_keys", lambda *args: built.append("visible_keys") or original(*args))
     torch.manual_seed(0)
     model = NodeTransformerModel(small(num_hidden_layers=2, rtol=1e-4, atol=1e-4, attn_implementation=implementation))
     randomise(model)
@@ -294,8 +292,7 @@ def test_the_padding_mask_is_built_once_per_forward(monkeypatch: pytest.MonkeyPa
     with torch.no_grad():
         output = model.eval()(input_ids, attention_mask=attention_mask, output_diagnostics=True)
     assert output.diagnostics["nfe_total"] >= 2 * 6  # at least one dopri5 step (6 evaluations) in each block
-    expected = "additive_attention_bias" if implementation == "eager" else "sdpa_attention_mask"
-    assert built == [expected]
+    assert built == ["visible_keys"]
     # each mixer call sees the same mask as a freshly built one: padded keys get no weight
     padded = input_ids.clone()
     padded[1, 6:] = 7  # other tokens behind the padding change nothing

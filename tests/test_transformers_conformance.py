@@ -159,6 +159,21 @@ class TestMlkBertConformance(ConformanceTests, unittest.TestCase):
     config_kwargs: ClassVar[dict] = {"num_attention_heads": 2, "head_dim": 16, "attention_type": "mlk"}
 
 
+class TestRotaryBertControlConformance(ConformanceTests, unittest.TestCase):
+    """Rotary positions (no position table) in BERT's layer."""
+
+    variant = bert_control.VARIANT
+    config_kwargs: ClassVar[dict] = {"position_embedding_type": "rotary"}
+
+
+class TestRotaryMlkBertConformance(ConformanceTests, unittest.TestCase):
+    """Rotary positions on MLK's feature maps."""
+
+    variant = mgk_bert.VARIANT
+    config_kwargs: ClassVar[dict] = {"num_attention_heads": 2, "head_dim": 16, "attention_type": "mlk",
+                                     "position_embedding_type": "rotary"}  # fmt: skip
+
+
 class TestTransJectConformance(ConformanceTests, unittest.TestCase):
     variant = transject.VARIANT
     config_kwargs: ClassVar[dict] = {"num_experts": 2, "num_attention_heads": 1}

@@ -116,3 +116,29 @@ def attention_benchmark_table(record: dict) -> str:
                      f"{mlm['batch']}) runs at {summary['mgk_bert_over_bert_mlm_throughput']:.2f}× the throughput of "
                      "`BertForMaskedLM` (sdpa) with twice the heads.")
     return "\n".join(lines) + "\n\n" + " ".join(sentences) + "\n"
+
+
+def packing_table(record: dict) -> str:
+    """The packing record (``packing_benchmark.json``, ``benchmarks/benchmark_packing.py``) as the table of
+    docs/benchmarks.md: positions computed (a count) and a training step's tokens per second (the mask's price)."""
+    positions, step, model = record["positions"], record["training_step"], record["model"]
+    length = record["max_seq_length"]
+    lines = [
+        "| keeping documents apart by | positions computed | real tokens among them | training step, tokens/s |",
+        "|---|---:|---:|---:|",
+        f"| one document per row, padded to {length} | {positions['padded_row_positions']:,} | "
+        f"{100 * positions['real_token_share_padded']:.0f}% | — |",
+        f"| `--packing documents` (block-diagonal mask) | {positions['packed_positions']:,} | 100% | "
+        f"{step['documents_tokens_per_second']:,.0f} |",
+        f"| (`--packing blocks`: documents attend to each other) | {positions['packed_positions']:,} | 100% | "
+        f"{step['blocks_tokens_per_second']:,.0f} |",
+    ]
+    return "\n".join(lines) + (
+        f"\n\n{record['corpus']} ({positions['documents']:,} non-empty lines, {positions['tokens']:,} tokens with a "
+        f"WordPiece vocabulary of 8,000), blocks of {length}: one document per padded row computes "
+        f"{positions['padded_over_packed']:.1f}× the positions of packed blocks. The step: a BERT control "
+        f"(hidden {model['hidden_size']}, {model['num_hidden_layers']} layers, SDPA), batch {model['batch_size']}, "
+        f"forward and backward, medians of interleaved repeats: with the mask a step runs at "
+        f"{step['documents_over_blocks']:.2f}× the tokens per second of one without. Made by "
+        "`python benchmarks/benchmark_packing.py --train_file $DATA/wikitext-2/train.txt --output_dir OUT`.\n"
+    )

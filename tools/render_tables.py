@@ -26,6 +26,7 @@ from pathlib import Path
 
 from benchmark_tables import (
     attention_benchmark_table,
+    packing_table,
     padding_table,
     pretrain_compile_table,
     transject_weights_table,
@@ -218,6 +219,7 @@ BENCHMARK_BLOCKS = {
     "transject-weights": (BENCHMARK_RECORDS / "transject_weights.json", transject_weights_table),
     "pretrain-compile": (BENCHMARK_RECORDS / "pretrain_compile.json", pretrain_compile_table),
     "attention-benchmark": (BENCHMARK_RECORDS / "attention_benchmark.json", attention_benchmark_table),
+    "packing-benchmark": (BENCHMARK_RECORDS / "packing_benchmark.json", packing_table),
 }
 #: The front door: its ``default-report`` block comes from the committed default run.
 README = ROOT / "README.md"

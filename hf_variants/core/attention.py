@@ -13,7 +13,8 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.bert.modeling_bert import eager_attention_forward
 
 from .encoder_layers import TokenMixer
-from .inputs import PaddingMask
+from .inputs import TokenLayout
+from .positions import rotate
 
 if TYPE_CHECKING:
     from .configuration_encoder import EncoderConfig
@@ -26,7 +27,9 @@ class MultiHeadSelfAttention(TokenMixer, nn.Module):
     ``softmax(Q Kᵀ / √D) V`` per head (Vaswani et al. 2017, eq. 1), followed by the output projection
     from ``heads * head_dim`` to ``hidden_size``. The implementation comes from
     ``config._attn_implementation`` through ``ALL_ATTENTION_FUNCTIONS``; attention probabilities are
-    only materialised by the eager path, which is therefore used whenever ``output_attentions=True``.
+    only materialised by the eager path, which is therefore used whenever ``output_attentions=True``. With
+    rotary positions, queries and keys are rotated by their positions first (RoFormer eq. 34); a query sees the
+    real keys of its own document (packed rows).
     """
 
     #: The affine map of the four projections (the N-ODE Transformer swaps in ``Ax + b + ct``).
@@ -55,20 +58,22 @@ class MultiHeadSelfAttention(TokenMixer, nn.Module):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        padding_mask: PaddingMask,
+        layout: TokenLayout,
         *context: torch.Tensor,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         query = self.split_heads(self.query(hidden_states))
         key = self.split_heads(self.key(hidden_states))
         value = self.split_heads(self.value(hidden_states))
+        if layout.rotary is not None:
+            query, key = rotate(query, layout.rotary), rotate(key, layout.rotary)
         implementation = self.config._attn_implementation or "eager"
         if output_attentions or implementation == "eager":
             attention: Callable = eager_attention_forward
-            mask = padding_mask.additive(query.dtype)
+            mask = layout.additive(query.dtype)
         else:
             attention = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
-            mask = padding_mask.flex(query.shape[-2]) if implementation == "flex_attention" else padding_mask.sdpa()
+            mask = layout.flex(query.shape[-2]) if implementation == "flex_attention" else layout.sdpa()
         context, weights = attention(
             self,
             query,

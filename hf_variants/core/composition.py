@@ -213,7 +213,7 @@ def idea_field_names() -> frozenset[str]:
 def validate_composition(config: EncoderConfig) -> None:
     """Validate the fields of the config's token mixer and layer scheme, then their pairing: a mixer setting
     that must be called once per layer forward (``single_call_requirement``) beside a scheme that calls its
-    mixer repeatedly (``calls_mixer_once``)."""
+    mixer repeatedly (``calls_mixer_once``); then rotary positions, where an idea refuses them."""
     for idea in selected_ideas(config.attention_type, config.layer_scheme):
         idea.validate_config(config)
     requirement = ATTENTION_TYPES[config.attention_type].single_call_requirement(config)
@@ -225,15 +225,30 @@ def validate_composition(config: EncoderConfig) -> None:
             f"{setting} cannot be used with layer_scheme={config.layer_scheme!r}, which calls the token mixer a "
             f"varying number of times per layer{how}: {why}"
         )
+    if config.position_embedding_type == "rotary":
+        reason = first_refusal(config, "rotary_positions_error")
+        if reason is not None:
+            raise ValueError(f"position_embedding_type='rotary' cannot be used here: {reason}")
+
+
+def first_refusal(config: EncoderConfig, question: str) -> str | None:
+    """The first reason an idea of the config's pair gives when asked ``question`` (the name of a
+    :class:`~hf_variants.core.ideas.ConfigurableIdea` hook returning a reason or ``None``), or ``None``."""
+    for idea in selected_ideas(config.attention_type, config.layer_scheme):
+        reason = getattr(idea, question)(config)
+        if reason is not None:
+            return reason
+    return None
 
 
 def gradient_checkpointing_error(config: EncoderConfig) -> str | None:
     """Why gradient checkpointing would change the results of this config's pair, if it would."""
-    for idea in selected_ideas(config.attention_type, config.layer_scheme):
-        reason = idea.gradient_checkpointing_error(config)
-        if reason is not None:
-            return reason
-    return None
+    return first_refusal(config, "gradient_checkpointing_error")
+
+
+def document_packing_error(config: EncoderConfig) -> str | None:
+    """Why this config's pair cannot keep packed documents apart, if it cannot."""
+    return first_refusal(config, "document_packing_error")
 
 
 def weight_initializers(config: EncoderConfig) -> list[Callable[[nn.Module, EncoderConfig], None]]:

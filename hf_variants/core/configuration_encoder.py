@@ -45,7 +45,15 @@ class EncoderConfig(PretrainedConfig):
         hidden_act: Activation of the feed-forward network, a key of ``transformers.activations.ACT2FN``.
         hidden_dropout_prob: Dropout on embeddings and sub-layer outputs.
         attention_probs_dropout_prob: Dropout on attention probabilities.
-        max_position_embeddings: Length of the learned position table; longer inputs raise.
+        max_position_embeddings: Length of the learned position table (longer inputs raise); with rotary
+            positions there is no table and this is only the length the model was trained for.
+        position_embedding_type: ``"absolute"`` (BERT: a learned position table added to the embeddings) or
+            ``"rotary"`` (RoFormer, Su et al. 2021, eq. 34: each head's queries and keys are rotated by their
+            position, so query–key products depend on relative positions only; no table, no length limit). Taken by
+            the token mixers with a query–key product (softmax, MGK, and MLK on its feature maps, §3.3 of the
+            RoFormer paper); refused by those without one (TransJect's orthogonal attention). The ``mean`` mixer has
+            no query–key product: with rotary positions it is blind to order.
+        rope_theta: Base of the rotary frequencies ``θ_k = rope_theta^(−2k/head_dim)`` (RoFormer: 10,000).
         type_vocab_size: Number of token types (segments).
         initializer_range: Standard deviation of the normal initialisation of weights.
         layer_norm_eps: Epsilon of every LayerNorm.
@@ -99,6 +107,8 @@ class EncoderConfig(PretrainedConfig):
         hidden_dropout_prob: float = 0.1,
         attention_probs_dropout_prob: float = 0.1,
         max_position_embeddings: int = 512,
+        position_embedding_type: str = "absolute",
+        rope_theta: float = 10000.0,
         type_vocab_size: int = 2,
         initializer_range: float = 0.02,
         layer_norm_eps: float = 1e-12,
@@ -128,6 +138,8 @@ class EncoderConfig(PretrainedConfig):
         self.hidden_dropout_prob = hidden_dropout_prob
         self.attention_probs_dropout_prob = attention_probs_dropout_prob
         self.max_position_embeddings = max_position_embeddings
+        self.position_embedding_type = position_embedding_type
+        self.rope_theta = rope_theta
         self.type_vocab_size = type_vocab_size
         self.initializer_range = initializer_range
         self.layer_norm_eps = layer_norm_eps
@@ -227,7 +239,13 @@ class EncoderConfig(PretrainedConfig):
         require_choice(self, "hidden_act", ACT2FN.keys())
         require_choice(self, "layer_norm_position", ("pre", "post"))
         require_choice(self, "pooling", ("first", "mean"))
-        for name in ("initializer_range", "layer_norm_eps"):
+        require_choice(self, "position_embedding_type", ("absolute", "rotary"))
+        if self.position_embedding_type == "rotary" and self.attention_head_size % 2:
+            raise ValueError(
+                f"position_embedding_type='rotary' rotates pairs of a head's dimensions; the head width "
+                f"{self.attention_head_size} is odd (change head_dim, or hidden_size / num_attention_heads)."
+            )
+        for name in ("initializer_range", "layer_norm_eps", "rope_theta"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or value <= 0:
                 raise ValueError(f"{name} must be a positive number, got {value!r}.")

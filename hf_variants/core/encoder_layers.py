@@ -19,13 +19,13 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.pytorch_utils import apply_chunking_to_forward
 
 from .ideas import ConfigurableIdea, LayerSchemeSpec
-from .inputs import PaddingMask, embedding_ids
+from .inputs import TokenLayout, embedding_ids
 
 if TYPE_CHECKING:
     from .configuration_encoder import EncoderConfig
 
 #: What a backbone computes once per forward for its layers: extra tensors every layer receives
-#: (after ``hidden_states`` and the :class:`~hf_variants.core.inputs.PaddingMask`), a weighted auxiliary loss,
+#: (after ``hidden_states`` and the :class:`~hf_variants.core.inputs.TokenLayout`), a weighted auxiliary loss,
 #: and named diagnostics.
 LayerInputs = tuple[tuple[torch.Tensor, ...], torch.Tensor | None, dict[str, torch.Tensor]]
 
@@ -34,12 +34,12 @@ class TokenMixer(ConfigurableIdea):
     """Base of the ``attention_type`` registry (``hf_variants.core.composition.ATTENTION_TYPES``).
 
     A token mixer is an ``nn.Module`` built as ``cls(config, layer_idx=...)`` and called as
-    ``mixer(hidden_states, padding_mask, *context, output_attentions=False)``; it returns
+    ``mixer(hidden_states, layout, *context, output_attentions=False)``; it returns
     ``(output (B, N, hidden), attention probabilities (B, H, N, N) or None)``, the probabilities only when
     ``output_attentions`` (transformers' output recorders take them from here, as from BERT's attention
-    module). ``padding_mask`` is the forward's :class:`~hf_variants.core.inputs.PaddingMask` (its
-    ``tensor``, and the backend forms built once per forward); ``context`` are the per-forward tensors its
-    :attr:`context_module` computes once from the embeddings.
+    module). ``layout`` is the forward's :class:`~hf_variants.core.inputs.TokenLayout` (its padding ``tensor``,
+    packed ``documents`` and ``rotary`` positions, and the masks built once per forward); ``context`` are the
+    per-forward tensors its :attr:`context_module` computes once from the embeddings.
     """
 
     #: ``(backbone attribute, module class)`` built once per backbone; its ``layer_inputs(embeddings,
@@ -51,7 +51,7 @@ class LayerScheme(LayerSchemeSpec, GradientCheckpointingLayer):
     """Base of the ``layer_scheme`` registry (``hf_variants.core.composition.LAYER_SCHEMES``).
 
     A layer scheme composes a layer's sub-steps around a token mixer it receives as a factory:
-    ``cls.build(config, layer_idx, make_attention)``. Called as ``layer(hidden_states, padding_mask,
+    ``cls.build(config, layer_idx, make_attention)``. Called as ``layer(hidden_states, layout,
     *context, output_attentions=...)``, it returns the new hidden states (a tensor, as transformers 5's
     layers do: attention probabilities are recorded from the token mixer); :meth:`summarize_layers` turns
     what the layers kept of this forward pass (e.g. the N-ODE blocks' function evaluations) into an
@@ -73,18 +73,21 @@ class LayerScheme(LayerSchemeSpec, GradientCheckpointingLayer):
 
 
 class EncoderEmbeddings(nn.Module):
-    """BERT embeddings: word + learned absolute position + token type, then LayerNorm and dropout.
+    """BERT embeddings: word + learned absolute position + token type, then LayerNorm and dropout; with
+    rotary positions (``position_embedding_type="rotary"``, applied inside attention) no position table.
 
     Position and token-type ids default to ``arange(seq_len)`` and zeros, built on the fly (no
     buffers that could come back stale after ``from_pretrained``). Token ids outside the vocabulary
-    and sequences longer than ``max_position_embeddings`` raise ``ValueError``.
+    and sequences longer than the position table raise ``ValueError``.
     """
 
     def __init__(self, config: EncoderConfig) -> None:
         super().__init__()
         self.config = config
         self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
-        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.position_embeddings = None  # rotary positions are applied inside attention
+        if config.position_embedding_type == "absolute":
+            self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
@@ -102,13 +105,15 @@ class EncoderEmbeddings(nn.Module):
             token_type_ids,
             position_ids,
             self.word_embeddings.num_embeddings,
-            self.position_embeddings.num_embeddings,
+            None if self.position_embeddings is None else self.position_embeddings.num_embeddings,
             self.token_type_embeddings.num_embeddings,
             self.word_embeddings.embedding_dim,
         )
         if inputs_embeds is None:
             inputs_embeds = self.word_embeddings(input_ids)
-        embeddings = inputs_embeds + self.token_type_embeddings(token_type_ids) + self.position_embeddings(position_ids)
+        embeddings = inputs_embeds + self.token_type_embeddings(token_type_ids)
+        if self.position_embeddings is not None:
+            embeddings = embeddings + self.position_embeddings(position_ids)
         return self.dropout(self.LayerNorm(embeddings))
 
 
@@ -183,18 +188,18 @@ class AttentionCall:
     def __init__(
         self,
         attention: nn.Module,
-        padding_mask: PaddingMask,
+        layout: TokenLayout,
         context: tuple[torch.Tensor, ...],
         output_attentions: bool,
     ) -> None:
         self.attention = attention
-        self.padding_mask = padding_mask
+        self.layout = layout
         self.context = context
         self.output_attentions = output_attentions
 
     def __call__(self, hidden_states: torch.Tensor) -> torch.Tensor:
         asked = self.output_attentions
-        return self.attention(hidden_states, self.padding_mask, *self.context, output_attentions=asked)[0]
+        return self.attention(hidden_states, self.layout, *self.context, output_attentions=asked)[0]
 
 
 class Pooler(nn.Module):

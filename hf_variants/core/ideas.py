@@ -100,6 +100,18 @@ class ConfigurableIdea:
         return None
 
     @classmethod
+    def rotary_positions_error(cls, config: EncoderConfig) -> str | None:
+        """Why this idea cannot take rotary positions (``position_embedding_type="rotary"``, which rotate the
+        queries and keys of a dot product), or ``None`` when it can."""
+        return None
+
+    @classmethod
+    def document_packing_error(cls, config: EncoderConfig) -> str | None:
+        """Why this idea cannot keep the documents of a packed row apart (a token would be computed from
+        another document's), or ``None`` when each token depends on its own document only."""
+        return None
+
+    @classmethod
     def matched_size_fields(cls, size: MatchedSize) -> dict[str, Any]:
         """This idea's config values at a comparison's matched ``size``, beside the width and depth every
         model shares (e.g. MGK's half the heads, an FFN's width). Empty: the idea has no size of its own."""

@@ -2,9 +2,10 @@
 
 Every encoder turns the user's ``attention_mask`` (1 = real token, 0 = padding) into one boolean
 *key padding mask* of shape ``(batch, seq_len)`` (``True`` = real token), or ``None`` when nothing is
-padded, held by the forward's :class:`PaddingMask`, which builds once what each attention kind derives from
-it: an additive bias for eager softmax, a boolean mask for ``scaled_dot_product_attention``, a ``BlockMask``
-for flex attention (linear attention zeroes the padded keys with the tensor itself).
+padded, and ``position_ids`` that restart inside a row into document ids (packed documents). The forward's
+:class:`TokenLayout` holds both and builds once what each attention kind derives from them: an additive bias
+for eager softmax, a boolean mask for ``scaled_dot_product_attention``, a ``BlockMask`` for flex attention,
+a one-hot of the documents for the mixers that sum over tokens (linear attention, the mean).
 """
 
 from __future__ import annotations
@@ -110,25 +111,29 @@ def check_finite_output(hidden_states: torch.Tensor, embeddings: torch.Tensor) -
     )
 
 
-def check_ids_below(name: str, ids: torch.Tensor, limit: int, shape: tuple[int, int]) -> None:
-    """Check an auxiliary id tensor (token types, positions): its shape and range ``[0, limit)``."""
+def check_ids_below(name: str, ids: torch.Tensor, limit: int | None, shape: tuple[int, int]) -> None:
+    """Check an auxiliary id tensor (token types, positions): its shape, integer dtype and range ``[0, limit)``
+    (``limit`` ``None``: no upper bound)."""
     if ids.dim() != 2 or (ids.shape[0] not in (1, shape[0])) or ids.shape[1] != shape[1]:
         raise ValueError(f"{name} must have shape {shape} (or (1, {shape[1]})); got {tuple(ids.shape)}.")
+    if ids.is_floating_point():
+        raise ValueError(f"{name} must be integers, got dtype {ids.dtype}.")
     if value_checks_enabled() and ids.numel() > 0:
         low, high = int(ids.min()), int(ids.max())
-        if low < 0 or high >= limit:
-            raise ValueError(f"{name} contain value {high if high >= limit else low}, outside [0, {limit}).")
+        if low < 0 or (limit is not None and high >= limit):
+            bad = low if low < 0 else high
+            raise ValueError(f"{name} contain value {bad}, outside [0, {'∞' if limit is None else limit}).")
 
 
 def resolve_position_ids(
-    position_ids: torch.Tensor | None, shape: tuple[int, int], max_positions: int, device: torch.device
+    position_ids: torch.Tensor | None, shape: tuple[int, int], max_positions: int | None, device: torch.device
 ) -> torch.Tensor:
     """``position_ids`` checked against ``[0, max_positions)``, or ``arange(seq_len)`` by default, with a
-    clear error for sequences longer than the position table."""
+    clear error for sequences longer than the position table (``max_positions`` ``None``: no table, no limit)."""
     if position_ids is not None:
         check_ids_below("position_ids", position_ids, max_positions, shape)
         return position_ids
-    if shape[1] > max_positions:
+    if max_positions is not None and shape[1] > max_positions:
         raise ValueError(
             f"Sequence length {shape[1]} exceeds max_position_embeddings={max_positions}; "
             "truncate the input (e.g. tokenizer(..., truncation=True, max_length=...))."
@@ -142,7 +147,7 @@ def embedding_ids(
     token_type_ids: torch.Tensor | None,
     position_ids: torch.Tensor | None,
     vocab_size: int,
-    max_positions: int,
+    max_positions: int | None,
     type_vocab_size: int,
     embedding_width: int | None = None,
 ) -> tuple[tuple[int, int], torch.Tensor, torch.Tensor]:
@@ -181,54 +186,77 @@ def key_padding_mask(attention_mask: torch.Tensor | None, shape: tuple[int, int]
     return mask
 
 
-def additive_attention_bias(padding_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
-    """``(batch, 1, 1, seq_len)`` bias: 0 at real keys, the dtype's most negative value at padding.
-
-    Adding it to logits before softmax gives padded keys a weight of exactly zero.
-    """
-    if padding_mask is None:
-        return None
-    bias = torch.zeros(padding_mask.shape, dtype=dtype, device=padding_mask.device)
-    bias.masked_fill_(~padding_mask, torch.finfo(dtype).min)
-    return bias[:, None, None, :]
-
-
-def flex_block_mask(padding_mask: torch.Tensor | None, query_length: int, key_copies: int = 1) -> Any:
-    """``BlockMask`` for ``flex_attention``: every query attends to the real keys. With ``key_copies``
-    M, the keys are M copies of the sequence side by side (MGK's augmented keys, length M·N).
-    ``None`` (no mask) when nothing is padded."""
-    if padding_mask is None:
+def flex_block_mask(
+    padding_mask: torch.Tensor | None, query_length: int, key_copies: int = 1, documents: torch.Tensor | None = None
+) -> Any:
+    """``BlockMask`` for ``flex_attention``: every query attends to the real keys of its own document. With
+    ``key_copies`` M, the keys are M copies of the sequence side by side (MGK's augmented keys, length M·N).
+    ``None`` (no mask) when nothing is padded and each row is one document."""
+    if padding_mask is None and documents is None:
         return None
     from torch.nn.attention.flex_attention import create_block_mask
 
-    batch, seq_len = padding_mask.shape
+    reference = padding_mask if padding_mask is not None else documents
+    batch, seq_len = reference.shape
 
-    def real_key(batch_index, head_index, query_index, key_index):
-        return padding_mask[batch_index, key_index % seq_len]
+    def visible_key(batch_index, head_index, query_index, key_index):
+        position = key_index % seq_len
+        real = padding_mask[batch_index, position] if padding_mask is not None else position >= 0
+        if documents is None:
+            return real
+        return real & (documents[batch_index, query_index] == documents[batch_index, position])
 
-    return create_block_mask(
-        real_key, batch, None, query_length, key_copies * seq_len, device=padding_mask.device.type
-    )
-
-
-def sdpa_attention_mask(padding_mask: torch.Tensor | None) -> torch.Tensor | None:
-    """``(batch, 1, 1, seq_len)`` boolean mask (``True`` = may attend) for ``scaled_dot_product_attention``."""
-    return None if padding_mask is None else padding_mask[:, None, None, :]
+    return create_block_mask(visible_key, batch, None, query_length, key_copies * seq_len, device=reference.device.type)
 
 
-class PaddingMask:
-    """The padding of one forward pass, in every form a token mixer asks for, each built once.
+def visible_keys(padding_mask: torch.Tensor | None, documents: torch.Tensor | None) -> torch.Tensor | None:
+    """Which keys each query may see: boolean ``(batch, 1, seq_len, seq_len)`` (query, key) pairs of one
+    document whose key is real when rows hold several documents, ``(batch, 1, 1, seq_len)`` real keys when they
+    do not, ``None`` when nothing is padded either."""
+    if documents is None:
+        return None if padding_mask is None else padding_mask[:, None, None, :]
+    same_document = documents[:, None, :, None] == documents[:, None, None, :]
+    return same_document if padding_mask is None else same_document & padding_mask[:, None, None, :]
 
-    The backbone makes one per forward from the user's ``attention_mask`` and hands it to every layer, as
-    transformers builds its attention mask once per forward (``create_bidirectional_mask``) instead of in each
-    layer. ``tensor`` is the boolean ``(batch, seq_len)`` mask, ``True`` at real tokens, or ``None`` when
-    nothing is padded; :meth:`additive`, :meth:`sdpa` and :meth:`flex` give the eager, SDPA and flex-attention
-    forms, built the first time a mixer asks and then shared by every layer — and by every function evaluation
-    of an ODE block, which calls its token mixer dozens of times per layer.
+
+def packed_documents(position_ids: torch.Tensor | None, batch_size: int) -> torch.Tensor | None:
+    """The document of every token when rows hold several documents, ``(batch, seq_len)`` ids counting from 0 in
+    each row, read from ``position_ids`` as transformers does for packed sequences (a position that does not
+    follow its left neighbour by 1 starts a document: ``find_packed_sequence_indices``); ``None`` when every
+    row is one document (or positions were not given)."""
+    if position_ids is None or position_ids.shape[-1] < 2:
+        return None
+    positions = position_ids.expand(batch_size, -1)
+    starts = torch.diff(positions, prepend=positions[:, :1] - 1, dim=-1) != 1
+    if value_checks_enabled() and not bool(starts.any()):
+        return None
+    return starts.cumsum(-1)
+
+
+class TokenLayout:
+    """The layout of one forward pass's tokens, in every form a token mixer asks for, each built once:
+    which are padding, which document each belongs to, and their rotary position code.
+
+    The backbone makes one per forward and hands it to every layer, as transformers builds its attention mask
+    once per forward (``create_bidirectional_mask``) instead of in each layer. ``tensor`` is the boolean
+    ``(batch, seq_len)`` mask, ``True`` at real tokens, or ``None`` when nothing is padded; ``documents`` the
+    ``(batch, seq_len)`` document ids of packed rows (:func:`packed_documents`), ``None`` when each row is one
+    document; ``rotary`` the ``(cos, sin)`` of rotary positions (:mod:`~hf_variants.core.positions`), ``None``
+    for learned absolute positions. :meth:`additive`, :meth:`sdpa` and :meth:`flex` give the eager, SDPA and
+    flex-attention masks (padding and document boundaries together), built the first time a mixer asks and then
+    shared by every layer — and by every function evaluation of an ODE block, which calls its token mixer dozens
+    of times per layer.
     """
 
-    def __init__(self, tensor: torch.Tensor | None) -> None:
+    def __init__(
+        self,
+        tensor: torch.Tensor | None,
+        documents: torch.Tensor | None = None,
+        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> None:
         self.tensor = tensor
+        self.documents = documents
+        self.rotary = rotary
         self._forms: dict[tuple[Any, ...], Any] = {}
 
     def _once(self, key: tuple[Any, ...], build: Any) -> Any:
@@ -236,17 +264,47 @@ class PaddingMask:
             self._forms[key] = build()
         return self._forms[key]
 
+    def visible(self) -> torch.Tensor | None:
+        """The boolean mask of the keys each query may see (:func:`visible_keys`)."""
+        return self._once(("visible",), lambda: visible_keys(self.tensor, self.documents))
+
     def additive(self, dtype: torch.dtype) -> torch.Tensor | None:
-        """The eager form: :func:`additive_attention_bias` in ``dtype``."""
-        return self._once(("additive", dtype), lambda: additive_attention_bias(self.tensor, dtype))
+        """The eager form: 0 where a query may see a key, the dtype's most negative value elsewhere."""
+
+        def build() -> torch.Tensor | None:
+            visible = self.visible()
+            if visible is None:
+                return None
+            return torch.zeros(visible.shape, dtype=dtype, device=visible.device).masked_fill_(
+                ~visible, torch.finfo(dtype).min
+            )
+
+        return self._once(("additive", dtype), build)
 
     def sdpa(self, key_copies: int = 1) -> torch.Tensor | None:
-        """The boolean form of ``scaled_dot_product_attention`` (:func:`sdpa_attention_mask`), for keys that are
+        """The boolean form of ``scaled_dot_product_attention`` (``True`` = may attend), for keys that are
         ``key_copies`` copies of the sequence side by side (MGK's augmented keys)."""
-        return self._once(("sdpa", key_copies), lambda: sdpa_attention_mask(
-            None if self.tensor is None else self.tensor.repeat(1, key_copies)))  # fmt: skip
+
+        def build() -> torch.Tensor | None:
+            visible = self.visible()
+            return None if visible is None else visible.repeat(1, 1, 1, key_copies)
+
+        return self._once(("sdpa", key_copies), build)
 
     def flex(self, query_length: int, key_copies: int = 1) -> Any:
         """The ``BlockMask`` of flex attention (:func:`flex_block_mask`)."""
         return self._once(("flex", query_length, key_copies),
-                          lambda: flex_block_mask(self.tensor, query_length, key_copies))  # fmt: skip
+                          lambda: flex_block_mask(self.tensor, query_length, key_copies, self.documents))  # fmt: skip
+
+    def document_one_hot(self, dtype: torch.dtype) -> torch.Tensor | None:
+        """``(batch, seq_len, documents)``: 1 where a real token belongs to a document, for mixers that sum over
+        a document's tokens (linear attention, the mean); ``None`` when each row is one document."""
+        if self.documents is None:
+            return None
+
+        def build() -> torch.Tensor:
+            count = int(self.documents.max()) + 1
+            one_hot = torch.nn.functional.one_hot(self.documents, count).to(dtype)
+            return one_hot if self.tensor is None else one_hot * self.tensor[..., None].to(dtype)
+
+        return self._once(("one_hot", dtype), build)

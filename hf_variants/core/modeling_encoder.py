@@ -23,7 +23,7 @@ Each head names its backbone (``base_model_class = MyModel``) and builds it unde
 The layer protocol (:class:`~hf_variants.core.encoder_layers.LayerScheme`): ``layer(hidden_states,
 padding_mask, *context, output_attentions=...)`` returns the new hidden states, as transformers 5's layers
 do; every layer's hidden states and the token mixers' attention probabilities are recorded by
-transformers' output hooks. ``padding_mask`` is the :class:`~hf_variants.core.inputs.PaddingMask` built once
+transformers' output hooks. ``padding_mask`` is the :class:`~hf_variants.core.inputs.TokenLayout` built once
 per forward (its backend forms too); ``context`` comes from the token mixer's context module (e.g.
 TransJect's eigenvalues Σ), plain tensors passed positionally so gradient checkpointing keeps their
 gradients; what a layer keeps of the forward pass (the N-ODE blocks' function evaluations and kinetic
@@ -56,6 +56,7 @@ from .composition import (
     LAYER_SCHEMES,
     build_layer,
     context_modules,
+    document_packing_error,
     gradient_checkpointing_error,
     has_attention_probabilities,
     parametrization_owners,
@@ -63,7 +64,14 @@ from .composition import (
 )
 from .configuration_encoder import EncoderConfig
 from .encoder_layers import EncoderEmbeddings, LayerInputs, LayerScheme, MaskedLMHead, Pooler, TokenMixer
-from .inputs import PaddingMask, check_finite_output, check_finite_weights, key_padding_mask, value_checks_enabled
+from .inputs import (
+    TokenLayout,
+    check_finite_output,
+    check_finite_weights,
+    key_padding_mask,
+    packed_documents,
+    value_checks_enabled,
+)
 from .modeling_orthogonal_weights import check_orthogonal_weights_kept, held_orthogonal_weights
 from .outputs import (
     EncoderMaskedLMOutput,
@@ -73,6 +81,7 @@ from .outputs import (
     EncoderSequenceClassifierOutput,
     EncoderTokenClassifierOutput,
 )
+from .positions import rotary_code
 
 if TYPE_CHECKING:
     from .registered_implementations import *  # noqa: F403 - the layers and mixers a model may build, by name
@@ -131,7 +140,7 @@ class EncoderStack(nn.Module):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        padding_mask: PaddingMask,
+        padding_mask: TokenLayout,
         extra_inputs: tuple[torch.Tensor, ...] = (),
         output_attentions: bool = False,
     ) -> torch.Tensor:
@@ -319,6 +328,7 @@ class EncoderModel(EncoderPreTrainedModel):
             self.context_names.append(name)
         self.encoder = EncoderStack(config)
         self.has_attentions = has_attention_probabilities(config)
+        self.packing_error = document_packing_error(config)
         self.pooler = Pooler(config) if add_pooling_layer else None
         self.parametrized = any(parametrize.is_parametrized(m) for m in self.modules())
         self.post_init()
@@ -350,9 +360,8 @@ class EncoderModel(EncoderPreTrainedModel):
             )
             padding_mask = key_padding_mask(attention_mask, embeddings.shape[:2])
             extra_inputs, auxiliary_loss, diagnostics = self.prepare_layer_inputs(embeddings, padding_mask)
-            # the padding in every form a token mixer asks for, each built once for all layers
-            masks = PaddingMask(padding_mask)
-            outputs = EncoderOutput(last_hidden_state=self.encoder(embeddings, masks, extra_inputs, output_attentions))
+            layout = self.token_layout(padding_mask, position_ids, embeddings)
+            outputs = EncoderOutput(last_hidden_state=self.encoder(embeddings, layout, extra_inputs, output_attentions))
             layer_loss, layer_diagnostics = self.summarize_layers(padding_mask)
             if self._diagnostics_requested(output_diagnostics):
                 outputs.auxiliary_loss = _add_optional(auxiliary_loss, layer_loss)
@@ -362,6 +371,23 @@ class EncoderModel(EncoderPreTrainedModel):
         if not self.training:
             check_finite_output(outputs.last_hidden_state, embeddings)
         return outputs
+
+    def token_layout(
+        self, padding_mask: torch.Tensor | None, position_ids: torch.Tensor | None, embeddings: torch.Tensor
+    ) -> TokenLayout:
+        """The padding, packed documents and rotary positions of this forward, which every layer shares. Rows
+        hold several documents where ``position_ids`` restart inside them, as transformers reads packed
+        sequences (``DataCollatorWithFlattening``); a pair that cannot keep them apart refuses them."""
+        batch, seq_len = embeddings.shape[:2]
+        documents = packed_documents(position_ids, batch)
+        if documents is not None and self.packing_error is not None:
+            raise ValueError(f"position_ids restart inside a row (packed documents), which this model cannot keep "
+                             f"apart: {self.packing_error}")  # fmt: skip
+        rotary = None
+        if self.config.position_embedding_type == "rotary":
+            positions = torch.arange(seq_len, device=embeddings.device)[None] if position_ids is None else position_ids
+            rotary = rotary_code(positions, self.config.attention_head_size, self.config.rope_theta, embeddings.dtype)
+        return TokenLayout(padding_mask, documents, rotary)
 
     def _parametrized_weights_once(self) -> contextlib.AbstractContextManager:
         """Parametrised weights computed once per forward pass, not once per use: together, outside the layers

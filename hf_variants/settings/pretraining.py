@@ -81,6 +81,12 @@ class PretrainingArguments(CorpusArguments):
         128, group=DATA, parse=at_least(3), help="Tokens per example ([CLS], at least one text token, [SEP])."
     )
     line_by_line: bool = setting(False, group=DATA, help="One example per line instead of packed blocks.")
+    packing: str = setting(
+        "blocks", group=DATA, choices=("blocks", "documents"),
+        help="How lines share a packed block: 'blocks' (run_mlm's: every token attends to the whole block) or "
+        "'documents' (position ids restart at each line, and a token attends within its own line only; no "
+        "padding either way). Not with --line_by_line.",
+    )  # fmt: skip
     mlm_probability: float = setting(0.15, group=DATA, parse=open_interval(0, 1), help="Share of tokens masked.")
     max_eval_samples: int | None = setting(
         None, group=DATA, parse=at_least(1), help="Evaluate on at most this many validation examples."
@@ -203,6 +209,8 @@ class PretrainingArguments(CorpusArguments):
         problems += super().problems()
         if self.push_to_hub and not self.hub_model_id:
             problems.append("--push_to_hub needs --hub_model_id")
+        if self.packing == "documents" and self.line_by_line:
+            problems.append("--packing documents packs lines into blocks; --line_by_line gives each line its own row")
         report_to = list(self.report_to or [])
         unknown = sorted(set(report_to) - {"csv", "none", *TRACKERS})
         if unknown:

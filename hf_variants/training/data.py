@@ -110,9 +110,15 @@ def tokenize_corpus(
     max_seq_length: int,
     line_by_line: bool = False,
     num_proc: int | None = None,
+    packing: str = "blocks",
 ) -> DatasetDict:
     """Token ids per example: each line truncated (``line_by_line``) or all lines concatenated and cut
-    into blocks of ``max_seq_length`` tokens (the last partial block is dropped), as run_mlm does."""
+    into blocks of ``max_seq_length`` tokens (the last partial block is dropped), as run_mlm does.
+
+    ``packing="documents"`` keeps the lines of a block apart: each block gets ``position_ids`` that restart at 0
+    where a line (a document) starts, and at the block's start for the part of a line the previous block cut, so
+    the model attends within each document only (``hf_variants.core.inputs.packed_documents``) and every
+    position is a real token."""
     if line_by_line:
 
         def encode(batch: dict[str, list[str]]) -> dict[str, Any]:
@@ -130,9 +136,15 @@ def tokenize_corpus(
     tokenizer.deprecation_warnings["sequence-length-is-longer-than-the-specified-maximum"] = True
 
     def group(batch: dict[str, list[list[int]]]) -> dict[str, list[list[int]]]:
+        if packing == "documents":
+            batch = {**batch, "position_ids": [list(range(len(ids))) for ids in batch["input_ids"]]}
         joined = {key: list(chain.from_iterable(values)) for key, values in batch.items()}
         total = (len(joined["input_ids"]) // max_seq_length) * max_seq_length
-        return {key: [v[i : i + max_seq_length] for i in range(0, total, max_seq_length)] for key, v in joined.items()}
+        starts = range(0, total, max_seq_length)
+        blocks = {key: [v[i : i + max_seq_length] for i in starts] for key, v in joined.items()}
+        if packing == "documents":  # a line cut by the previous block starts over here
+            blocks["position_ids"] = [restart_at_block_start(block) for block in blocks["position_ids"]]
+        return blocks
 
     encoded = corpus.map(encode_all, batched=True, remove_columns=["text"], num_proc=num_proc, desc="tokenize")
     grouped = encoded.map(group, batched=True, batch_size=1000, num_proc=num_proc, desc=f"group into {max_seq_length}")
@@ -143,6 +155,13 @@ def tokenize_corpus(
                 "max_seq_length or --line_by_line."
             )
     return check_maskable(grouped)
+
+
+def restart_at_block_start(positions: list[int]) -> list[int]:
+    """A block's positions with the part of a document the previous block cut counted from 0 (the block's first
+    tokens, up to the next document's start)."""
+    cut = next((i for i, position in enumerate(positions) if position == 0), len(positions))
+    return [position - positions[0] for position in positions[:cut]] + positions[cut:]
 
 
 def check_maskable(tokenized: DatasetDict, limits: Mapping[str, int | None] | None = None) -> DatasetDict:

@@ -53,6 +53,7 @@ from accelerate.utils import DistributedType, set_seed
 from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer, PreTrainedTokenizerBase, get_scheduler
 
+from ..core.composition import document_packing_error
 from ..core.overrides import check_override_fields, parse_overrides
 from ..core.registration import VARIANTS
 from ..settings import pretraining
@@ -179,7 +180,15 @@ def build_model(args: PretrainingArguments, tokenizer: PreTrainedTokenizerBase) 
             f"The tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {model.config.vocab_size}: "
             "its ids would index past the embedding table. Use the model's tokenizer or resize the embeddings."
         )
+    if args.packing == "documents":
+        reason = document_packing_error(model.config) if model.config.model_type in VARIANTS else (
+            f"model_type {model.config.model_type!r} does not read documents from position_ids beside an attention "
+            "mask, so the documents of a block would attend to each other; use an hf-variants model type")
+        if reason is not None:
+            raise ValueError(f"--packing documents: {reason}")
     positions = getattr(model.config, "max_position_embeddings", None)
+    if getattr(model.config, "position_embedding_type", "absolute") == "rotary":
+        positions = None  # no table to run past
     if positions is not None and args.max_seq_length > positions:
         raise ValueError(
             f"--max_seq_length {args.max_seq_length} exceeds the model's position table (max_position_embeddings="
@@ -386,7 +395,7 @@ def load_data(args: PretrainingArguments, accelerator: Accelerator) -> tuple[Pre
         tokenizer.model_max_length = args.max_seq_length
     with accelerator.main_process_first():
         tokenized = tokenize_corpus(
-            corpus, tokenizer, args.max_seq_length, args.line_by_line, args.preprocessing_num_workers
+            corpus, tokenizer, args.max_seq_length, args.line_by_line, args.preprocessing_num_workers, args.packing
         )
     check_maskable(tokenized, {"validation": args.max_eval_samples})  # before training, not after it
     return tokenizer, tokenized["train"], tokenized["validation"]

@@ -93,3 +93,8 @@ class TransJectConfig(EncoderConfig):
             raise ValueError(
                 f"hidden_size ({self.hidden_size}) must be even: token embeddings and positions get half each."
             )
+        if self.position_embedding_type != "absolute":
+            raise ValueError(
+                f"position_embedding_type={self.position_embedding_type!r}: TransJect's embeddings carry its own "
+                "positions (a sinusoidal half of every embedding, §3.4); use 'absolute'."
+            )

@@ -36,7 +36,8 @@ from torch import nn
 from transformers import initialization as init
 
 from ...attention import MultiHeadSelfAttention
-from ...inputs import PaddingMask, full_precision
+from ...inputs import TokenLayout, full_precision
+from ...positions import rotate
 
 if TYPE_CHECKING:
     from ...configuration_encoder import EncoderConfig
@@ -87,7 +88,7 @@ def fused_gaussian_mixture_attention(
     value: torch.Tensor,
     variances: torch.Tensor,
     log_priors: torch.Tensor,
-    padding_mask: PaddingMask,
+    layout: TokenLayout,
     dropout: float = 0.0,
     module: nn.Module | None = None,
 ) -> torch.Tensor:
@@ -114,7 +115,7 @@ def fused_gaussian_mixture_attention(
     # Values are padded to the augmented width so every SDPA kernel (equal head dims) applies.
     padded_value = F.pad(value, (0, 2)).repeat(1, 1, components, 1)
     if module is not None:
-        block_mask = padding_mask.flex(seq_len, key_copies=components)
+        block_mask = layout.flex(seq_len, key_copies=components)
         # imported here: building or validating a config must not import flex attention
         from transformers.integrations import flex_attention
 
@@ -123,8 +124,12 @@ def fused_gaussian_mixture_attention(
         )[0]
         return output.transpose(1, 2)[..., :head_dim]
     output = F.scaled_dot_product_attention(
-        augmented_query, augmented_keys, padded_value, attn_mask=padding_mask.sdpa(key_copies=components),
-        dropout_p=dropout, scale=1.0
+        augmented_query,
+        augmented_keys,
+        padded_value,
+        attn_mask=layout.sdpa(key_copies=components),
+        dropout_p=dropout,
+        scale=1.0,
     )
     return output[..., :head_dim]
 
@@ -134,26 +139,46 @@ def linear_mixture_attention(
     keys: torch.Tensor,
     value: torch.Tensor,
     priors: torch.Tensor,
-    padding_mask: torch.Tensor | None,
+    layout: TokenLayout,
     output_attentions: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """MLK (§2.4) in O(N): ``h_i = φ(q_i)ᵀ Σ_j k̄_j v_jᵀ / φ(q_i)ᵀ Σ_j k̄_j``, ``k̄_j = Σ_r π_r φ(k_jr)``.
+    """MLK (§2.4) in O(N): ``h_i = φ(q_i)ᵀ Σ_j k̄_j v_jᵀ / φ(q_i)ᵀ Σ_j k̄_j``, ``k̄_j = Σ_r π_r φ(k_jr)``, the
+    sums over the real keys of query i's document.
 
-    Padded keys are zeroed before the sums. Half inputs accumulate in float32. Returns
-    ``(B, H, N, D)`` and, only when asked, the implied ``(B, H, N, N)`` attention matrix; the output
-    is then computed from that matrix (the same function in O(N²)), so that the returned attentions
-    are the ones the output depends on (gradients reach them, as for softmax attention).
+    With rotary positions the numerator's features are rotated, ``(R_i φ(q_i))ᵀ Σ_j (R_j k̄_j) v_jᵀ``, and the
+    denominator keeps the unrotated (positive) ones, as RoFormer §3.3 (eq. 19) does for linear attention.
+    Half inputs accumulate in float32. Returns ``(B, H, N, D)`` and, only when asked, the implied
+    ``(B, H, N, N)`` attention matrix; the output is then computed from that matrix (the same function in
+    O(N²)), so that the returned attentions are the ones the output depends on (gradients reach them, as for
+    softmax attention).
     """
     phi_query = F.elu(upcast(query)) + 1.0
     mixed_keys = torch.einsum("bhrnd,hr->bhnd", F.elu(upcast(keys)) + 1.0, priors.to(phi_query.dtype))
-    if padding_mask is not None:
-        mixed_keys = mixed_keys * padding_mask[:, None, :, None]
-    normaliser = torch.einsum("bhnd,bhd->bhn", phi_query, mixed_keys.sum(dim=2))[..., None] + LINEAR_ATTENTION_EPS
+    if layout.tensor is not None:
+        mixed_keys = mixed_keys * layout.tensor[:, None, :, None]
+    rotated_query, rotated_keys = phi_query, mixed_keys
+    if layout.rotary is not None:
+        rotated_query, rotated_keys = rotate(phi_query, layout.rotary), rotate(mixed_keys, layout.rotary)
+    value = upcast(value)
     if output_attentions:
-        weights = torch.einsum("bhid,bhjd->bhij", phi_query, mixed_keys) / normaliser
-        return weights @ upcast(value), weights
-    key_value = torch.einsum("bhnd,bhne->bhde", mixed_keys, upcast(value))
-    return torch.einsum("bhnd,bhde->bhne", phi_query, key_value) / normaliser, None
+        scores = torch.einsum("bhid,bhjd->bhij", rotated_query, rotated_keys)
+        kernel = torch.einsum("bhid,bhjd->bhij", phi_query, mixed_keys)
+        visible = layout.visible()
+        if visible is not None:
+            scores, kernel = scores * visible, kernel * visible
+        weights = scores / (kernel.sum(dim=-1, keepdim=True) + LINEAR_ATTENTION_EPS)
+        return weights @ value, weights
+    documents = layout.document_one_hot(phi_query.dtype)
+    if documents is None:
+        key_value = torch.einsum("bhnd,bhne->bhde", rotated_keys, value)
+        numerator = torch.einsum("bhnd,bhde->bhne", rotated_query, key_value)
+        normaliser = torch.einsum("bhnd,bhd->bhn", phi_query, mixed_keys.sum(dim=2))
+    else:  # the same sums per document (documents: (B, N, K) one-hot of each real token's document)
+        key_value = torch.einsum("bnk,bhnd,bhne->bhkde", documents, rotated_keys, value)
+        numerator = torch.einsum("bnk,bhnd,bhkde->bhne", documents, rotated_query, key_value)
+        key_sums = torch.einsum("bnk,bhnd->bhkd", documents, mixed_keys)
+        normaliser = torch.einsum("bnk,bhnd,bhkd->bhn", documents, phi_query, key_sums)
+    return numerator / (normaliser[..., None] + LINEAR_ATTENTION_EPS), None
 
 
 class MixtureOfKeysAttention(MultiHeadSelfAttention):
@@ -169,6 +194,10 @@ class MixtureOfKeysAttention(MultiHeadSelfAttention):
     shifts ``key_shift`` ``b_r`` of shape ``(M, H, D)`` (option B). ``mixture_logits`` ``(H, M)`` give
     ``π = softmax(mixture_logits)`` when π is learned; the buffer ``mixture_prior`` ``(H, M)`` holds
     π for the soft E-step.
+
+    With rotary positions (``position_embedding_type="rotary"``) the query and every component key are rotated by
+    their position, so ``‖R_i q_i − R_j k_jr‖²`` depends on ``j − i`` only; MLK rotates its feature maps instead
+    (:func:`linear_mixture_attention`). In packed rows a query attends within its own document.
 
     Its config fields (``num_key_components``, ``key_mode``, ``key_bias``, ``key_shift_init_std``,
     ``variance_factors``, ``mixture_weights``) are documented on :class:`.configuration_mgk.MixtureOfKeysSpec`.
@@ -223,17 +252,20 @@ class MixtureOfKeysAttention(MultiHeadSelfAttention):
         return query, keys, value
 
     @torch.no_grad()
-    def update_priors(self, query: torch.Tensor, keys: torch.Tensor, padding_mask: torch.Tensor | None) -> None:
+    def update_priors(self, query: torch.Tensor, keys: torch.Tensor, layout: TokenLayout) -> None:
         """Soft E-step + M-step (eq. 8): responsibilities ``γ_ijr = softmax_r ℓ_ijr`` with the current
-        π, then ``π_r = mean of γ_ijr`` over real (query, key) pairs of the batch, per head."""
+        π, then ``π_r = mean of γ_ijr`` over the (query, key) pairs of the batch that attend, per head: both
+        real, of one document."""
         with full_precision(query.device):
             query, keys = query.float(), keys.float()
             scores = component_log_scores(query, keys, self.variances(query), self.log_priors().float())
             responsibilities = torch.softmax(scores, dim=2)  # (B, H, M, N, N)
-        if padding_mask is None:
+        visible = layout.visible()
+        if visible is None:
             priors = responsibilities.mean(dim=(0, 3, 4))
         else:
-            pairs = (padding_mask[:, :, None] & padding_mask[:, None, :]).float()[:, None, None]
+            real_queries = layout.tensor[:, None, :, None] if layout.tensor is not None else True
+            pairs = (visible & real_queries).float()[:, :, None]
             priors = (responsibilities * pairs).sum(dim=(0, 3, 4)) / pairs.sum(dim=(0, 3, 4))
         self.mixture_prior.copy_(priors.to(self.mixture_prior.dtype))
 
@@ -251,19 +283,20 @@ class MixtureOfKeysAttention(MultiHeadSelfAttention):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        padding_mask: PaddingMask,
+        layout: TokenLayout,
         *context: torch.Tensor,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         query, keys, value = self.project(hidden_states)
+        if layout.rotary is not None and not self.linear:  # MLK rotates its feature maps instead
+            query, keys = rotate(query, layout.rotary), rotate(keys, layout.rotary)
         if self.linear:
             priors = torch.softmax(upcast(self.mixture_logits), dim=-1)
-            context, weights = linear_mixture_attention(query, keys, value, priors, padding_mask.tensor,
-                                                        output_attentions)  # fmt: skip
+            context, weights = linear_mixture_attention(query, keys, value, priors, layout, output_attentions)
         else:
             if self.training and self.mixture_prior is not None:
-                self.update_priors(query, keys, padding_mask.tensor)
-            context, weights = self.gaussian_attention(query, keys, value, padding_mask, output_attentions)
+                self.update_priors(query, keys, layout)
+            context, weights = self.gaussian_attention(query, keys, value, layout, output_attentions)
         batch, _, seq_len, _ = context.shape
         context = context.transpose(1, 2).reshape(batch, seq_len, -1).to(hidden_states.dtype)
         return self.output(context), weights
@@ -273,7 +306,7 @@ class MixtureOfKeysAttention(MultiHeadSelfAttention):
         query: torch.Tensor,
         keys: torch.Tensor,
         value: torch.Tensor,
-        padding_mask: PaddingMask,
+        layout: TokenLayout,
         output_attentions: bool,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         variances = self.variances(query)
@@ -283,14 +316,15 @@ class MixtureOfKeysAttention(MultiHeadSelfAttention):
         if implementation in ("sdpa", "flex_attention") and not (output_attentions or hard):
             module = self if implementation == "flex_attention" else None
             context = fused_gaussian_mixture_attention(
-                query, keys, value, variances, self.log_priors(), padding_mask, dropout, module
+                query, keys, value, variances, self.log_priors(), layout, dropout, module
             )
             return context, None
         query, keys, log_priors = upcast(query), upcast(keys), self.log_priors()
         log_priors = None if log_priors is None else log_priors.to(query.dtype)
         scores = mixture_log_scores(query, keys, variances, log_priors, hard=hard)
-        if padding_mask.tensor is not None:
-            scores = scores.masked_fill(~padding_mask.tensor[:, None, None, :], torch.finfo(scores.dtype).min)
+        visible = layout.visible()
+        if visible is not None:
+            scores = scores.masked_fill(~visible, torch.finfo(scores.dtype).min)
         probabilities = torch.softmax(scores, dim=-1)
         context = F.dropout(probabilities, p=dropout, training=self.training) @ upcast(value)
         return context, probabilities.to(query.dtype) if output_attentions else None

@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from ...configuration_encoder import EncoderConfig
 
 EIGENVALUE_MODES = ("approx", "exact", "random")
+
+
 class OrthogonalAttentionSpec(OrthogonalWeightsSpec):
     """One orthogonal attention of Theorem 1: ``A(X) = X U Σ V`` (rows of X are tokens).
 
@@ -49,6 +51,20 @@ class OrthogonalAttentionSpec(OrthogonalWeightsSpec):
         require_choice(config, "eigenvalue_mode", EIGENVALUE_MODES)
         validate_orthogonal_map(config)
         require_number(config, "reconstruction_loss_weight", strict=False)
+
+    @classmethod
+    def rotary_positions_error(cls, config: EncoderConfig) -> str | None:
+        return (
+            "TransJect's orthogonal attention A(X) = X U Σ V has no query–key product to rotate; its positions are "
+            "the embeddings' (the transject model's sinusoidal half, §3.4)."
+        )
+
+    @classmethod
+    def document_packing_error(cls, config: EncoderConfig) -> str | None:
+        return (
+            "TransJect's orthogonal attention mixes tokens only through Σ, the spectrum of the whole row's Gram "
+            "matrix XᵀX, so every document of a packed row would change the others'; use one document per row."
+        )
 
     @classmethod
     def matched_size_fields(cls, size: MatchedSize) -> dict[str, Any]:

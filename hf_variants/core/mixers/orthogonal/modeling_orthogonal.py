@@ -28,7 +28,7 @@ from ...modeling_orthogonal_weights import HoldsOrthogonalLinears, orthogonal_li
 
 if TYPE_CHECKING:
     from ...configuration_encoder import EncoderConfig
-    from ...inputs import PaddingMask
+    from ...inputs import TokenLayout
 
 
 def _standardise(eigenvalues: torch.Tensor) -> torch.Tensor:
@@ -114,7 +114,7 @@ class OrthogonalAttention(TokenMixer, HoldsOrthogonalLinears):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        padding_mask: PaddingMask,
+        padding_mask: TokenLayout,
         eigenvalues: torch.Tensor,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, None]:

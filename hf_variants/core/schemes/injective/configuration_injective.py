@@ -70,6 +70,20 @@ class InjectiveSpec(OrthogonalWeightsSpec, LayerSchemeSpec):
         validate_orthogonal_map(config)
 
     @classmethod
+    def document_packing_error(cls, config: EncoderConfig) -> str | None:
+        if config.expert_weights == "input_dependent":
+            return (
+                "expert_weights='input_dependent' max-pools each expert's output over the whole row, so one "
+                "document's tokens would weigh another's experts; use 'constant' or one document per row."
+            )
+        if config.entropic:
+            return (
+                "entropic=True draws one residual update per hidden unit and row, shared by every document of a "
+                "packed row; use one document per row."
+            )
+        return None
+
+    @classmethod
     def matched_size_fields(cls, size: MatchedSize) -> dict[str, Any]:
         """Four experts; no ``intermediate_size``: the orthogonal FFN is ``hidden_size`` wide."""
         return {"num_experts": 4}

@@ -33,7 +33,7 @@ from ...modeling_orthogonal_weights import HoldsOrthogonalLinears, orthogonal_li
 
 if TYPE_CHECKING:
     from ...configuration_encoder import EncoderConfig
-    from ...inputs import PaddingMask
+    from ...inputs import TokenLayout
 
 #: ``residual_weight`` (:data:`.configuration_injective.RESIDUAL_WEIGHT_NAMES`) → the map from the learnable
 #: a_l to α_l (``None``: α_l = a_l).
@@ -91,17 +91,15 @@ class InjectiveLayer(HoldsOrthogonalLinears, LayerScheme):
         finally:
             del self.residual_weight
 
-    def expert_weights(
-        self, hidden_states: torch.Tensor, updates: torch.Tensor, padding_mask: PaddingMask
-    ) -> torch.Tensor:
+    def expert_weights(self, hidden_states: torch.Tensor, updates: torch.Tensor, layout: TokenLayout) -> torch.Tensor:
         """Convex weights ``(B, E)``: constant ``softmax(w)`` (eq. 5) or, as in the authors' code, a
         softmax over a linear score of each expert's output ``X + s·ELU(A_e(X))``, max-pooled over real
         tokens (computed only in that mode)."""
         if self.expert_logits is not None:
             return torch.softmax(self.expert_logits, dim=0).expand(hidden_states.shape[0], -1)
         pooled = hidden_states[:, None] + updates
-        if padding_mask.tensor is not None:
-            pooled = pooled.masked_fill(~padding_mask.tensor[:, None, :, None], torch.finfo(pooled.dtype).min)
+        if layout.tensor is not None:
+            pooled = pooled.masked_fill(~layout.tensor[:, None, :, None], torch.finfo(pooled.dtype).min)
         return torch.softmax(self.expert_gate(pooled.amax(dim=2)).squeeze(-1), dim=-1)
 
     def residual(self, hidden_states: torch.Tensor, update: torch.Tensor) -> torch.Tensor:
@@ -118,14 +116,14 @@ class InjectiveLayer(HoldsOrthogonalLinears, LayerScheme):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        padding_mask: PaddingMask,
+        layout: TokenLayout,
         *context: torch.Tensor,
         output_attentions: bool = False,
     ) -> torch.Tensor:
         step = self.step_size()
-        outputs = [F.elu(expert(hidden_states, padding_mask, *context)[0]) for expert in self.experts]
+        outputs = [F.elu(expert(hidden_states, layout, *context)[0]) for expert in self.experts]
         updates = step * torch.stack(outputs, dim=1)
-        update = torch.einsum("be,bend->bnd", self.expert_weights(hidden_states, updates, padding_mask), updates)
+        update = torch.einsum("be,bend->bnd", self.expert_weights(hidden_states, updates, layout), updates)
         hidden_states = self.residual(hidden_states, update)
         feed_forward = apply_chunking_to_forward(self.feed_forward, self.chunk_size, 1, hidden_states)
         return hidden_states + step * feed_forward

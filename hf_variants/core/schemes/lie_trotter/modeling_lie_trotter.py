@@ -12,7 +12,7 @@ from ...encoder_layers import AttentionCall, FeedForward, LayerScheme, SublayerC
 
 if TYPE_CHECKING:
     from ...configuration_encoder import EncoderConfig
-    from ...inputs import PaddingMask
+    from ...inputs import TokenLayout
 
 
 class TransformerLayer(LayerScheme):
@@ -32,10 +32,10 @@ class TransformerLayer(LayerScheme):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        padding_mask: PaddingMask,
+        layout: TokenLayout,
         *context: torch.Tensor,
         output_attentions: bool = False,
     ) -> torch.Tensor:
-        attend = AttentionCall(self.attention, padding_mask, context, output_attentions)
+        attend = AttentionCall(self.attention, layout, context, output_attentions)
         hidden_states = self.attention_residual(hidden_states, attend)
         return self.feed_forward_residual(hidden_states, self.feed_forward)

@@ -34,7 +34,7 @@ from .configuration_ode import ADAPTIVE_METHODS
 
 if TYPE_CHECKING:
     from ...configuration_encoder import EncoderConfig
-    from ...inputs import PaddingMask
+    from ...inputs import TokenLayout
 
 #: Function-evaluation budget per allowed step (dopri8, the largest tableau, uses 13 per step).
 EVALUATIONS_PER_STEP = 16
@@ -99,7 +99,7 @@ class NodeDynamics(nn.Module):
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.time_dependent = [m for m in self.modules() if isinstance(m, TimeDependentLinear)]
         # Per-solve context, set by the block before integrating.
-        self.padding_mask: PaddingMask | None = None
+        self.layout: TokenLayout | None = None
         self.context: tuple[torch.Tensor, ...] = ()
         self.token_counts: torch.Tensor | None = None
         self.evaluations = 0
@@ -109,7 +109,7 @@ class NodeDynamics(nn.Module):
         """``X' = F(X, t)`` (eq. 2, 3 or 9), zero at padded positions."""
         for module in self.time_dependent:
             module.time = time
-        attended = self.dropout(self.attention(self.attention_norm(hidden_states), self.padding_mask, *self.context)[0])
+        attended = self.dropout(self.attention(self.attention_norm(hidden_states), self.layout, *self.context)[0])
         if self.ode_function == "eq2":
             derivative = self.feed_forward(self.feed_forward_norm(attended))
         else:
@@ -117,8 +117,8 @@ class NodeDynamics(nn.Module):
             if self.ode_function == "eq9":
                 derivative = attended + derivative
         derivative = self.dropout(derivative)
-        if self.padding_mask.tensor is not None:
-            derivative = derivative * self.padding_mask.tensor[..., None].to(derivative.dtype)
+        if self.layout.tensor is not None:
+            derivative = derivative * self.layout.tensor[..., None].to(derivative.dtype)
         return derivative
 
     def forward(self, time: torch.Tensor, state):
@@ -182,17 +182,17 @@ class NodeTransformerBlock(LayerScheme):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        padding_mask: PaddingMask,
+        layout: TokenLayout,
         *context: torch.Tensor,
         output_attentions: bool = False,
     ) -> torch.Tensor:
-        final, evaluations, energy = self.integrate(hidden_states, padding_mask, context)
+        final, evaluations, energy = self.integrate(hidden_states, layout, context)
         self.solver_statistics = (evaluations, energy)
         if output_attentions:  # F's attention at the end state, recorded from the token mixer
             dynamics = self.dynamics
             for module in dynamics.time_dependent:
                 module.time = float(self.config.final_time)
-            dynamics.attention(dynamics.attention_norm(final), padding_mask, *context, output_attentions=True)
+            dynamics.attention(dynamics.attention_norm(final), layout, *context, output_attentions=True)
         return final
 
     def check_finite(self, hidden_states: torch.Tensor) -> None:
@@ -214,7 +214,7 @@ class NodeTransformerBlock(LayerScheme):
 
     @torch.compiler.disable(reason="torchdiffeq's adaptive solver chooses its steps from the data")
     def integrate(
-        self, hidden_states: torch.Tensor, padding_mask: PaddingMask, context: tuple[torch.Tensor, ...]
+        self, hidden_states: torch.Tensor, layout: TokenLayout, context: tuple[torch.Tensor, ...]
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Solve the block's ODE from ``hidden_states``: ``(X(T_F), NFE, kinetic energy per sequence)``.
 
@@ -225,14 +225,14 @@ class NodeTransformerBlock(LayerScheme):
         config, dynamics = self.config, self.dynamics
         self.check_finite(hidden_states)
         batch, seq_len = hidden_states.shape[:2]
-        dynamics.padding_mask, dynamics.context = padding_mask, context
+        dynamics.layout, dynamics.context = layout, context
         dynamics.evaluations = 0
         regularise = config.kinetic_regularization > 0
         # A half-precision model still integrates in float32: the adaptive step-size control compares
         # errors with rtol/atol (1e-5), far below float16/bfloat16 resolution.
         state = hidden_states.float() if hidden_states.dtype in (torch.float16, torch.bfloat16) else hidden_states
         if regularise:
-            padding = padding_mask.tensor
+            padding = layout.tensor
             counts = padding.sum(-1) if padding is not None else torch.full((batch,), seq_len)
             dynamics.token_counts = counts.to(state)
             state = (state, state.new_zeros(batch))

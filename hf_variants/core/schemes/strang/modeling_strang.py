@@ -25,7 +25,7 @@ from ...encoder_layers import AttentionCall, FeedForward, LayerScheme, SublayerC
 
 if TYPE_CHECKING:
     from ...configuration_encoder import EncoderConfig
-    from ...inputs import PaddingMask
+    from ...inputs import TokenLayout
 
 
 class StrangLayer(LayerScheme):
@@ -49,11 +49,11 @@ class StrangLayer(LayerScheme):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        padding_mask: PaddingMask,
+        layout: TokenLayout,
         *context: torch.Tensor,
         output_attentions: bool = False,
     ) -> torch.Tensor:
         hidden_states = self.ffn_down_residual(hidden_states, self.ffn_down, scale=0.5)  # eq. (17)
-        attend = AttentionCall(self.attention, padding_mask, context, output_attentions)
+        attend = AttentionCall(self.attention, layout, context, output_attentions)
         hidden_states = self.attention_residual(hidden_states, attend)  # eq. (18)
         return self.ffn_up_residual(hidden_states, self.ffn_up, scale=0.5)  # eq. (19)

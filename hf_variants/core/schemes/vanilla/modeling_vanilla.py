@@ -22,7 +22,7 @@ from ...encoder_layers import FeedForward, LayerScheme, optional_pre_norms
 
 if TYPE_CHECKING:
     from ...configuration_encoder import EncoderConfig
-    from ...inputs import PaddingMask
+    from ...inputs import TokenLayout
 
 
 class VanillaTransformerBlock(LayerScheme):
@@ -39,11 +39,11 @@ class VanillaTransformerBlock(LayerScheme):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        padding_mask: PaddingMask,
+        layout: TokenLayout,
         *context: torch.Tensor,
         output_attentions: bool = False,
     ) -> torch.Tensor:
         normed = self.attention_norm(hidden_states)
-        attended = self.attention(normed, padding_mask, *context, output_attentions=output_attentions)[0]
+        attended = self.attention(normed, layout, *context, output_attentions=output_attentions)[0]
         hidden_states = hidden_states + self.dropout(attended)
         return hidden_states + self.dropout(self.feed_forward(self.feed_forward_norm(hidden_states)))
