@@ -21,13 +21,13 @@ Each head names its backbone (``base_model_class = MyModel``) and builds it unde
 ``base_model_prefix``, so checkpoints load across heads the way BERT's do (``self.bert = BertModel(config)``).
 
 The layer protocol (:class:`~hf_variants.core.encoder_layers.LayerScheme`): ``layer(hidden_states,
-padding_mask, *context, output_attentions=...)`` returns the new hidden states, as transformers 5's layers
+layout, *context, output_attentions=...)`` returns the new hidden states, as transformers 5's layers
 do; every layer's hidden states and the token mixers' attention probabilities are recorded by
-transformers' output hooks. ``padding_mask`` is the :class:`~hf_variants.core.inputs.TokenLayout` built once
-per forward (its backend forms too); ``context`` comes from the token mixer's context module (e.g.
-TransJect's eigenvalues Σ), plain tensors passed positionally so gradient checkpointing keeps their
-gradients; what a layer keeps of the forward pass (the N-ODE blocks' function evaluations and kinetic
-energy) the scheme's ``summarize_layers`` turns into diagnostics and an auxiliary loss.
+transformers' output hooks. ``layout`` is the :class:`~hf_variants.core.inputs.TokenLayout` built once
+per forward (padding, packed documents, rotary positions and their masks); ``context`` comes from the token
+mixer's context module (e.g. TransJect's eigenvalues Σ), plain tensors passed positionally so gradient
+checkpointing keeps their gradients; what a layer keeps of the forward pass (the N-ODE blocks' function
+evaluations and kinetic energy) the scheme's ``summarize_layers`` turns into diagnostics and an auxiliary loss.
 """
 
 from __future__ import annotations
@@ -140,13 +140,13 @@ class EncoderStack(nn.Module):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        padding_mask: TokenLayout,
+        layout: TokenLayout,
         extra_inputs: tuple[torch.Tensor, ...] = (),
         output_attentions: bool = False,
     ) -> torch.Tensor:
         """The stack's last hidden state."""
         for layer in self.layer:
-            hidden_states = layer(hidden_states, padding_mask, *extra_inputs, output_attentions=output_attentions)
+            hidden_states = layer(hidden_states, layout, *extra_inputs, output_attentions=output_attentions)
         if self.final_layer_norm is not None:
             hidden_states = self.final_layer_norm(hidden_states)
         return hidden_states
@@ -380,6 +380,8 @@ class EncoderModel(EncoderPreTrainedModel):
         sequences (``DataCollatorWithFlattening``); a pair that cannot keep them apart refuses them."""
         batch, seq_len = embeddings.shape[:2]
         documents = packed_documents(position_ids, batch)
+        if self.packing_error is not None and not value_checks_enabled():
+            documents = None  # compiled code cannot refuse by value: rows are read as one document each
         if documents is not None and self.packing_error is not None:
             raise ValueError(f"position_ids restart inside a row (packed documents), which this model cannot keep "
                              f"apart: {self.packing_error}")  # fmt: skip
