@@ -204,19 +204,25 @@ def flex_block_mask(
         real = padding_mask[batch_index, position] if padding_mask is not None else position >= 0
         if documents is None:
             return real
-        return real & (documents[batch_index, query_index] == documents[batch_index, position])
+        same_document = documents[batch_index, query_index] == documents[batch_index, position]
+        if padding_mask is not None:  # a padding query sees every real key (as in visible_keys)
+            same_document = same_document | ~padding_mask[batch_index, query_index]
+        return real & same_document
 
     return create_block_mask(visible_key, batch, None, query_length, key_copies * seq_len, device=reference.device.type)
 
 
 def visible_keys(padding_mask: torch.Tensor | None, documents: torch.Tensor | None) -> torch.Tensor | None:
-    """Which keys each query may see: boolean ``(batch, 1, seq_len, seq_len)`` (query, key) pairs of one
-    document whose key is real when rows hold several documents, ``(batch, 1, 1, seq_len)`` real keys when they
-    do not, ``None`` when nothing is padded either."""
+    """Which keys each query may see: boolean ``(batch, 1, seq_len, seq_len)`` when rows hold several documents
+    (the real keys of the query's document; a padding query, whose output nothing reads, sees every real key of
+    its row, so that no row of the mask is empty on any attention backend), ``(batch, 1, 1, seq_len)`` real keys
+    when they do not, ``None`` when nothing is padded either."""
     if documents is None:
         return None if padding_mask is None else padding_mask[:, None, None, :]
     same_document = documents[:, None, :, None] == documents[:, None, None, :]
-    return same_document if padding_mask is None else same_document & padding_mask[:, None, None, :]
+    if padding_mask is None:
+        return same_document
+    return (same_document | ~padding_mask[:, None, :, None]) & padding_mask[:, None, None, :]
 
 
 def packed_documents(position_ids: torch.Tensor | None, batch_size: int) -> torch.Tensor | None:
