@@ -12,6 +12,7 @@ import torch
 
 from hf_variants import BertControlConfig, BertControlForMaskedLM, BertControlModel, TransJectConfig, TransJectModel
 from hf_variants.core.positions import rotary_code, rotate
+from hf_variants.training.checkpoints import check_position_table
 
 SIZES: dict[str, Any] = {
     "vocab_size": 60,
@@ -135,6 +136,16 @@ def test_a_rotary_model_trains_at_2048_tokens(attention_type: str) -> None:
     absolute = BertControlForMaskedLM(BertControlConfig(**{**fields, "position_embedding_type": "absolute"}))
     with pytest.raises(ValueError, match="exceeds max_position_embeddings=64"):
         absolute(input_ids)
+
+
+def test_both_engines_let_a_rotary_model_run_past_max_position_embeddings() -> None:
+    """The engines' one length check (pretraining and fine-tuning): a learned table bounds --max_seq_length, rotary
+    positions do not."""
+    absolute, rotary = (BertControlConfig(**SIZES, position_embedding_type=kind) for kind in ("absolute", "rotary"))
+    check_position_table(rotary, 2048)
+    check_position_table(absolute, 64)
+    with pytest.raises(ValueError, match=r"^--max_seq_length 65 exceeds the model's position table"):
+        check_position_table(absolute, 65)
 
 
 def test_rotary_positions_are_refused_where_nothing_can_take_them() -> None:

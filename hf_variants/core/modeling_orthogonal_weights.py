@@ -57,7 +57,6 @@ class OrthogonalWeight(nn.Module):
             return self.weight
 
 
-
 class OrthogonalLinear(OrthogonalWeight, nn.Linear):
     """A linear map with an orthogonal weight (:class:`OrthogonalWeight`); ``forward`` casts the computed weight to
     the input's dtype (the matmul then runs in half precision, as the rest of the model does)."""

@@ -50,6 +50,7 @@ from ..storage.record_schema import (
     boolean,
     check_record,
     integer_at_least,
+    list_of,
     nonempty_object,
     number_in,
     parse_record,
@@ -90,6 +91,8 @@ def check_outcome(value: Any) -> str | None:
     return None
 
 
+#: What :func:`load_grid` reads of a grid's saved settings: its model specs and seeds.
+SAVED_GRID: Schema = {"pairs": list_of(text), "seeds": list_of(integer_at_least(0))}
 #: A self-pretraining that stopped (kept beside its run folder): its outcome and the run it was.
 STOPPED_PRETRAINING: Schema = {"outcome": check_outcome, "pretraining_run": nonempty_object}
 #: The names of the records a grid writes in a cell (``<pair>/<role>/``): only these are ever replaced.
@@ -428,9 +431,7 @@ def load_grid(folder: Path) -> dict[str, Any]:
     settings_file = folder / FINGERPRINT_FILE
     if not exists(settings_file):
         raise CheckpointError(f"{folder} holds no grid ({settings_file.name} is missing).")
-    settings = parse_record(settings_file, {"pairs": lambda value: None if isinstance(value, list) and all(
-        isinstance(pair, str) for pair in value) else "must be a list of model specs", "seeds": lambda value: None if
-        isinstance(value, list) else "must be a list of seeds"})  # fmt: skip
+    settings = parse_record(settings_file, SAVED_GRID)
     cells: dict[str, dict[str, Any]] = {}
     for spec in settings["pairs"]:
         for role in ROLES:

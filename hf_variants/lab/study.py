@@ -258,10 +258,10 @@ def check_selection(
 def run_study(
     study: Study, data_dir: Path, output_dir: Path, work_dir: Path, *, tasks: Sequence[str] | None = None,
     conditions: Sequence[str] | None = None, roles: Sequence[str] | None = None,
-    replace: dict[str, Any] | None = None, on_record: Callable[[Path], None] | None = None, overwrite: bool = False,
+    on_record: Callable[[Path], None] | None = None, overwrite: bool = False,
 ) -> list[Path]:
     """Run every grid of ``study`` (only ``tasks`` / ``conditions`` when given, only the cells of ``roles``, e.g.
-    the cheap controls first; GridSettings fields in ``replace`` changed), each resumable, results under
+    the cheap controls first), each resumable, results under
     ``output_dir/<condition>/<task>``, a self-pretraining grid's models under ``work_dir/<condition>``; the folders
     of the grids run. ``on_record(cell folder)`` follows each run and choice written into a (pair, role) cell, e.g.
     to report progress or copy the cell elsewhere (:meth:`Grid.run`). ``overwrite``: replace the records of another
@@ -271,7 +271,6 @@ def run_study(
     for condition, settings in study.grids:
         if (tasks and settings.task not in tasks) or (conditions and condition not in conditions):
             continue
-        settings = dataclasses.replace(settings, **(replace or {}))
         grid = Grid(settings, data_dir, output_dir / condition, work_dir / condition)
         grid.run(on_record=on_record, roles=roles or ROLES, overwrite=overwrite)
         folders.append(output_dir / condition / settings.task)

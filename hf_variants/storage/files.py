@@ -123,15 +123,20 @@ def path_component(name: str, what: str) -> str:
     return name
 
 
+def owned_folder(folder: Path | str, what: str, *, within: Path | str) -> Path:
+    """``folder`` resolved, when it is ``within`` resolved or lies below it; else a :class:`CheckpointError` naming
+    ``what``. The one containment check of a folder the package writes into, creates or removes."""
+    root, resolved = Path(within).resolve(), Path(folder).resolve()
+    if not at_or_below(resolved, root):
+        raise CheckpointError(f"{what} {folder} lies outside {root} (it resolves to {resolved}): hf-variants writes, "
+                              "creates and removes only inside the folder it owns.")  # fmt: skip
+    return resolved
+
+
 def owned_path(path: Path, what: str, *, within: Path | str) -> Path:
     """``path`` as :func:`target_inside` gives it, its folder checked to lie inside ``within`` (or to be it)."""
     path = Path(path)
-    root, parent = Path(within).resolve(), path.parent.resolve()
-    if not at_or_below(parent, root):
-        raise CheckpointError(
-            f"{what} {path} lies outside {root} (its folder resolves to {parent}): hf-variants writes files only "
-            "inside the folder it owns."
-        )
+    parent = owned_folder(path.parent, f"the folder of {what}", within=within)
     return target_inside(parent, path.name, what)
 
 
@@ -186,11 +191,7 @@ def _temporary(path: Path) -> Path:
 def make_folder(path: Path, *, within: Path | str) -> Path:
     """Create the folder ``path`` (and its missing parents) after checking that it resolves inside ``within``, or
     is it (the owned folder itself); returns it. An existing folder is kept."""
-    root, resolved = Path(within).resolve(), Path(path).resolve()
-    if not at_or_below(resolved, root):
-        raise CheckpointError(f"the folder {path} lies outside {root} (it resolves to {resolved}): hf-variants creates "
-                              "folders only inside the folder it owns.")  # fmt: skip
-    resolved.mkdir(parents=True, exist_ok=True)
+    owned_folder(path, "the folder", within=within).mkdir(parents=True, exist_ok=True)
     return Path(path)
 
 
@@ -315,10 +316,7 @@ def remove_path(path: Path, *, within: Path | str) -> None:
 def remove_empty_folder(folder: Path, *, within: Path | str) -> bool:
     """Remove ``folder`` — ``within`` itself or a folder inside it — when it is empty (a folder the command created
     and wrote nothing into); returns whether it was removed. A folder with anything in it is kept."""
-    root, resolved = Path(within).resolve(), Path(folder).resolve()
-    if not at_or_below(resolved, root):
-        raise CheckpointError(f"the folder {folder} lies outside {root}: hf-variants removes only inside the folder "
-                              "it owns.")  # fmt: skip
+    resolved = owned_folder(folder, "the folder", within=within)
     try:
         resolved.rmdir()
     except OSError:

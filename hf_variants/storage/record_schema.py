@@ -107,6 +107,18 @@ def integer_at_least(minimum: int) -> Check:
     return check
 
 
+def list_of(item: Check) -> Check:
+    """A list whose every item passes ``item``."""
+
+    def check(value: Any) -> str | None:
+        if not isinstance(value, list):
+            return f"must be a list, not {str(value)[:60]!r}"
+        return next((f"item {index} {problem}" for index, entry in enumerate(value)
+                     if (problem := item(entry)) is not None), None)  # fmt: skip
+
+    return check
+
+
 MANIFEST_SCHEMA: Schema = {"written_by": text, "files": file_list}
 MARKER_SCHEMA: Schema = {"files": file_list}
 PENDING_SCHEMA: Schema = {"checkpoint": checkpoint_name}

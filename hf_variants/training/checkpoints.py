@@ -169,6 +169,19 @@ def check_function_kept(saved: Any, config: Any, source: str, allowed: bool) -> 
 # ------------------------------------------------------------------------------------------------
 # Checkpoint folders
 # ------------------------------------------------------------------------------------------------
+def check_position_table(config: Any, max_seq_length: int) -> None:
+    """Refuse a ``--max_seq_length`` past the model's learned position table (its inputs would index past it); a
+    model with rotary positions (``position_embedding_type="rotary"``) has no table to run past."""
+    positions = getattr(config, "max_position_embeddings", None)
+    if getattr(config, "position_embedding_type", "absolute") == "rotary" or positions is None:
+        return
+    if max_seq_length > positions:
+        raise ValueError(
+            f"--max_seq_length {max_seq_length} exceeds the model's position table (max_position_embeddings="
+            f"{positions}); lower --max_seq_length to at most {positions}."
+        )
+
+
 def latest_checkpoint(folder: Path) -> tuple[Path | None, list[Path]]:
     """The newest ``checkpoint-N`` with a valid completeness marker, and the newer ones skipped. A checkpoint
     name that is a symbolic link is never resumed from (the package writes checkpoints, not links)."""

@@ -795,12 +795,7 @@ def check_run_folder(output_dir: Path, fingerprint: dict[str, Any], model_args, 
 def tokenized_splits(data: TaskData, tokenizer: Any, model: Any, data_args, training_args) -> dict[str, Any]:
     """Step 5: the splits the run reads, each cut to its ``--max_*_samples`` and tokenised: ``train`` (a dataset),
     ``eval`` and ``predict`` (split name → dataset); None for a split not asked for."""
-    positions = getattr(model.config, "max_position_embeddings", None)
-    if positions is not None and data_args.max_seq_length > positions:
-        raise ValueError(
-            f"--max_seq_length {data_args.max_seq_length} exceeds the model's position table (max_position_embeddings="
-            f"{positions}); lower --max_seq_length to at most {positions}."
-        )
+    checkpoints.check_position_table(model.config, data_args.max_seq_length)
     max_seq_length = min(data_args.max_seq_length, tokenizer.model_max_length)
     padding = "max_length" if data_args.pad_to_max_length else False
 

@@ -186,14 +186,7 @@ def build_model(args: PretrainingArguments, tokenizer: PreTrainedTokenizerBase) 
             "mask, so the documents of a block would attend to each other; use an hf-variants model type")
         if reason is not None:
             raise ValueError(f"--packing documents: {reason}")
-    positions = getattr(model.config, "max_position_embeddings", None)
-    if getattr(model.config, "position_embedding_type", "absolute") == "rotary":
-        positions = None  # no table to run past
-    if positions is not None and args.max_seq_length > positions:
-        raise ValueError(
-            f"--max_seq_length {args.max_seq_length} exceeds the model's position table (max_position_embeddings="
-            f"{positions}); lower --max_seq_length to at most {positions}."
-        )
+    checkpoints.check_position_table(model.config, args.max_seq_length)
     return model
 
 
