@@ -83,3 +83,14 @@ def _restore_logging_verbosity():
     yield
     transformers.utils.logging.set_verbosity(levels[0])
     datasets.utils.logging.set_verbosity(levels[1])
+
+
+@pytest.fixture
+def fresh_compiler():
+    """A test that compiles flex attention starts from no compiled code: once flex attention was compiled in a
+    process for one batch size, torch 2.13's CPU inductor recompiles it for another with a dynamic batch, and the C++
+    it generates does not build (``cur_qSplitSize`` undeclared), whatever the mask; which tests share a worker
+    process is not fixed."""
+    import torch
+
+    torch.compiler.reset()

@@ -291,6 +291,7 @@ FLEX_CASES = {  # softmax attention under each scheme that runs it, and MGK's au
 }
 
 
+@pytest.mark.usefixtures("fresh_compiler")
 @pytest.mark.parametrize("case", sorted(FLEX_CASES))
 def test_flex_attention_matches_eager_on_padded_batches(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """``attn_implementation="flex_attention"`` runs through flex attention (counted) with the padding

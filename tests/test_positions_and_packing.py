@@ -170,6 +170,7 @@ def test_a_rotary_model_saves_and_loads_without_a_position_table(tmp_path) -> No
 
 
 # ------------------------------------------------------------------------------------------------ packing
+@pytest.mark.usefixtures("fresh_compiler")  # its flex cases compile (tests/conftest.py)
 @pytest.mark.parametrize(("name", "fields", "implementation"), PACKABLE, ids=[
     case.values[0] if hasattr(case, "values") else case[0] for case in PACKABLE])  # fmt: skip
 def test_a_packed_row_computes_each_document_as_if_it_were_alone(name: str, fields: dict, implementation: str) -> None:
