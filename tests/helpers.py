@@ -27,6 +27,14 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def two_process_launch(command: str, *args: str) -> list[str]:
+    """The documented data-parallel launch of an ``hf-variants`` command: ``accelerate launch --multi_gpu
+    --num_processes 2`` (torchrun + gloo on a CPU-only machine), no mixed precision, a free rendezvous port."""
+    return [str(Path(sys.executable).with_name("accelerate")), "launch", "--multi_gpu", "--num_processes", "2",
+            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+            "--main_process_port", str(free_port()), "-m", "hf_variants.cli", command, *args]  # fmt: skip
+
+
 def run_launcher(
     command: list[str], *, cwd: Path, env: dict[str, str], timeout: int = 300
 ) -> subprocess.CompletedProcess:

@@ -70,3 +70,18 @@ def deterministic_metrics(output: Path) -> list[dict]:
     return [{k: v for k, v in row.items() if k != "tokens_per_second"} for row in rows]
 
 
+
+
+def assert_same_model_as_one_process(one: Path, parallel: Path) -> None:
+    """A data-parallel run (``parallel``) trained the one-process run's (``one``) model: the same losses and
+    weights to float tolerance (the processes' gradients are summed in another order)."""
+    import torch
+    from safetensors.torch import load_file
+
+    assert json.loads((parallel / "results.json").read_text())["processes"] == 2
+    for a, b in zip(history(one), history(parallel), strict=True):
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-5)
+    expected, got = load_file(one / "model.safetensors"), load_file(parallel / "model.safetensors")
+    assert expected.keys() == got.keys()
+    for key in expected:
+        torch.testing.assert_close(got[key], expected[key], atol=1e-5, rtol=1e-4, msg=key)

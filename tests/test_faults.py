@@ -22,7 +22,7 @@ from hf_variants.storage.record_schema import load_json
 from hf_variants.training import checkpoints, run_mlm
 from hf_variants.training.nonfinite import NonFiniteStepError
 
-from .helpers import REPO_ROOT, free_port, middle_parameter, poison_gradient, run_launcher
+from .helpers import REPO_ROOT, middle_parameter, poison_gradient, run_launcher, two_process_launch
 from .mlm_helpers import deterministic_metrics, history, mlm_args
 
 STEPS, EVERY = 14, 3  # checkpoints at 3, 6, 9, 12
@@ -328,11 +328,7 @@ def test_fine_tuning_under_the_launcher_trains_one_process_model_and_resumes_exa
     def launched(output: Path, failpoint: str | None = None) -> subprocess.CompletedProcess:
         env = {k: v for k, v in os.environ.items() if k != FAILPOINT_ENV}
         env.update(HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", **({FAILPOINT_ENV: failpoint} if failpoint else {}))
-        command = [str(Path(sys.executable).with_name("accelerate")), "launch", "--multi_gpu", "--num_processes", "2",
-                   "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-                   "--main_process_port", str(free_port()),
-                   "-m", "hf_variants.cli", "finetune", *args(output, 4)]  # the documented launch  # fmt: skip
-        return run_launcher(command, cwd=tmp_path, env=env)
+        return run_launcher(two_process_launch("finetune", *args(output, 4)), cwd=tmp_path, env=env)
 
     one, two, killed = tmp_path / "one", tmp_path / "two", tmp_path / "killed"
     assert launch(args(one, 8), script="run_glue").returncode == 0

@@ -20,8 +20,8 @@ from hf_variants.tokenization import train_wordpiece_tokenizer
 from hf_variants.training import run_mlm
 from hf_variants.training.data import SeededMaskingCollator
 
-from .helpers import free_port, run_launcher
-from .mlm_helpers import TINY, deterministic_metrics, history, mlm_args
+from .helpers import run_launcher, two_process_launch
+from .mlm_helpers import TINY, assert_same_model_as_one_process, deterministic_metrics, history, mlm_args
 
 
 def test_masks_depend_only_on_seed_and_key(tokenizer_dir: Path) -> None:
@@ -123,19 +123,10 @@ def test_two_processes_train_the_same_model_as_one(corpus: Path, tokenizer_dir: 
         return values
 
     run_mlm.main(args(one, 8))
-    launcher = Path(sys.executable).with_name("accelerate")
-    command = [str(launcher), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-               "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
-               "-m", "hf_variants.cli", "pretrain", *args(two, 4)]  # the documented launch  # fmt: skip
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    result = run_launcher(command, cwd=tmp_path, env=env)
+    result = run_launcher(two_process_launch("pretrain", *args(two, 4)), cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr[-4000:]
-    assert json.loads((two / "results.json").read_text())["processes"] == 2
-    for a, b in zip(history(one), history(two), strict=True):
-        assert b["loss"] == pytest.approx(a["loss"], rel=1e-5)
-    a, b = load_file(one / "model.safetensors"), load_file(two / "model.safetensors")
-    for key in a:
-        torch.testing.assert_close(b[key], a[key], atol=1e-5, rtol=1e-4, msg=key)
+    assert_same_model_as_one_process(one, two)
 
 
 def test_tokenizer_training_round_trip(tokenizer_dir: Path) -> None:

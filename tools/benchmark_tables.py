@@ -142,3 +142,47 @@ def packing_table(record: dict) -> str:
         f"{step['documents_over_blocks']:.2f}× the tokens per second of one without. Made by "
         "`python benchmarks/benchmark_packing.py --train_file $DATA/wikitext-2/train.txt --output_dir OUT`.\n"
     )
+
+
+def streaming_table(record: dict) -> str:
+    """The streaming record (``streaming_benchmark.json``, ``benchmarks/benchmark_streaming.py``) as the table of
+    docs/benchmarks.md: a short run streamed and in memory as the corpus grows, and one epoch read by the stream."""
+    growth, runs, reads = record["growth"], record["runs"], record["epoch_reads"]
+    lines = ["| corpus | loaded | peak resident memory | `datasets` cache written | wall time of the run |",
+             "|---|---|---:|---:|---:|"]  # fmt: skip
+    for name, run in runs.items():
+        size = name.split("-")[1]
+        lines.append(f"| {size} ({run['corpus_bytes'] / 2**20:,.0f} MiB) | "
+                     f"{'`--streaming`' if run['streaming'] else 'in memory'} | {run['peak_rss_mib']:,.0f} MiB | "
+                     f"{run['datasets_cache_mib']:,.0f} MiB | {run['wall_seconds']:.0f} s |")  # fmt: skip
+    epoch = reads[f"{growth}x"]
+    samples = [mib for _, mib in epoch["resident_mib_every_10000_blocks"]]
+    return "\n".join(lines) + (
+        f"\n\n{record['corpus']} (1x) and the same text {growth} times ({growth}x); each run {record['steps']} steps "
+        f"of a tiny Macaron-BERT ({record['model']}), blocks of 128, in a fresh process (one run each: the wall "
+        "times are rough). The in-memory path tokenises the whole corpus into the `datasets` cache before its first "
+        f"step; the stream reads only what the steps use. Reading one whole epoch of the {growth}x stream "
+        f"({epoch['blocks']:,} blocks), the process's resident memory stayed between {min(samples):,.0f} and "
+        f"{max(samples):,.0f} MiB (sampled every 10,000 blocks; the last sample {samples[-1]:,.0f} MiB, the peak "
+        f"{epoch['peak_rss_mib']:,.0f} MiB), against a peak of {reads['1x']['peak_rss_mib']:,.0f} MiB for the 1x "
+        "epoch. Made by "
+        "`python benchmarks/benchmark_streaming.py --train_file $DATA/wikitext-2/train.txt --output_dir OUT`.\n"
+    )
+
+
+def gradient_checkpointing_table(record: dict) -> str:
+    """The gradient-checkpointing record (``gradient_checkpointing_benchmark.json``,
+    ``benchmarks/benchmark_gradient_checkpointing.py``) as the table of docs/benchmarks.md."""
+    medians = record["medians"]
+    lines = ["| `hf-variants pretrain` | peak resident memory | training tokens/s |", "|---|---:|---:|"]
+    for name, label in (("plain", "without the flag"), ("checkpointed", "`--gradient_checkpointing`")):
+        lines.append(f"| {label} | {medians[name]['peak_rss_mib']:,.0f} MiB | "
+                     f"{medians[name]['tokens_per_second']:,.0f} |")  # fmt: skip
+    return "\n".join(lines) + (
+        f"\n\n{record['model_type']} ({record['config_overrides']}), blocks of {record['max_seq_length']}, batch "
+        f"{record['batch_size']}, {record['steps']} steps on {record['corpus']}; each run in a fresh process, the two "
+        f"interleaved over {record['repeats']} rounds, medians. With the flag the run's peak memory is "
+        f"{record['memory_ratio']:.2f}× and its speed {record['speed_ratio']:.2f}× those without. Made by "
+        "`python benchmarks/benchmark_gradient_checkpointing.py --train_file $DATA/wikitext-2/train.txt "
+        "--output_dir OUT`.\n"
+    )

@@ -26,9 +26,11 @@ from pathlib import Path
 
 from benchmark_tables import (
     attention_benchmark_table,
+    gradient_checkpointing_table,
     packing_table,
     padding_table,
     pretrain_compile_table,
+    streaming_table,
     transject_weights_table,
 )
 from findings import default_report_block, power_preset_block
@@ -220,6 +222,9 @@ BENCHMARK_BLOCKS = {
     "pretrain-compile": (BENCHMARK_RECORDS / "pretrain_compile.json", pretrain_compile_table),
     "attention-benchmark": (BENCHMARK_RECORDS / "attention_benchmark.json", attention_benchmark_table),
     "packing-benchmark": (BENCHMARK_RECORDS / "packing_benchmark.json", packing_table),
+    "streaming-benchmark": (BENCHMARK_RECORDS / "streaming_benchmark.json", streaming_table),
+    "gradient-checkpointing-benchmark": (BENCHMARK_RECORDS / "gradient_checkpointing_benchmark.json",
+                                         gradient_checkpointing_table),
 }
 #: The front door: its ``default-report`` block comes from the committed default run.
 README = ROOT / "README.md"

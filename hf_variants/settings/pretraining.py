@@ -87,6 +87,22 @@ class PretrainingArguments(CorpusArguments):
         "'documents' (position ids restart at each line, and a token attends within its own line only; no "
         "padding either way). Not with --line_by_line.",
     )  # fmt: skip
+    streaming: bool = setting(
+        False, group=DATA,
+        help="Read the training corpus as a stream (a local file or a Hub dataset): lines are tokenised and cut into "
+        "blocks as training needs them, so the corpus is never held in memory, and a checkpoint keeps the stream's "
+        "position (a resumed run uses the same blocks and masks). Needs --max_train_steps and a tokenizer "
+        "(--tokenizer_name or --model_name_or_path); blocks are shuffled within --shuffle_window_blocks.",
+    )  # fmt: skip
+    shuffle_window_blocks: int = setting(
+        1024, group=DATA, parse=at_least(1),
+        help="With --streaming: consecutive blocks used in a shuffled order (1: the corpus's order).",
+    )  # fmt: skip
+    streaming_validation_lines: int = setting(
+        1000, group=DATA, parse=at_least(1),
+        help="With --streaming and no --validation_file (nor a Hub validation split): the first N lines of the "
+        "training stream are the validation set, and training skips them.",
+    )  # fmt: skip
     mlm_probability: float = setting(0.15, group=DATA, parse=open_interval(0, 1), help="Share of tokens masked.")
     max_eval_samples: int | None = setting(
         None, group=DATA, parse=at_least(1), help="Evaluate on at most this many validation examples."
@@ -211,6 +227,8 @@ class PretrainingArguments(CorpusArguments):
             problems.append("--push_to_hub needs --hub_model_id")
         if self.packing == "documents" and self.line_by_line:
             problems.append("--packing documents packs lines into blocks; --line_by_line gives each line its own row")
+        if self.streaming:
+            problems += [f"--streaming {problem}" for problem in self.streaming_problems()]
         report_to = list(self.report_to or [])
         unknown = sorted(set(report_to) - {"csv", "none", *TRACKERS})
         if unknown:
@@ -218,6 +236,18 @@ class PretrainingArguments(CorpusArguments):
                             f"choose from csv, none, {', '.join(TRACKERS)}")  # fmt: skip
         if "none" in report_to and len(report_to) > 1:
             problems.append("--report_to none cannot be combined with other trackers")
+        return problems
+
+    def streaming_problems(self) -> list[str]:
+        """What a stream of unknown length cannot do."""
+        problems = []
+        if self.max_train_steps is None:
+            problems.append("needs --max_train_steps (a stream's length is not known in advance)")
+        if self.line_by_line:
+            problems.append("packs lines into blocks; --line_by_line is not streamed")
+        if self.train_tokenizer_vocab_size is not None:
+            problems.append("does not train a tokenizer (that reads the whole corpus into memory); train one with "
+                            "'hf-variants train-tokenizer' on a sample and pass --tokenizer_name")  # fmt: skip
         return problems
 
 

@@ -130,21 +130,10 @@ def tokenize_corpus(
     def encode_all(batch: dict[str, list[str]]) -> dict[str, Any]:
         return tokenizer(batch["text"], return_special_tokens_mask=True)
 
-    # Whole lines are tokenized, then cut into blocks: a line longer than the model's maximum is expected here,
-    # so the tokenizer's "Token indices sequence length is longer than ..." warning (raised once per
-    # tokenizer, as this flag records) would only tell the user that something broke.
-    tokenizer.deprecation_warnings["sequence-length-is-longer-than-the-specified-maximum"] = True
+    expect_long_lines(tokenizer)
 
     def group(batch: dict[str, list[list[int]]]) -> dict[str, list[list[int]]]:
-        if packing == "documents":
-            batch = {**batch, "position_ids": [list(range(len(ids))) for ids in batch["input_ids"]]}
-        joined = {key: list(chain.from_iterable(values)) for key, values in batch.items()}
-        total = (len(joined["input_ids"]) // max_seq_length) * max_seq_length
-        starts = range(0, total, max_seq_length)
-        blocks = {key: [v[i : i + max_seq_length] for i in starts] for key, v in joined.items()}
-        if packing == "documents":  # a line cut by the previous block starts over here
-            blocks["position_ids"] = [restart_at_block_start(block) for block in blocks["position_ids"]]
-        return blocks
+        return cut_blocks(joined_lines(batch, packing), max_seq_length, packing)[0]
 
     encoded = corpus.map(encode_all, batched=True, remove_columns=["text"], num_proc=num_proc, desc="tokenize")
     grouped = encoded.map(group, batched=True, batch_size=1000, num_proc=num_proc, desc=f"group into {max_seq_length}")
@@ -155,6 +144,35 @@ def tokenize_corpus(
                 "max_seq_length or --line_by_line."
             )
     return check_maskable(grouped)
+
+
+def expect_long_lines(tokenizer: PreTrainedTokenizerBase) -> None:
+    """Whole lines are tokenized, then cut into blocks: a line longer than the model's maximum is expected, so the
+    tokenizer's "Token indices sequence length is longer than ..." warning (raised once per tokenizer, as this flag
+    records) would only tell the user that something broke."""
+    tokenizer.deprecation_warnings["sequence-length-is-longer-than-the-specified-maximum"] = True
+
+
+def joined_lines(lines: Mapping[str, list[list[int]]], packing: str) -> dict[str, list[int]]:
+    """The tokenized lines concatenated, with ``position_ids`` counting from 0 in each line for
+    ``packing="documents"``."""
+    if packing == "documents":
+        lines = {**lines, "position_ids": [list(range(len(ids))) for ids in lines["input_ids"]]}
+    return {key: list(chain.from_iterable(values)) for key, values in lines.items()}
+
+
+def cut_blocks(
+    tokens: Mapping[str, list[int]], max_seq_length: int, packing: str
+) -> tuple[dict[str, list[list[int]]], dict[str, list[int]]]:
+    """Blocks of ``max_seq_length`` tokens cut from concatenated ``tokens`` (:func:`joined_lines`), and the
+    tokens after the last whole block. With ``packing="documents"`` a line the previous block cut starts over
+    at a block's start (:func:`restart_at_block_start`)."""
+    total = (len(tokens["input_ids"]) // max_seq_length) * max_seq_length
+    starts = range(0, total, max_seq_length)
+    blocks = {key: [values[i : i + max_seq_length] for i in starts] for key, values in tokens.items()}
+    if packing == "documents":
+        blocks["position_ids"] = [restart_at_block_start(block) for block in blocks["position_ids"]]
+    return blocks, {key: list(values[total:]) for key, values in tokens.items()}
 
 
 def restart_at_block_start(positions: list[int]) -> list[int]:

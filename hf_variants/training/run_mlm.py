@@ -40,7 +40,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,7 @@ import torch.nn.functional as F
 import transformers
 from accelerate import Accelerator
 from accelerate.utils import DistributedType, set_seed
+from datasets import DatasetDict
 from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer, PreTrainedTokenizerBase, get_scheduler
 
@@ -67,6 +68,7 @@ from .data import SeededMaskingCollator, check_maskable, global_batches, load_te
 from .interrupts import StopOnSignal, TrainingInterrupted
 from .nonfinite import NonFiniteStepError, nonfinite_gradients
 from .processes import end_process_group
+from .streaming import BlockStream, StreamPosition
 
 BASELINE_MODEL_TYPES = ("bert",)
 STATE_FILE = "training_state.json"
@@ -87,6 +89,10 @@ NOT_FINGERPRINTED = frozenset({
     # local files enter by content (run_fingerprint), their paths are only recorded
     "train_file", "validation_file",
 })  # fmt: skip
+#: Settings added after runs were made without them, with the value those runs had: at that value a setting is
+#: left out of the fingerprint, so a run started before it existed resumes and extends after an upgrade.
+LATER_SETTINGS = {"packing": "blocks", "streaming": False, "shuffle_window_blocks": 1024,
+                  "streaming_validation_lines": 1000}  # fmt: skip
 
 
 def model_types() -> list[str]:
@@ -314,7 +320,7 @@ class StepPlan:
     accumulation: int
     world: int
     rank: int
-    steps_per_epoch: int
+    steps_per_epoch: int | None  # None for a stream (its length is not known)
     max_steps: int
     warmup: int
 
@@ -330,7 +336,7 @@ class PretrainingRun:
     args: PretrainingArguments
     accelerator: Accelerator
     tokenizer: PreTrainedTokenizerBase
-    train_set: Any
+    train_set: Any  # a tokenized Dataset, or a BlockStream (--streaming)
     eval_set: Any
     plan: StepPlan
     fingerprint: dict[str, Any]
@@ -341,6 +347,17 @@ class PretrainingRun:
     state: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class StepBatch:
+    """One optimizer step's data: its micro-batches (lists of tokenized examples, every process's rows), the
+    examples' numbers for messages (indices in the training set, or blocks of the stream), and for a stream the
+    position after it (kept in the training state, so a checkpoint of this step resumes after it)."""
+
+    micro_batches: list[list[dict[str, list[int]]]]
+    examples: list[int]
+    stream: dict[str, Any] | None = None
+
+
 def train(
     args: PretrainingArguments, accelerator: Accelerator, command: str | None, stop_on_signal: StopOnSignal
 ) -> dict[str, Any]:
@@ -348,7 +365,7 @@ def train(
     ends it after the current step with a checkpoint of that step (:mod:`.interrupts`)."""
     set_seed(args.seed)
     tokenizer, train_set, eval_set = load_data(args, accelerator)
-    plan = plan_steps(args, accelerator, len(train_set))
+    plan = plan_steps(args, accelerator, None if args.streaming else len(train_set))
     fingerprint, finished = check_run_folder(args, accelerator, tokenizer, plan)
     if finished is not None:
         return finished
@@ -359,26 +376,53 @@ def train(
     progress = tqdm(total=plan.max_steps, initial=run.state["global_step"], desc="MLM",
                     disable=args.disable_tqdm or not accelerator.is_local_main_process)  # fmt: skip
     run.model.train()
-    stop = run.state["global_step"] >= plan.max_steps
-    while not stop:
-        epoch, step_in_epoch = divmod(run.state["global_step"], plan.steps_per_epoch)
-        batches = list(global_batches(len(train_set), plan.global_micro, epoch, args.seed))
-        step_batches = [batches[i : i + plan.accumulation]
-                        for i in range(0, plan.steps_per_epoch * plan.accumulation, plan.accumulation)]  # fmt: skip
-        for micro_batches in step_batches[step_in_epoch:]:
-            record = optimizer_step(run, micro_batches)
+    if run.state["global_step"] < plan.max_steps:
+        for batch in (streamed_steps if args.streaming else steps_in_memory)(run):
+            record = optimizer_step(run, batch)
             progress.update(1)
             if record is not None:
                 progress.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_second']:.0f}")
-            stop = after_step(run, record, stop_on_signal, progress)
-            if stop:
+            if after_step(run, record, stop_on_signal, progress):
                 break
     progress.close()
     return finish_run(run, command, files_before)
 
 
+def steps_in_memory(run: PretrainingRun) -> Iterator[StepBatch]:
+    """The steps from the run's current one on: each epoch a permutation of the training set (:func:`global_batches`),
+    cut into steps of ``accumulation`` global micro-batches."""
+    plan, step = run.plan, run.state["global_step"]
+    while True:
+        epoch, step_in_epoch = divmod(step, plan.steps_per_epoch)
+        batches = list(global_batches(len(run.train_set), plan.global_micro, epoch, run.args.seed))
+        for first in range(step_in_epoch * plan.accumulation, plan.steps_per_epoch * plan.accumulation,
+                           plan.accumulation):  # fmt: skip
+            indices = batches[first : first + plan.accumulation]
+            yield StepBatch([[run.train_set[i] for i in micro] for micro in indices],
+                            [int(i) for micro in indices for i in micro])  # fmt: skip
+            step += 1
+
+
+def streamed_steps(run: PretrainingRun) -> Iterator[StepBatch]:
+    """The steps from the run's current one on, read from the stream where the run's state says it stands."""
+    plan, state = run.plan, run.state
+    position = StreamPosition(**state["stream"]) if "stream" in state else StreamPosition()
+    blocks = run.train_set.blocks(position)
+    size = plan.global_micro * plan.accumulation
+    first = state["global_step"] * size
+    while True:
+        taken = [next(blocks) for _ in range(size)]
+        micro_batches = [[block for block, _ in taken[i : i + plan.global_micro]]
+                         for i in range(0, size, plan.global_micro)]  # fmt: skip
+        yield StepBatch(micro_batches, list(range(first, first + size)), taken[-1][1].to_json())
+        first += size
+
+
 def load_data(args: PretrainingArguments, accelerator: Accelerator) -> tuple[PreTrainedTokenizerBase, Any, Any]:
-    """The corpus, its tokenizer (trained or loaded) and the tokenized training and validation sets."""
+    """The corpus, its tokenizer (trained or loaded) and the tokenized training and validation sets (the
+    training set as a :class:`BlockStream` with ``--streaming``)."""
+    if args.streaming:
+        return load_stream(args, accelerator)
     corpus = load_text_corpus(
         args.train_file, args.validation_file, args.dataset_name, args.dataset_config_name,
         args.text_column, args.validation_split_percentage, args.seed,
@@ -394,10 +438,44 @@ def load_data(args: PretrainingArguments, accelerator: Accelerator) -> tuple[Pre
     return tokenizer, tokenized["train"], tokenized["validation"]
 
 
-def plan_steps(args: PretrainingArguments, accelerator: Accelerator, train_examples: int) -> StepPlan:
-    """Steps per epoch, the run's length and its warmup; an error when the data cannot fill one step."""
+def load_stream(args: PretrainingArguments, accelerator: Accelerator) -> tuple[PreTrainedTokenizerBase, Any, Any]:
+    """``--streaming``: the tokenizer, the training stream (the held-out rows skipped when they are the validation
+    set) and the validation set, tokenized in memory."""
+    from . import streaming
+
+    columns = [name.strip() for name in args.text_column.split(",")]
+    held_out = 0 if args.validation_file is not None else args.streaming_validation_lines
+
+    def rows():
+        source = streaming.open_source(args.train_file, args.dataset_name, args.dataset_config_name)
+        return source.skip(held_out) if held_out else source
+
+    tokenizer = build_tokenizer(args, None)
+    if tokenizer.model_max_length < args.max_seq_length:
+        tokenizer.model_max_length = args.max_seq_length
+    source = streaming.open_source(args.train_file, args.dataset_name, args.dataset_config_name)
+    texts = streaming.validation_texts(args.validation_file, args.dataset_name, args.dataset_config_name,
+                                       source.take(args.streaming_validation_lines), columns)  # fmt: skip
+    if not texts:
+        raise ValueError("The validation corpus contains no text.")
+    with accelerator.main_process_first():
+        eval_set = streaming.tokenized_validation(texts, tokenizer, args.max_seq_length, args.packing)
+    check_maskable(DatasetDict({"validation": eval_set}), {"validation": args.max_eval_samples})
+    where = args.dataset_name or str(args.train_file)
+    stream = BlockStream(rows, columns, tokenizer, args.max_seq_length, args.packing, args.shuffle_window_blocks,
+                         args.seed, f"The training stream ({where})")  # fmt: skip
+    return tokenizer, stream, eval_set
+
+
+def plan_steps(args: PretrainingArguments, accelerator: Accelerator, train_examples: int | None) -> StepPlan:
+    """Steps per epoch (``None`` for a stream), the run's length and its warmup; an error when the data cannot
+    fill one step."""
     world = accelerator.num_processes
     per_device, accumulation = args.per_device_train_batch_size, args.gradient_accumulation_steps
+    if train_examples is None:
+        warmup = int(args.num_warmup_steps * args.max_train_steps) if args.num_warmup_steps < 1 else int(
+            args.num_warmup_steps)  # fmt: skip
+        return StepPlan(per_device, accumulation, world, accelerator.process_index, None, args.max_train_steps, warmup)
     steps_per_epoch = train_examples // (per_device * world) // accumulation
     if steps_per_epoch == 0:
         raise ValueError(
@@ -480,15 +558,18 @@ def start_run(run: PretrainingRun) -> dict[str, Any]:
                  "logged": []}  # fmt: skip
     if resume_from is not None:
         run.state = load_checkpoint(resume_from, accelerator, run.model, run.optimizer, run.scheduler)
+        if args.streaming:  # the stream's position, schema-checked before a block is read
+            StreamPosition.from_json(run.state.get("stream"), resume_from / STATE_FILE)
         accelerator.print(f"Resumed from {resume_from} at step {run.state['global_step']}.")
     for tracker in accelerator.log_with:
         if isinstance(tracker, tracking.CSVTracker):
             tracker.rows = list(run.state["logged"])  # the whole run's history, across resumes
     accelerator.init_trackers(args.output_dir.name, config=tracker_config(run.fingerprint))
     plan = run.plan
+    train = "streamed" if args.streaming else f"{len(run.train_set):,}"
     accelerator.print(
         f"{type(accelerator.unwrap_model(run.model)).__name__}: {parameter_count(run):,} parameters; "
-        f"{len(run.train_set):,} train / {len(run.eval_set):,} validation examples of ≤{args.max_seq_length} tokens; "
+        f"{train} train / {len(run.eval_set):,} validation examples of ≤{args.max_seq_length} tokens; "
         f"{plan.max_steps} steps of {plan.global_micro * plan.accumulation} examples on {plan.world} process(es)."
     )
     return files_before
@@ -498,15 +579,14 @@ def parameter_count(run: PretrainingRun) -> int:
     return sum(p.numel() for p in run.accelerator.unwrap_model(run.model).parameters())
 
 
-def optimizer_step(run: PretrainingRun, micro_batches: list[list[int]]) -> dict[str, float] | None:
+def optimizer_step(run: PretrainingRun, batch: StepBatch) -> dict[str, float] | None:
     """One optimizer step over its micro-batches: losses summed over the step's masked tokens, gradients checked
     for non-finite values before clipping, then the update. Returns the step's logged record, or None for a step
     whose batch masked no token (skipped and counted, never logged as a step at loss 0)."""
     args, accelerator, plan, state = run.args, run.accelerator, run.plan, run.state
     started = time.perf_counter()
     step = state["global_step"]
-    full = [run.collator([run.train_set[i] for i in indices], step * plan.accumulation + m)
-            for m, indices in enumerate(micro_batches)]  # fmt: skip
+    full = [run.collator(examples, step * plan.accumulation + m) for m, examples in enumerate(batch.micro_batches)]
     masked_total = sum(int((b["labels"] != -100).sum()) for b in full)
     nothing_masked = masked_total == 0
     checkpoints.failpoint("train_step", step + 1)
@@ -518,7 +598,7 @@ def optimizer_step(run: PretrainingRun, micro_batches: list[list[int]]) -> dict[
     # the norm before clipping (0 = no clipping, as in transformers: the norm is still measured)
     grad_norm = accelerator.clip_grad_norm_(run.model.parameters(), args.max_grad_norm or math.inf)
     step_loss = float(accelerator.reduce(local_loss, reduction="sum")) / max(masked_total, 1)
-    examples = [int(i) for indices in micro_batches for i in indices]
+    examples = batch.examples
     if nothing_masked:
         state["steps_without_masked_tokens"] = state.get("steps_without_masked_tokens", 0) + 1
         accelerator.print(f"Step {step + 1}: its batch (training examples {examples[:16]}) masked no token, so "
@@ -539,6 +619,8 @@ def optimizer_step(run: PretrainingRun, micro_batches: list[list[int]]) -> dict[
     run.scheduler.step()
     run.optimizer.zero_grad(set_to_none=True)
     state["global_step"] += 1
+    if batch.stream is not None:
+        state["stream"] = batch.stream
     state["train_seconds"] += time.perf_counter() - started
     state["train_tokens"] += sum(
         int(b["attention_mask"].sum()) if "attention_mask" in b else b["input_ids"].numel() for b in full
@@ -674,7 +756,8 @@ def run_fingerprint(
     model_files = run_identity.local_model_files(args.model_name_or_path)
     config_files = run_identity.local_model_files(args.config_name)
     by_content = {name for name, files in (("model_name_or_path", model_files), ("config_name", config_files)) if files}
-    fingerprint = run_identity.arguments_with_effect(vars(args), NOT_FINGERPRINTED | by_content)
+    as_before = {name for name, value in LATER_SETTINGS.items() if getattr(args, name) == value}
+    fingerprint = run_identity.arguments_with_effect(vars(args), NOT_FINGERPRINTED | by_content | as_before)
     fingerprint["mixed_precision"] = str(mixed_precision)
     fingerprint["data_files"], data_locations = run_identity.describe_files([args.train_file, args.validation_file])
     fingerprint["model_files"], model_locations = run_identity.describe_files([*(model_files or []),
