@@ -186,3 +186,24 @@ def gradient_checkpointing_table(record: dict) -> str:
         "`python benchmarks/benchmark_gradient_checkpointing.py --train_file $DATA/wikitext-2/train.txt "
         "--output_dir OUT`.\n"
     )
+
+
+def onnx_table(record: dict) -> str:
+    """The ONNX record (``onnx_benchmark.json``, ``benchmarks/benchmark_onnx.py``) as the table of
+    docs/benchmarks.md: onnxruntime against the eager forward, per variant."""
+    names = {"bert_control": "BERT control", "macaron_bert": "Macaron-BERT", "mgk_bert": "MGK-BERT",
+             "transject": "TransJect"}  # fmt: skip
+    lines = ["| model | eager, s per batch | onnxruntime, s per batch | onnxruntime speed-up | "
+             "largest logit difference |", "|---|---:|---:|---:|---:|"]  # fmt: skip
+    for model_type, row in record["models"].items():
+        lines.append(f"| {names.get(model_type, model_type)} | {row['eager_seconds']:.3f} | "
+                     f"{row['onnxruntime_seconds']:.3f} | {row['onnxruntime_speedup']:.2f}× | "
+                     f"{row['max_logit_difference']:.1e} |")  # fmt: skip
+    size = record["size"]
+    return "\n".join(lines) + (
+        f"\n\nSequence classifiers of hidden size {size['hidden_size']}, {size['num_hidden_layers']} layers, a batch "
+        f"of {record['batch_size']} × {record['length']} tokens on the CPU; medians of {record['repeats']} rounds, the "
+        "two runtimes alternating. The eager TransJect computes its orthogonal weights at every call; its export holds "
+        "them as constants. The N-ODE Transformer does not export. Made by "
+        "`python benchmarks/benchmark_onnx.py --output_dir OUT`.\n"
+    )

@@ -27,6 +27,7 @@ from pathlib import Path
 from benchmark_tables import (
     attention_benchmark_table,
     gradient_checkpointing_table,
+    onnx_table,
     packing_table,
     padding_table,
     pretrain_compile_table,
@@ -225,6 +226,7 @@ BENCHMARK_BLOCKS = {
     "streaming-benchmark": (BENCHMARK_RECORDS / "streaming_benchmark.json", streaming_table),
     "gradient-checkpointing-benchmark": (BENCHMARK_RECORDS / "gradient_checkpointing_benchmark.json",
                                          gradient_checkpointing_table),
+    "onnx-benchmark": (BENCHMARK_RECORDS / "onnx_benchmark.json", onnx_table),
 }
 #: The front door: its ``default-report`` block comes from the committed default run.
 README = ROOT / "README.md"

@@ -251,6 +251,11 @@ def document_packing_error(config: EncoderConfig) -> str | None:
     return first_refusal(config, "document_packing_error")
 
 
+def static_graph_error(config: EncoderConfig) -> str | None:
+    """Why this config's pair cannot be exported as one static graph (``torch.export``, ONNX), if it cannot."""
+    return first_refusal(config, "static_graph_error")
+
+
 def weight_initializers(config: EncoderConfig) -> list[Callable[[nn.Module, EncoderConfig], None]]:
     """The pair's :meth:`~hf_variants.core.ideas.ConfigurableIdea.init_weights` hooks, each once
     (TransJect's two ideas share the orthogonal weights' one, which must not draw twice)."""

@@ -112,6 +112,12 @@ class ConfigurableIdea:
         return None
 
     @classmethod
+    def static_graph_error(cls, config: EncoderConfig) -> str | None:
+        """Why this idea's forward cannot be traced into one static graph (``torch.export``, ONNX), or ``None``
+        when it can (orthogonal weights count as constants there: :func:`hf_variants.serving.static_copy`)."""
+        return None
+
+    @classmethod
     def matched_size_fields(cls, size: MatchedSize) -> dict[str, Any]:
         """This idea's config values at a comparison's matched ``size``, beside the width and depth every
         model shares (e.g. MGK's half the heads, an FFN's width). Empty: the idea has no size of its own."""

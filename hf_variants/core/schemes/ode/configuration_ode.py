@@ -73,6 +73,12 @@ class OdeSpec(FeedForwardSchemeSpec):
     training_only_fields = frozenset({"rtol", "atol", "max_num_steps", "adjoint", "kinetic_regularization"})
 
     @classmethod
+    def static_graph_error(cls, config: EncoderConfig) -> str | None:
+        return ("each block is an ODE solved by torchdiffeq, which checks its time grid by value and, with an "
+                "adaptive method, chooses its number of steps from the input: torch.export cannot trace it into one "
+                "static graph; serve it with PyTorch")  # fmt: skip
+
+    @classmethod
     def validate_config(cls, config: EncoderConfig) -> None:
         require_choice(config, "ode_function", ODE_FUNCTIONS)
         require_choice(config, "ode_method", ADAPTIVE_METHODS + FIXED_STEP_METHODS)
