@@ -198,3 +198,24 @@ def test_a_run_made_before_the_streaming_settings_keeps_its_fingerprint(corpus: 
     assert not set(run_mlm.LATER_SETTINGS) & set(default)
     streamed = run_mlm.run_fingerprint(run_mlm.parse_args(streaming_args(corpus, tokenizer_dir, tmp_path)), tokenizer)
     assert streamed["streaming"] is True and streamed["shuffle_window_blocks"] == 16
+
+
+def test_a_dataset_name_streams_through_load_dataset_with_its_validation_split(
+    corpus: Path, tokenizer_dir: Path, tmp_path: Path
+) -> None:
+    """``--dataset_name`` goes through ``load_dataset(name, streaming=True)`` as a Hub dataset does (here a local
+    folder of split files, offline): its validation split is the validation set, and training skips no row."""
+    from hf_variants.training import streaming
+
+    lines = corpus.read_text().splitlines()
+    dataset = tmp_path / "dataset"
+    dataset.mkdir()
+    (dataset / "train.txt").write_text("\n".join(lines[:600]) + "\n")
+    (dataset / "validation.txt").write_text("\n".join(lines[600:]) + "\n")
+    rows = open_source(None, str(dataset), None)
+    texts, held_out = streaming.validation_texts(None, str(dataset), None, rows.take(5), ["text"])
+    assert texts == lines[600:] and held_out is False
+    args = mlm_args(corpus, tokenizer_dir, tmp_path / "run", "macaron_bert", "--streaming", "--max_train_steps", "3")
+    args[args.index("--train_file") : args.index("--train_file") + 2] = ["--dataset_name", str(dataset)]
+    results = run_mlm.main(args)  # training skipping 1000 held-out rows of its 600 would have no block to train on
+    assert results["steps"] == 3 and results["eval_tokens"] > 0

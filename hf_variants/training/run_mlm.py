@@ -63,12 +63,11 @@ from ..storage import run_folder, run_identity
 from ..storage.files import CheckpointError, inside, staged_into, write_text_atomic
 from ..storage.record_schema import load_json
 from ..tokenization import train_wordpiece_tokenizer
-from . import checkpoints, tracking
+from . import checkpoints, streaming, tracking
 from .data import SeededMaskingCollator, check_maskable, global_batches, load_text_corpus, tokenize_corpus
 from .interrupts import StopOnSignal, TrainingInterrupted
 from .nonfinite import NonFiniteStepError, nonfinite_gradients
 from .processes import end_process_group
-from .streaming import BlockStream, StreamPosition
 
 BASELINE_MODEL_TYPES = ("bert",)
 STATE_FILE = "training_state.json"
@@ -406,7 +405,7 @@ def steps_in_memory(run: PretrainingRun) -> Iterator[StepBatch]:
 def streamed_steps(run: PretrainingRun) -> Iterator[StepBatch]:
     """The steps from the run's current one on, read from the stream where the run's state says it stands."""
     plan, state = run.plan, run.state
-    position = StreamPosition(**state["stream"]) if "stream" in state else StreamPosition()
+    position = streaming.StreamPosition(**state["stream"]) if "stream" in state else streaming.StreamPosition()
     blocks = run.train_set.blocks(position)
     size = plan.global_micro * plan.accumulation
     first = state["global_step"] * size
@@ -441,29 +440,26 @@ def load_data(args: PretrainingArguments, accelerator: Accelerator) -> tuple[Pre
 def load_stream(args: PretrainingArguments, accelerator: Accelerator) -> tuple[PreTrainedTokenizerBase, Any, Any]:
     """``--streaming``: the tokenizer, the training stream (the held-out rows skipped when they are the validation
     set) and the validation set, tokenized in memory."""
-    from . import streaming
-
     columns = [name.strip() for name in args.text_column.split(",")]
-    held_out = 0 if args.validation_file is not None else args.streaming_validation_lines
-
-    def rows():
-        source = streaming.open_source(args.train_file, args.dataset_name, args.dataset_config_name)
-        return source.skip(held_out) if held_out else source
-
     tokenizer = build_tokenizer(args, None)
     if tokenizer.model_max_length < args.max_seq_length:
         tokenizer.model_max_length = args.max_seq_length
     source = streaming.open_source(args.train_file, args.dataset_name, args.dataset_config_name)
-    texts = streaming.validation_texts(args.validation_file, args.dataset_name, args.dataset_config_name,
-                                       source.take(args.streaming_validation_lines), columns)  # fmt: skip
+    texts, held_out = streaming.validation_texts(args.validation_file, args.dataset_name, args.dataset_config_name,
+                                                 source.take(args.streaming_validation_lines), columns)  # fmt: skip
+
+    def rows():
+        source = streaming.open_source(args.train_file, args.dataset_name, args.dataset_config_name)
+        return source.skip(args.streaming_validation_lines) if held_out else source
+
     if not texts:
         raise ValueError("The validation corpus contains no text.")
     with accelerator.main_process_first():
         eval_set = streaming.tokenized_validation(texts, tokenizer, args.max_seq_length, args.packing)
     check_maskable(DatasetDict({"validation": eval_set}), {"validation": args.max_eval_samples})
     where = args.dataset_name or str(args.train_file)
-    stream = BlockStream(rows, columns, tokenizer, args.max_seq_length, args.packing, args.shuffle_window_blocks,
-                         args.seed, f"The training stream ({where})")  # fmt: skip
+    stream = streaming.BlockStream(rows, columns, tokenizer, args.max_seq_length, args.packing,
+                                   args.shuffle_window_blocks, args.seed, f"The training stream ({where})")  # fmt: skip
     return tokenizer, stream, eval_set
 
 
@@ -559,7 +555,7 @@ def start_run(run: PretrainingRun) -> dict[str, Any]:
     if resume_from is not None:
         run.state = load_checkpoint(resume_from, accelerator, run.model, run.optimizer, run.scheduler)
         if args.streaming:  # the stream's position, schema-checked before a block is read
-            StreamPosition.from_json(run.state.get("stream"), resume_from / STATE_FILE)
+            streaming.StreamPosition.from_json(run.state.get("stream"), resume_from / STATE_FILE)
         accelerator.print(f"Resumed from {resume_from} at step {run.state['global_step']}.")
     for tracker in accelerator.log_with:
         if isinstance(tracker, tracking.CSVTracker):

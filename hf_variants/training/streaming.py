@@ -22,7 +22,15 @@ from transformers import PreTrainedTokenizerBase
 
 from ..storage.files import require_regular_file
 from ..storage.record_schema import check_record, integer_at_least
-from .data import LOADER_BY_SUFFIX, TSV_OPTIONS, cut_blocks, expect_long_lines, joined_lines, joined_text
+from .data import (
+    LOADER_BY_SUFFIX,
+    TSV_OPTIONS,
+    cut_blocks,
+    expect_long_lines,
+    joined_lines,
+    joined_text,
+    tokenize_corpus,
+)
 
 #: Lines tokenised together (one call of the tokenizer); a position is recorded after each such read.
 LINES_PER_READ = 256
@@ -91,19 +99,19 @@ def texts(rows: IterableDataset, columns: list[str], where: str) -> Iterator[str
 def validation_texts(
     validation_file: str | Path | None, dataset_name: str | None, dataset_config_name: str | None,
     held_out: IterableDataset, columns: list[str],
-) -> list[str]:  # fmt: skip
-    """The validation texts, held in memory: the validation file, a Hub dataset's validation split, or else the
-    rows ``held_out`` of the training stream (which training skips)."""
+) -> tuple[list[str], bool]:  # fmt: skip
+    """The validation texts, held in memory — the validation file, a Hub dataset's validation split, or else the
+    rows ``held_out`` of the training stream — and whether they are those rows (which training then skips)."""
     if validation_file is not None:
-        return list(texts(open_source(validation_file, None, None), columns, str(validation_file)))
+        return list(texts(open_source(validation_file, None, None), columns, str(validation_file))), False
     if dataset_name is not None:
         try:
             split = load_dataset(dataset_name, dataset_config_name, split="validation", streaming=True)
         except ValueError:  # the dataset has no validation split: the held-out rows serve
             split = None
         if split is not None:
-            return list(texts(split, columns, f"{dataset_name}'s validation split"))
-    return list(texts(held_out, columns, "the training stream's held-out rows"))
+            return list(texts(split, columns, f"{dataset_name}'s validation split")), False
+    return list(texts(held_out, columns, "the training stream's held-out rows")), True
 
 
 class BlockStream:
@@ -183,7 +191,5 @@ class BlockStream:
 def tokenized_validation(texts_: list[str], tokenizer: PreTrainedTokenizerBase, max_seq_length: int, packing: str,
                          ) -> Dataset:  # fmt: skip
     """The validation texts cut into blocks as the training stream's are."""
-    from .data import tokenize_corpus
-
     corpus = DatasetDict({"validation": Dataset.from_dict({"text": texts_})})
     return tokenize_corpus(corpus, tokenizer, max_seq_length, packing=packing)["validation"]
