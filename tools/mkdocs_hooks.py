@@ -1,15 +1,14 @@
-"""mkdocs hooks. A variant's page is its model card (one source for both), rendered from the package's
-template for the variant's default config, without the sections that describe one checkpoint (its usage
-section says how to get weights: no checkpoint is published).
-
-A page marks the place with ``<!-- model-card: MODEL_TYPE -->`` (docs/variants/*.md).
+"""mkdocs hooks, and the text of a variant's page. A variant's page is its model card (one source for both),
+rendered from the package's template for the variant's default config, without the sections that describe one
+checkpoint (its usage section says how to get weights: no checkpoint is published): :func:`card_body`, which
+``tools/render_tables.py`` writes into the page's ``model-card`` block, so the page reads the same on GitHub.
 """
 
 from __future__ import annotations
 
 import re
 
-MARKER = re.compile(r"<!-- model-card: (\w+) -->")
+GENERATED_MARKER = re.compile(r"^<!-- (?:BEGIN|END) generated: [\w-]+ -->\n", re.MULTILINE)
 CHECKPOINT_SECTIONS = re.compile(r"^## This checkpoint\n.*?(?=^## Limitations)", re.DOTALL | re.MULTILINE)
 USAGE_SECTION = re.compile(r"^## Usage\n.*?(?=^## )", re.DOTALL | re.MULTILINE)
 
@@ -55,12 +54,8 @@ def card_body(model_type: str) -> str:
     site = re.escape(project_url("Documentation"))
     text = re.sub(rf"\]\({site}([\w-]+)/\)", r"](../\1.md)", text)  # the site's own pages, as relative links
     text = re.sub(rf"\]\({site}\)", "](../index.md)", text)
+    text = GENERATED_MARKER.sub("", text)  # the card's own generated blocks are text here
     return re.sub(r"(?m)^(#{2,5}) ", r"#\1 ", text).strip() + "\n"  # headings one level down
-
-
-def on_page_markdown(markdown: str, page, config, files) -> str:
-    return MARKER.sub(lambda match: card_body(match.group(1)), markdown)
-
 
 
 #: A Sphinx cross-reference role as mkdocstrings leaves it in the HTML: ``:func:`~.x.run``` renders as

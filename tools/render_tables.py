@@ -36,6 +36,7 @@ from benchmark_tables import (
 )
 from findings import default_report_block, power_preset_block
 from findings import rendered as findings_pages
+from mkdocs_hooks import card_body
 from never_from_scratch import (
     SCRATCH,
     compute_table,
@@ -57,6 +58,7 @@ from study_tables import (
 )
 from which_variant import which_variant_table
 
+import hf_variants
 from hf_variants.lab.tables import PAIRS, comparison_table, settings_text, sweep_table
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -328,6 +330,9 @@ def rendered_pages() -> dict[Path, str]:
     if (EXPERIMENTS / "compare" / "power" / "results.json").is_file():
         pages[MAIN_JOB_PAGE] = fill_blocks(MAIN_JOB_PAGE.read_text(encoding="utf-8"),
                                            {"power-preset": power_preset_block()}, MAIN_JOB_PAGE)
+    for model_type in hf_variants.VARIANTS:  # a variant's page is its model card, readable on GitHub too
+        page = ROOT / "docs" / "variants" / f"{model_type}.md"
+        pages[page] = fill_blocks(page.read_text(encoding="utf-8"), {"model-card": card_body(model_type)}, page)
     for name in TRANSJECT_GRIDS:
         if (EXPERIMENTS / name).is_dir():
             title = f"TransJect's layers on the classification grid ({TRANSJECT_GRIDS[name].removeprefix('--pairs ')})"
