@@ -1,4 +1,5 @@
-"""Every how-to guide runs as written: a page's Python blocks, one after the other, in a fresh folder."""
+"""Every how-to guide runs as written in a fresh folder: a page's Python blocks one after the other, or, on a page
+of commands, its shell blocks."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from .helpers import REPO_ROOT
 
 GUIDES = sorted(path for path in (REPO_ROOT / "docs" / "how-to").glob("*.md") if path.name != "index.md")
 PYTHON_BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
+SHELL_BLOCK = re.compile(r"```bash\n(.*?)```", re.DOTALL)
 
 
 def test_the_index_lists_every_guide() -> None:
@@ -23,11 +25,14 @@ def test_the_index_lists_every_guide() -> None:
 
 @pytest.mark.parametrize("guide", GUIDES, ids=lambda path: path.stem)
 def test_a_guide_runs_as_written(guide: Path, tmp_path: Path) -> None:
-    blocks = PYTHON_BLOCK.findall(guide.read_text(encoding="utf-8"))
-    assert blocks, f"{guide.name} has no Python block"
-    script = tmp_path / "guide.py"
-    script.write_text("\n".join(blocks), encoding="utf-8")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, env=env,
-                            timeout=600)  # fmt: skip
+    text = guide.read_text(encoding="utf-8")
+    python, shell = PYTHON_BLOCK.findall(text), SHELL_BLOCK.findall(text)
+    assert python or shell, f"{guide.name} has no block to run"
+    script = tmp_path / ("guide.py" if python else "guide.sh")
+    script.write_text("\n".join(python or ["set -euo pipefail", *shell]), encoding="utf-8")
+    # the commands of this interpreter's environment (hf-variants, python) come first on the PATH
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "PATH": path}
+    command = [sys.executable, str(script)] if python else ["bash", str(script)]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, env=env, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -213,9 +213,20 @@ def test_a_dataset_name_streams_through_load_dataset_with_its_validation_split(
     (dataset / "train.txt").write_text("\n".join(lines[:600]) + "\n")
     (dataset / "validation.txt").write_text("\n".join(lines[600:]) + "\n")
     rows = open_source(None, str(dataset), None)
-    texts, held_out = streaming.validation_texts(None, str(dataset), None, rows.take(5), ["text"])
+    texts, held_out = streaming.validation_texts(None, str(dataset), None, rows.take(5), ["text"], "held out")
     assert texts == lines[600:] and held_out is False
     args = mlm_args(corpus, tokenizer_dir, tmp_path / "run", "macaron_bert", "--streaming", "--max_train_steps", "3")
     args[args.index("--train_file") : args.index("--train_file") + 2] = ["--dataset_name", str(dataset)]
     results = run_mlm.main(args)  # training skipping 1000 held-out rows of its 600 would have no block to train on
     assert results["steps"] == 3 and results["eval_tokens"] > 0
+
+
+def test_a_stream_that_is_not_utf8_is_named_in_one_line(tmp_path: Path, tokenizer_dir: Path) -> None:
+    corpus = tmp_path / "latin1.txt"
+    corpus.write_bytes(b"the cat sat on the mat\n" * 40 + "caf\xe9 au lait\n".encode("latin-1"))
+    for validation_lines in ("1000", "5"):  # the file's error while reading the validation rows, then training
+        argv = mlm_args(corpus, tokenizer_dir, tmp_path / f"run-{validation_lines}", "macaron_bert", "--streaming",
+                        "--max_train_steps", "50", "--streaming_validation_lines", validation_lines)  # fmt: skip
+        with pytest.raises(ValueError, match=r"latin1\.txt\)? is not UTF-8 text .*; convert it to UTF-8\.$") as refused:
+            run_mlm.main(argv)
+        assert "\n" not in str(refused.value)

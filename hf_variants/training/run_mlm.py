@@ -444,9 +444,11 @@ def load_stream(args: PretrainingArguments, accelerator: Accelerator) -> tuple[P
     tokenizer = build_tokenizer(args, None)
     if tokenizer.model_max_length < args.max_seq_length:
         tokenizer.model_max_length = args.max_seq_length
+    where = args.dataset_name or str(args.train_file)
     source = streaming.open_source(args.train_file, args.dataset_name, args.dataset_config_name)
     texts, held_out = streaming.validation_texts(args.validation_file, args.dataset_name, args.dataset_config_name,
-                                                 source.take(args.streaming_validation_lines), columns)  # fmt: skip
+                                                 source.take(args.streaming_validation_lines), columns,
+                                                 f"The validation rows of {where}")  # fmt: skip
 
     def rows():
         source = streaming.open_source(args.train_file, args.dataset_name, args.dataset_config_name)
@@ -457,7 +459,6 @@ def load_stream(args: PretrainingArguments, accelerator: Accelerator) -> tuple[P
     with accelerator.main_process_first():
         eval_set = streaming.tokenized_validation(texts, tokenizer, args.max_seq_length, args.packing)
     check_maskable(DatasetDict({"validation": eval_set}), {"validation": args.max_eval_samples})
-    where = args.dataset_name or str(args.train_file)
     stream = streaming.BlockStream(rows, columns, tokenizer, args.max_seq_length, args.packing,
                                    args.shuffle_window_blocks, args.seed, f"The training stream ({where})")  # fmt: skip
     return tokenizer, stream, eval_set

@@ -98,10 +98,11 @@ def texts(rows: IterableDataset, columns: list[str], where: str) -> Iterator[str
 
 def validation_texts(
     validation_file: str | Path | None, dataset_name: str | None, dataset_config_name: str | None,
-    held_out: IterableDataset, columns: list[str],
+    held_out: IterableDataset, columns: list[str], where: str,
 ) -> tuple[list[str], bool]:  # fmt: skip
     """The validation texts, held in memory — the validation file, a Hub dataset's validation split, or else the
-    rows ``held_out`` of the training stream — and whether they are those rows (which training then skips)."""
+    rows ``held_out`` of the training stream (named ``where`` in errors) — and whether they are those rows (which
+    training then skips)."""
     if validation_file is not None:
         return list(texts(open_source(validation_file, None, None), columns, str(validation_file))), False
     if dataset_name is not None:
@@ -111,7 +112,7 @@ def validation_texts(
             split = None
         if split is not None:
             return list(texts(split, columns, f"{dataset_name}'s validation split")), False
-    return list(texts(held_out, columns, "the training stream's held-out rows")), True
+    return list(texts(held_out, columns, where)), True
 
 
 class BlockStream:
