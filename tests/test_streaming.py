@@ -126,7 +126,8 @@ def same_weights(a: Path, b: Path) -> bool:
 def test_a_streamed_run_killed_and_resumed_ends_with_the_uninterrupted_weights(
     corpus: Path, tokenizer_dir: Path, tmp_path: Path
 ) -> None:
-    """40 steps of 8 blocks: more than an epoch of the corpus, so the resumed stream crosses the epoch's end."""
+    """Killed after step 30 of 40, resumed from checkpoint-28 (the stream's own epoch ends are covered by the
+    position test above)."""
     full, killed = tmp_path / "full", tmp_path / "killed"
     run_mlm.main(streaming_args(corpus, tokenizer_dir, full, 40))
     result = launch(streaming_args(corpus, tokenizer_dir, killed, 40), "train_step@30")
