@@ -38,13 +38,10 @@ MODELS = {
 }
 
 
-def seconds(call, repeats: int) -> list[float]:
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - started)
-    return times
+def seconds(call) -> float:
+    started = time.perf_counter()
+    call()
+    return time.perf_counter() - started
 
 
 def measure(model_type: str, args: argparse.Namespace, folder: Path) -> dict[str, float]:
@@ -67,9 +64,9 @@ def measure(model_type: str, args: argparse.Namespace, folder: Path) -> dict[str
     for round_index in range(args.repeats + 1):
         order = ("eager", "onnxruntime") if round_index % 2 == 0 else ("onnxruntime", "eager")
         for name in order:
-            measured = seconds(eager if name == "eager" else served, 1)
+            measured = seconds(eager if name == "eager" else served)
             if round_index:  # the first round warms both up
-                times[name] += measured
+                times[name].append(measured)
     eager_s, served_s = statistics.median(times["eager"]), statistics.median(times["onnxruntime"])
     return {"eager_seconds": eager_s, "onnxruntime_seconds": served_s, "onnxruntime_speedup": eager_s / served_s,
             "max_logit_difference": difference}  # fmt: skip

@@ -344,17 +344,18 @@ class PretrainingRun:
     optimizer: Any = None
     scheduler: Any = None
     state: dict[str, Any] = field(default_factory=dict)
+    stream_position: streaming.StreamPosition | None = None  # --streaming: after the last step
 
 
 @dataclass
 class StepBatch:
     """One optimizer step's data: its micro-batches (lists of tokenized examples, every process's rows), the
     examples' numbers for messages (indices in the training set, or blocks of the stream), and for a stream the
-    position after it (kept in the training state, so a checkpoint of this step resumes after it)."""
+    position after it (saved with a checkpoint of this step, which then resumes after it)."""
 
     micro_batches: list[list[dict[str, list[int]]]]
     examples: list[int]
-    stream: dict[str, Any] | None = None
+    stream: streaming.StreamPosition | None = None
 
 
 def train(
@@ -413,7 +414,7 @@ def streamed_steps(run: PretrainingRun) -> Iterator[StepBatch]:
         taken = [next(blocks) for _ in range(size)]
         micro_batches = [[block for block, _ in taken[i : i + plan.global_micro]]
                          for i in range(0, size, plan.global_micro)]  # fmt: skip
-        yield StepBatch(micro_batches, list(range(first, first + size)), taken[-1][1].to_json())
+        yield StepBatch(micro_batches, list(range(first, first + size)), taken[-1][1])
         first += size
 
 
@@ -469,16 +470,13 @@ def plan_steps(args: PretrainingArguments, accelerator: Accelerator, train_examp
     fill one step."""
     world = accelerator.num_processes
     per_device, accumulation = args.per_device_train_batch_size, args.gradient_accumulation_steps
-    if train_examples is None:
-        warmup = int(args.num_warmup_steps * args.max_train_steps) if args.num_warmup_steps < 1 else int(
-            args.num_warmup_steps)  # fmt: skip
-        return StepPlan(per_device, accumulation, world, accelerator.process_index, None, args.max_train_steps, warmup)
-    steps_per_epoch = train_examples // (per_device * world) // accumulation
+    steps_per_epoch = None if train_examples is None else train_examples // (per_device * world) // accumulation
     if steps_per_epoch == 0:
         raise ValueError(
             f"The training set has {train_examples} examples, fewer than one optimizer step needs "
             f"({per_device * world * accumulation}); lower the batch size or add data."
         )
+    # a stream has no epoch length: its settings require --max_train_steps
     max_steps = args.max_train_steps or math.ceil(args.num_train_epochs * steps_per_epoch)
     warmup = int(args.num_warmup_steps * max_steps) if args.num_warmup_steps < 1 else int(args.num_warmup_steps)
     return StepPlan(per_device, accumulation, world, accelerator.process_index, steps_per_epoch, max_steps, warmup)
@@ -617,7 +615,7 @@ def optimizer_step(run: PretrainingRun, batch: StepBatch) -> dict[str, float] | 
     run.optimizer.zero_grad(set_to_none=True)
     state["global_step"] += 1
     if batch.stream is not None:
-        state["stream"] = batch.stream
+        run.stream_position = batch.stream
     state["train_seconds"] += time.perf_counter() - started
     state["train_tokens"] += sum(
         int(b["attention_mask"].sum()) if "attention_mask" in b else b["input_ids"].numel() for b in full
@@ -684,6 +682,8 @@ def after_step(
     every = args.checkpointing_steps
     if signalled or (every and (step % every == 0 or stop)):
         state["logged"] = tracking.csv_rows(accelerator)
+        if run.stream_position is not None:  # as JSON only here: it holds the tokens read ahead
+            state["stream"] = run.stream_position.to_json()
         save_checkpoint(accelerator, checkpoint, state, run.fingerprint, run.tokenizer, run.model, run.optimizer,
                         run.scheduler, within=args.output_dir)  # fmt: skip
     if signalled:
