@@ -51,17 +51,20 @@ def verdict_of(differences: list[float], margin: float = 0.02) -> verdicts.Verdi
 @pytest.mark.parametrize(
     ("differences", "claim", "expected"),
     [
-        ([0.05, 0.06, 0.07], findings.Claim("gain", +1, 6.8), findings.SUPPORTS),  # above, gain claimed
-        ([0.05, 0.06, 0.07], findings.Claim("loss", -1), findings.CONTRADICTS),  # above, loss claimed
-        ([-0.05, -0.06, -0.07], findings.Claim("loss", -1), findings.SUPPORTS),
-        ([0.001, -0.002, 0.0, 0.001], findings.Claim("+6.8", +1, 6.8), findings.CONTRADICTS),  # equivalent, claim > m
-        ([0.001, -0.002, 0.0, 0.001], findings.Claim("+0.5", +1, 0.5), findings.CANNOT_TEST),  # claim inside ±m
-        ([0.001, -0.002, 0.0, 0.001], findings.Claim("none", 0, 0.0), findings.SUPPORTS),  # no difference claimed
-        ([0.05, -0.06, 0.01], findings.Claim("gain", +1, 6.8), findings.CANNOT_TEST),  # not resolved
+        # +6.0 [+3.5, +8.5] points: a claimed +6.8 inside it, +11.9 above it, a claimed loss below it
+        ([0.05, 0.06, 0.07], findings.Claim("gain", +1, 6.8), findings.INSIDE),
+        ([0.05, 0.06, 0.07], findings.Claim("gain", +1, 11.9), findings.ABOVE_IT),
+        ([0.05, 0.06, 0.07], findings.Claim("loss", -1, -1.0), findings.BELOW_IT),
+        # equivalent within ±2 (-0.0 [-0.2, +0.2]): a claimed +6.8 lies above, a claimed +0.0 inside — by effect,
+        # whatever the verdict's word
+        ([0.001, -0.002, 0.0, 0.001], findings.Claim("+6.8", +1, 6.8), findings.ABOVE_IT),
+        ([0.001, -0.002, 0.0, 0.001], findings.Claim("none", 0, 0.0), findings.INSIDE),
+        ([0.05, -0.06, 0.01], findings.Claim("gain elsewhere", +1), findings.ELSEWHERE),
+        ([0.05], findings.Claim("gain", +1, 6.8), findings.NO_INTERVAL),  # one seed: no interval
         ([0.05, -0.06, 0.01], None, findings.NO_CLAIM),
     ],
 )
-def test_a_verdict_reads_against_the_papers_claim(differences, claim, expected) -> None:
+def test_the_claimed_effect_is_placed_against_the_interval(differences, claim, expected) -> None:
     assert findings.reading(verdict_of(differences), claim) == expected
 
 

@@ -7,8 +7,10 @@ import csv
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
+from scipy import stats as scipy_stats
 
 from hf_variants.lab import compare, data_sources, report
 from hf_variants.synthetic import _PREPOSITIONS, attractor_sentence, synthetic_attractor_number
@@ -96,7 +98,7 @@ def test_embedded_data_has_no_dev_sentence_in_training(tmp_path: Path) -> None:
             train = {row["sentence"] for row in csv.DictReader(handle)}
         with open(source.tasks[task]["validation_file"], newline="") as handle:
             dev = [row["sentence"] for row in csv.DictReader(handle)]
-        assert len(dev) == 400 and len(train) > 1500 and not train & set(dev), task
+        assert len(dev) == data_sources.DEV_EXAMPLES and len(train) > 1500 and not train & set(dev), task
     corpus = (tmp_path / "train.txt").read_text().splitlines()
     assert len(corpus) == 6000 and sum(" that " in line or line.split()[0] in _PREPOSITIONS for line in corpus) > 1000
 
@@ -142,6 +144,27 @@ def test_the_first_line_says_whether_the_calibration_controls_passed() -> None:
     assert report.trust_lines({"tasks": ["x"], "models": {}, "calibration": {}})[0].startswith("No calibration")
 
 
+def test_the_calibration_outlook_is_the_chance_of_passing_at_the_measured_spreads() -> None:
+    """From the record's own spreads: with the A/A differences +1, −1, +2 points (s = 1.53) and the positive control
+    far below, three seeds pass with the probability that two one-sided tests call such a null pair equivalent within
+    ±2 (checked against simulated seed sets), and the seeds named are the first at which that probability, times the
+    positive control's power, reaches 90%."""
+    from hf_variants.lab import statistics
+
+    results = calibrated_results([0.55, 0.58, 0.52], [0.86, 0.87, 0.88])
+    text = report.calibration_outlook(results, "attractor_number")
+    aa_sd = float(np.std([1.0, -1.0, 2.0], ddof=1)) / 100
+    values = np.random.default_rng(1).normal(0.0, aa_sd, (200_000, 3))
+    half = scipy_stats.t.ppf(0.95, 2) * values.std(axis=1, ddof=1) / np.sqrt(3)
+    simulated = np.mean(np.abs(values.mean(axis=1)) + half < 0.02)
+    probability = report.calibration_probability(aa_sd, -0.31, 0.03, 3, 0.02)
+    assert probability == pytest.approx(simulated, abs=0.01)  # the positive control is found almost surely
+    assert f"a comparison with 3 seeds passes its calibration with probability {probability:.0%}" in text
+    needed = next(n for n in range(2, 50) if statistics.equivalence_probability(aa_sd, n, 0.02) >= 0.9)
+    assert f"and {needed} seeds would pass it with 90%" in text
+    assert report.calibration_outlook({**results, "calibration": {}}, "attractor_number") == ""
+
+
 def test_a_held_out_run_stopped_by_a_non_finite_gradient_is_named_in_the_report(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -167,11 +190,13 @@ def test_a_held_out_run_stopped_by_a_non_finite_gradient_is_named_in_the_report(
         "--workers", "1", "--disable_tqdm", "--no_calibration_controls",
     ])  # fmt: skip
     tuned = results["models"]["bert_control"]["fine_tuning"][data_sources.SYNTHETIC_TASK]
-    assert tuned["learning_rate"] == 3e-4 and tuned["heldout_scores_by_learning_rate"]["0.001"] is None
+    assert tuned["learning_rates"] == {"42": 3e-4, "43": 3e-4}  # each seed's choice
+    assert all(scores["0.001"] is None for scores in tuned["heldout_scores"].values())
     report = (tmp_path / "report.md").read_text()
     left_out = report.split("## Runs left out")[1].split("##")[0]
-    assert ("- bert_control, attractor_number, held-out run at learning rate 0.001: failed (NonFiniteStepError: "
-            "Step 3: non-finite training loss nan" in left_out), left_out  # fmt: skip
+    for seed in (42, 43):
+        assert (f"- bert_control, attractor_number, held-out run at learning rate 0.001, seed {seed}: failed "
+                "(NonFiniteStepError: Step 3: non-finite training loss nan" in left_out), left_out  # fmt: skip
     assert torch.isfinite(torch.tensor(tuned["runs"]["42"]["value"]))
 
 

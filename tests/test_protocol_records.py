@@ -63,13 +63,20 @@ def test_every_glue_cell_was_run_at_the_protocols_rate(folder: Path) -> None:
 def test_every_compared_model_was_run_at_the_protocols_rate(results: Path) -> None:
     for name, model in json.loads(results.read_text())["models"].items():
         for task, tuned in model.get("fine_tuning", {}).items():
-            scores = tuned.get("heldout_scores_by_learning_rate")
-            if not scores or len(scores) < 2:
-                continue
-            losses, left_out = tuned.get("heldout_losses_by_learning_rate", {}), tuned.get("heldout_left_out", {})
-            sweep = {float(rate): verdicts.HeldOutRun(score, left_out.get(rate, "").startswith(verdicts.ONE_CLASS),
-                                                      losses.get(rate)) for rate, score in scores.items()}  # fmt: skip
-            assert tuned["learning_rate"] == verdicts.choose_learning_rate(sweep), (name, task)
+            if "rate_choice" in tuned:  # each seed chose its own rate
+                choices = [(tuned["learning_rates"][seed], scores, tuned["heldout_losses"][seed],
+                            {rate: why for key, why in tuned["heldout_left_out"].items()
+                             for rate, _, of in [key.partition(", seed ")] if of == seed})
+                           for seed, scores in tuned["heldout_scores"].items()]  # fmt: skip
+            else:
+                choices = [(tuned["learning_rate"], tuned.get("heldout_scores_by_learning_rate") or {},
+                            tuned.get("heldout_losses_by_learning_rate", {}), tuned.get("heldout_left_out", {}))]
+            for chosen, scores, losses, left_out in choices:
+                if len(scores) < 2:
+                    continue
+                sweep = {float(rate): verdicts.HeldOutRun(score, left_out.get(rate, "").startswith(verdicts.ONE_CLASS),
+                                                          losses.get(rate)) for rate, score in scores.items()}
+                assert chosen == verdicts.choose_learning_rate(sweep), (name, task)
 
 
 @pytest.mark.parametrize("study", ["pretraining_budget", "pretraining_budget_long"])

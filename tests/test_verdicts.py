@@ -260,7 +260,7 @@ def test_the_exact_interval_of_a_rate_meets_its_definition(k: int, n: int) -> No
         # interval 0.1 ± 2.920 · 0.0577 = [-0.07, +0.27], inside ±2
         ((0.901, 0.902, 0.900), (0.90, 0.90, 0.90), verdicts.EQUIVALENT,
          "equivalent within ±2.0 points: +0.1 [-0.1, +0.3] points over 3 seeds (90% interval [-0.1, +0.3] inside "
-         "±2.0)"),
+         "±2.0; p = 0.000)"),
         ((0.9, None, None), (0.9, 0.9, 0.9), verdicts.NOT_COMPARABLE,
          "not comparable: fewer than 2 seeds where both learned"),
     ],
@@ -287,6 +287,26 @@ def test_above_and_below_are_adjusted_over_the_family() -> None:
     assert three["weaker"].per_protocol.outcome == verdicts.NOT_RESOLVED
     assert "Holm-adjusted over 3 pairs" in three["weaker"].per_protocol.text
     assert three["strong"].per_protocol.outcome == verdicts.ABOVE
+
+
+def test_equivalence_is_adjusted_over_the_same_family() -> None:
+    """Two one-sided tests are Holm-adjusted like the t-tests: two pairs each equivalent within ±2 alone (TOST
+    p = 0.035 and 0.045) are not resolved together (the smaller doubled: 0.070, the larger raised to it), while a
+    pair far inside the margin stays equivalent."""
+    close = (runs_scoring(0.902, 0.906, 0.914), runs_scoring(0.90, 0.90, 0.90))  # +0.2, +0.6, +1.4 points
+    closer_to_the_edge = (runs_scoring(0.905, 0.909, 0.916), runs_scoring(0.90, 0.90, 0.90))  # +0.5, +0.9, +1.6
+    alone = {name: verdicts.compare_pair(*pair, margin=0.02).per_protocol
+             for name, pair in (("close", close), ("edge", closer_to_the_edge))}  # fmt: skip
+    tost = {name: verdict.difference.equivalence_p(0.02) for name, verdict in alone.items()}
+    assert all(verdict.outcome == verdicts.EQUIVALENT for verdict in alone.values())
+    assert tost["close"] == pytest.approx(0.0348, abs=1e-4) and tost["edge"] == pytest.approx(0.0448, abs=1e-4)
+    tight = (runs_scoring(0.900, 0.901, 0.902), runs_scoring(0.90, 0.90, 0.90))
+    family = verdicts.compare_pairs({"close": close, "edge": closer_to_the_edge, "tight": tight}, margins=0.02)
+    for name in ("close", "edge"):
+        assert family[name].per_protocol.outcome == verdicts.NOT_RESOLVED
+        assert family[name].per_protocol.equivalence_p == pytest.approx(2 * tost["close"])
+    assert family["tight"].per_protocol.outcome == verdicts.EQUIVALENT
+    assert "Holm-adjusted over 3 pairs" in family["tight"].per_protocol.text
 
 
 def test_counting_every_run_scores_a_run_that_did_not_learn_at_the_guessing_level() -> None:

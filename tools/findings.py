@@ -67,7 +67,9 @@ CLAIMS: dict[tuple[str, str | None], Claim] = {
     ("node_transformer", None): Claim("less accurate and slower than the Transformer on parity at equal weights "
                                       "(Table 1)", -1),
 }
-SUPPORTS, CONTRADICTS, CANNOT_TEST, NO_CLAIM = "supports", "contradicts", "cannot test at this size", "no claim"
+#: Where a paper's claimed effect on a task lies against this row's 95% interval, at this size (:func:`reading`).
+INSIDE, ABOVE_IT, BELOW_IT = "inside the interval", "above the interval", "below the interval"
+ELSEWHERE, NO_INTERVAL, NO_CLAIM = "claimed on other tasks", "no interval", "no claim"
 
 
 def claim_of(spec: str, task: str) -> Claim | None:
@@ -78,20 +80,19 @@ def claim_of(spec: str, task: str) -> Claim | None:
 
 
 def reading(verdict: verdicts.Verdict, claim: Claim | None) -> str:
-    """What a verdict says of the paper's claim: *supports* (the claimed direction, or equivalence where the paper
-    claims none), *contradicts* (the other direction, or equivalence within a margin smaller than the claimed
-    effect), else *cannot test at this size* (not resolved, not comparable, or a claim smaller than the margin)."""
+    """Where the paper's claimed effect on this task lies against the row's 95% interval: *inside* it (the data
+    allow it at this size), *above* or *below* it (at this size the difference is smaller or larger than claimed).
+    No row "supports" or "contradicts" a claim: the paper made it in its own setting (size, tokens, pretraining),
+    which the row did not run. A claim made only on other tasks, or a row without an interval, is said so."""
     if claim is None:
         return NO_CLAIM
-    if verdict.outcome in (verdicts.ABOVE, verdicts.BELOW):
-        sign = 1 if verdict.outcome == verdicts.ABOVE else -1
-        return SUPPORTS if sign == claim.direction else CONTRADICTS
-    if verdict.outcome == verdicts.EQUIVALENT:
-        if claim.direction == 0:
-            return SUPPORTS
-        if claim.points is not None and abs(claim.points) / 100 > verdict.margin:
-            return CONTRADICTS
-    return CANNOT_TEST
+    if claim.points is None:
+        return ELSEWHERE
+    d = verdict.difference
+    if d is None or not d.spread:
+        return NO_INTERVAL
+    claimed = claim.points / 100
+    return ABOVE_IT if claimed > d.high else BELOW_IT if claimed < d.low else INSIDE
 
 
 def main_job(folder: str, rate: str | None = None) -> Callable[[], dict[tuple[str, str], verdicts.PairComparison]]:
@@ -157,17 +158,30 @@ def findings() -> list[Finding]:
     return found
 
 
+def effect_text(verdict: verdicts.Verdict | None) -> str:
+    d = None if verdict is None else verdict.difference
+    return "—" if d is None else d.difference_text(100, bold=False) if d.spread else f"{100 * d.mean:+.1f}"
+
+
+def counting_every_run(row: Finding) -> str:
+    """The intention-to-treat verdict and interval where it reads otherwise than the paired one; empty where not."""
+    itt = row.comparison.intention_to_treat
+    if itt is None or itt.outcome == row.verdict.outcome:
+        return ""
+    return f"{verdict_words(itt)}, {effect_text(itt)}"
+
+
 def table(rows: list[Finding]) -> str:
     lines = ["| idea | task | condition | variant − control [95% interval] | learned (variant, control) | verdict | "
-             "the paper's claim, in its setting | at this size, the verdict |",
-             "|---|---|---|---:|---|---|---|---|"]  # fmt: skip
+             "counting every run, where it reads otherwise | the paper's claim, in its setting | the claimed effect, "
+             "against this interval |",
+             "|---|---|---|---:|---|---|---|---|---|"]  # fmt: skip
     for row in rows:
-        d = row.verdict.difference
-        effect = "—" if d is None else d.difference_text(100, bold=False) if d.spread else f"{100 * d.mean:+.1f}"
         learned = ", ".join(f"{k}/{n}" for k, n in row.comparison.learned.values())
         claim = claim_of(row.spec, row.task)
-        lines.append(f"| {row.spec} | {row.task} | {row.condition} | {effect} | {learned} | "
-                     f"{verdict_words(row.verdict)} | {'—' if claim is None else claim.short} | {row.reading} |")
+        lines.append(f"| {row.spec} | {row.task} | {row.condition} | {effect_text(row.verdict)} | {learned} | "
+                     f"{verdict_words(row.verdict)} | {counting_every_run(row)} | "
+                     f"{'—' if claim is None else claim.short} | {row.reading} |")
     return "\n".join(lines) + "\n"
 
 
@@ -241,10 +255,9 @@ def main_job_sentence() -> str:
         power = json.loads(POWER.read_text(encoding="utf-8"))
         negative = next((text for kind, _, passed, text in calibration_checks(power) if kind == "negative"), None)
         rates = calibrated_power_rates()
-        said += (f" At 16 seeds (`--preset power`), with each model at the rate it chose on its held-out slice, the "
-                 f"BERT control against itself under other seeds reads {negative.split(': ', 1)[1]}: here the held-out "
-                 "rate choice moved a pair by more than any idea did at a common rate. With every model at one "
-                 f"rate it is calibrated at {', '.join(rates) or 'no rate'}; the main-job rows are those.")  # fmt: skip
+        said += (f" At 16 seeds (`--preset power`), each model choosing its rate once, the BERT control against "
+                 f"itself under other seeds read {negative.split(': ', 1)[1]}; with every model at one rate it is "
+                 f"calibrated at {', '.join(rates) or 'no rate'}, and the main-job rows are those.")  # fmt: skip
     return said
 
 
@@ -288,9 +301,10 @@ def sentences(rows: list[Finding]) -> list[str]:
         said.append("Below its control: " + "; ".join(f"{r.spec} on {r.task} ({r.condition}, "
                                                        f"{r.verdict.difference.difference_text(100, bold=False)})"
                                                        for r in below) + ".")  # fmt: skip
-    said.append(f"Against the papers' claims: {count(readings[SUPPORTS], 'verdict supports', 'verdicts support')} "
-                f"one, {count(readings[CONTRADICTS], 'contradicts', 'contradict')} one and "
-                f"{readings[CANNOT_TEST]} cannot test it at this size.")  # fmt: skip
+    placed = readings[ABOVE_IT] + readings[INSIDE] + readings[BELOW_IT]
+    said.append(f"Of the {count(placed, 'row', 'rows')} whose paper claims an effect on its task, the claimed effect "
+                f"lies above the interval in {readings[ABOVE_IT]}, inside it in {readings[INSIDE]} and below it in "
+                f"{readings[BELOW_IT]}, at these sizes (the papers' settings are larger).")  # fmt: skip
     if failures:
         said.append("Where the two sides learned at different rates (Fisher's exact p < 0.05), the failure rate is "
                     "the finding: " + "; ".join(f"{r.spec} on {r.task} ({r.condition}: "
@@ -306,18 +320,20 @@ INTRO = """\
 # Findings
 
 What the committed experiments found about each idea against its **matched control** (the same model with only
-the idea turned off, trained and tuned the same way), rendered from the committed records; [Results](results.md) is
-their reference, study by study.
+the idea turned off); [Results](results.md) has each study.
 
-**How to read a verdict.** Each row is a seed-paired difference, variant − control, in accuracy points, with its
-95% interval over seeds (a *seed* is one whole replicate: initialisation, data order and any pretraining). One
-rule (`hf_variants.lab.verdicts.verdict`) gives one of four verdicts: *above* or *below its control* (paired
-t-test, Holm-adjusted over a condition's pairs, p < 0.05); *equivalent within ±m* (the 90% interval inside ±m,
-two one-sided tests; m = 2 points); *not resolved* (neither: the interval's ends are what the data still allow, so
-this is not evidence of no effect); *not comparable* (fewer than two seeds where both learned). *Learned k/n*: runs
-that finished above the task's guessing level and did not predict one class or stay on their starting loss. The
-last column reads the verdict against the paper's claim: *supports*, *contradicts*, or *cannot test at this size*
-(not resolved, not comparable, or a claimed effect smaller than the margin).
+**How to read a row.** Variant − control in accuracy points, paired by seed (a *seed*: one whole replicate), with
+its 95% interval. Verdicts (`hf_variants.lab.verdicts.verdict`): *above* or *below its control* (paired t-test,
+Holm-adjusted over a condition's pairs, p < 0.05); *equivalent within ±2* (two one-sided tests, Holm-adjusted the
+same way); *not resolved* (neither: not evidence of no effect); *not comparable* (fewer than two seeds where both
+learned). *Learned k/n*: runs that learned ([Concepts](concepts.md#what-a-run-shows)). *Counting every run*
+scores a run that did not learn at the guessing level; shown where it reads otherwise.
+The last column places the paper's claimed effect against the interval at this size; the papers ran larger models,
+so no row confirms or refutes their claims.
+
+**These records predate the current protocol** ([Concepts](concepts.md)): each side chose its learning rate once
+(the main job's rows: both at one rate), the ±2 margin was fixed after they were made, and only the main job's
+condition carries calibration controls.
 """
 
 
@@ -389,28 +405,63 @@ def pair_verdict_lines(results: dict) -> list[str]:
 def default_report_block(folder: Path = EXPERIMENTS / "compare" / "default") -> str:
     """README's account of the committed default `hf-variants compare`: its time, its calibration and each pair's
     verdict, read from its results.json, so that the front door says what its report says."""
-    from hf_variants.lab.report import not_calibrated
+    from hf_variants.lab.report import calibration_outlook, not_calibrated
 
     results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
     minutes, seconds = divmod(round(results["wall_seconds"]), 60)
     why = not_calibrated(results)
     verdict = (f"**{why[0].upper()}{why[1:]}**, so its report calls no pair above, below or equivalent and shows what "
                "each interval still allows:" if why else "Its budget is calibrated; each pair's verdict:")  # fmt: skip
+    outlook = " ".join(filter(None, (calibration_outlook(results, task) for task in results["tasks"])))
     lines = [f"The committed default run took {minutes} min {seconds} s inside the comparison on a 2-core CPU. "
-             f"{calibration_sentence(results)} {verdict}", "", *pair_verdict_lines(results)]  # fmt: skip
+             f"{calibration_sentence(results)} {outlook} {verdict}", "", *pair_verdict_lines(results)]  # fmt: skip
     return "\n".join(lines) + ("\n\nRendered by `python tools/render_tables.py` from "
                                "`experiments/compare/default/results.json`.\n")
+
+
+def run_counts(results: dict) -> str:
+    """``33 pretrainings, 66 held-out runs and 33 final runs`` of a comparison's record."""
+    from hf_variants.lab.report import final_runs_by_rate, heldout_sweeps
+
+    tuned = [entry for model in results["models"].values() for entry in model["fine_tuning"].values()]
+    pretrainings = sum(len(model.get("pretraining_runs", {})) for model in results["models"].values())
+    heldout = sum(len(sweep) for entry in tuned for sweep in heldout_sweeps(entry).values())
+    final = sum(len(runs) for entry in tuned for runs in final_runs_by_rate(entry).values())
+    return f"{pretrainings} pretrainings, {heldout} held-out runs and {final} final runs"
+
+
+def default_runs_block(folders: tuple[str, ...] = ("default", "seed7")) -> str:
+    """docs/main-job.md's account of the committed default-budget runs: per run its command, its runs, calibration
+    with the record's own calibration outlook, and each pair's verdict, and for the first (the default, timed with
+    nothing else running) its time (all read from its results.json)."""
+    from hf_variants.lab.report import calibration_outlook, without_output_folder
+
+    paragraphs = []
+    for index, name in enumerate(folders):
+        results = without_output_folder(json.loads((EXPERIMENTS / "compare" / name / "results.json").read_text(
+            encoding="utf-8")))
+        minutes, seconds = divmod(round(results["wall_seconds"]), 60)
+        longest = max(results["models"].items(), key=lambda item: item[1]["training_seconds"])
+        clocks = sum(model["training_seconds"] for model in results["models"].values())
+        outlook = " ".join(filter(None, (calibration_outlook(results, task) for task in results["tasks"])))
+        timed = (f"**{minutes} min {seconds} s** inside the comparison, " if index == 0 else "")
+        paragraphs += [f"`{results['command']}`: {timed}{run_counts(results)}, {results['settings']['workers']} at a "
+                       f"time on a 2-core CPU ({longest[0]}'s pretrainings and final runs took "
+                       f"{longest[1]['training_seconds']:.0f} s of the {clocks:.0f} s that all models' took by their "
+                       f"own clocks). {calibration_sentence(results)} {outlook}", "", *pair_verdict_lines(results),
+                       ""]  # fmt: skip
+    sources = ", ".join(f"`experiments/compare/{name}/results.json`" for name in folders)
+    return "\n".join(paragraphs) + f"\nRendered by `python tools/render_tables.py` from {sources}.\n"
 
 
 def power_preset_block(folder: Path = EXPERIMENTS / "compare" / "power") -> str:
     """docs/main-job.md's account of the committed `--preset power` run: its wall time, calibration, each pair's
     verdict at the chosen rates and at every common rate, and its A/A check (all read from its results.json)."""
-    from hf_variants.lab.report import aa_check_lines, final_rates, pair_comparisons
+    from hf_variants.lab.report import aa_check_lines, final_rates, fine_tuning_runs, pair_comparisons
 
     results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
-    runs = sum(len(tuned["runs"]) + sum(len(other) for other in tuned.get("runs_at_other_rates", {}).values())
-               + len(tuned.get("heldout_scores_by_learning_rate", {}))
-               for entry in results["models"].values() for tuned in entry["fine_tuning"].values())  # fmt: skip
+    runs = sum(fine_tuning_runs(tuned) for entry in results["models"].values()
+               for tuned in entry["fine_tuning"].values())  # fmt: skip
     pretrainings = sum(len(entry.get("pretraining_runs", {})) for entry in results["models"].values())
     minutes, seconds = divmod(round(results["wall_seconds"]), 60)
     lines = [f"`{results['command']}` took **{minutes} min {seconds} s** ({pretrainings} pretrainings and {runs} "

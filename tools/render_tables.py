@@ -34,7 +34,7 @@ from benchmark_tables import (
     streaming_table,
     transject_weights_table,
 )
-from findings import default_report_block, power_preset_block
+from findings import default_report_block, default_runs_block, power_preset_block
 from findings import rendered as findings_pages
 from mkdocs_hooks import card_body
 from never_from_scratch import (
@@ -59,6 +59,7 @@ from study_tables import (
 from which_variant import which_variant_table
 
 import hf_variants
+from hf_variants.lab.report import report_markdown
 from hf_variants.lab.tables import PAIRS, comparison_table, settings_text, sweep_table
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -329,10 +330,13 @@ def rendered_pages() -> dict[Path, str]:
     pages[BENCHMARKS_PAGE] = fill_blocks(pages[BENCHMARKS_PAGE], benchmark_blocks, BENCHMARKS_PAGE)
     if (EXPERIMENTS / "compare" / "power" / "results.json").is_file():
         pages[MAIN_JOB_PAGE] = fill_blocks(MAIN_JOB_PAGE.read_text(encoding="utf-8"),
-                                           {"power-preset": power_preset_block()}, MAIN_JOB_PAGE)
+                                           {"power-preset": power_preset_block(), "default-runs": default_runs_block()},
+                                           MAIN_JOB_PAGE)
     for model_type in hf_variants.VARIANTS:  # a variant's page is its model card, readable on GitHub too
         page = ROOT / "docs" / "variants" / f"{model_type}.md"
         pages[page] = fill_blocks(page.read_text(encoding="utf-8"), {"model-card": card_body(model_type)}, page)
+    for results in sorted((EXPERIMENTS / "compare").glob("*/results.json")):  # each committed main job's report
+        pages[results.with_name("report.md")] = report_markdown(json.loads(results.read_text(encoding="utf-8")))
     for name in TRANSJECT_GRIDS:
         if (EXPERIMENTS / name).is_dir():
             title = f"TransJect's layers on the classification grid ({TRANSJECT_GRIDS[name].removeprefix('--pairs ')})"

@@ -97,60 +97,60 @@ def choose_learning_rate(task: str, outcomes: dict[float, dict[str, Any]]) -> tu
                                                   for rate, run in sweep.items()}  # fmt: skip
 
 
+#: The rule by which a model's fine-tuning rate is chosen, recorded with every model's fine-tuning: each seed makes
+#: its own held-out choice for each side (records without it chose once per model, at its first seed).
+RATE_CHOICE = "each seed"
+
+
 def fine_tuning_seeds(args: CompareArguments) -> list[int]:
     """``--seed``, ``--seed + 1``, … (``--num_seeds`` of them)."""
     return [args.seed + offset for offset in range(args.num_seeds)]
 
 
+#: (model name, task, seed with the model's seed offset) → the rate that seed's held-out runs chose, with every
+#: held-out rate's score (:func:`choose_learning_rate`).
+Choices = dict[tuple[str, str, int], tuple[float, dict[float, float | None]]]
+
+
 def train_all(
     args: CompareArguments, source: DataSource, tokenizer: str, specs: Sequence[ModelSpec], tasks: Sequence[str],
     finished: Callable[[Run], None],
-) -> tuple[dict[Run, dict[str, Any]], dict[tuple[str, str], tuple[float, dict[float, float | None]]]]:
-    """Every run of the comparison, ``--workers`` at a time: each model's pretraining at every seed; from
-    the first seed's, per task its held-out runs (one per rate, when there are several); then per seed
-    its final run at the chosen rate, from that seed's pretraining (with ``--final_runs_at_every_rate``, its
-    final runs at every rate, started with its pretraining's end). Returns each run's result and, per
-    (model name, task), the chosen rate with every held-out rate's score (:func:`choose_learning_rate`);
-    ``finished`` is called as each run ends."""
+) -> tuple[dict[Run, dict[str, Any]], Choices]:
+    """Every run of the comparison, ``--workers`` at a time: each model's pretraining at every seed; from each, per
+    task, its held-out runs (one per rate, when there are several) on that seed's held-out slice; then that seed's
+    final run at the rate its held-out runs chose (with ``--final_runs_at_every_rate``, its final runs at every
+    rate, started with the pretraining's end). The rate choice is thereby part of each replicate, as its
+    initialisation and data order are, and every interval holds its noise (:data:`RATE_CHOICE`). Returns each run's
+    result and every choice; ``finished`` is called as each run ends."""
     from concurrent.futures import FIRST_COMPLETED, wait
 
     results: dict[Run, dict[str, Any]] = {}
-    choices: dict[tuple[str, str], tuple[float, dict[float, float | None]]] = {}
+    choices: Choices = {}
     rates = sorted(args.finetune_learning_rates)
     every_rate = bool(args.final_runs_at_every_rate)
 
-    def seeds(spec: ModelSpec) -> list[int]:
-        return [seed + spec.seed_offset for seed in fine_tuning_seeds(args)]
-
-    def final_runs(spec: ModelSpec, task: str, choice: tuple[float, dict[float, float | None]]) -> list[Run]:
-        """The final runs once the rate is chosen, for the seeds whose pretraining has finished (the others
-        follow their pretraining); none with every rate's final runs, which follow each pretraining."""
-        choices[spec.name, task] = choice
-        if every_rate:
-            return []
-        return [Run(spec, task, choice[0], seed) for seed in seeds(spec) if Run(spec, seed=seed) in results]
+    def chosen(spec: ModelSpec, task: str, seed: int, choice: tuple[float, dict[float, float | None]]) -> list[Run]:
+        """Records the seed's choice; its final run follows (none with every rate's final runs, already started)."""
+        choices[spec.name, task, seed] = choice
+        return [] if every_rate else [Run(spec, task, choice[0], seed)]
 
     def after_pretraining(run: Run, task: str) -> list[Run]:
         follow = [Run(run.spec, task, rate, run.seed, every_rate=True) for rate in rates] if every_rate else []
-        if (run.spec.name, task) in choices:
-            return follow or [Run(run.spec, task, choices[run.spec.name, task][0], run.seed)]
-        if run.seed != seeds(run.spec)[0]:
-            return follow
-        if len(rates) == 1:  # with one rate, the choice: the final runs follow
-            return follow + final_runs(run.spec, task, (rates[0], {}))
+        if len(rates) == 1:  # one rate: the choice
+            return follow + chosen(run.spec, task, run.seed, (rates[0], {}))
         return follow + [Run(run.spec, task, rate, run.seed, heldout=True) for rate in rates]
 
     def runs_after(run: Run) -> list[Run]:
-        if run.task is None:  # pretrained at one seed: per task its final runs and, at the first seed, held-out runs
+        if run.task is None:  # pretrained at one seed: per task its held-out runs (or, with one rate, its final run)
             return [follow for task in tasks for follow in after_pretraining(run, task)]
         if run.heldout:
             sweep = {rate: results.get(Run(run.spec, run.task, rate, run.seed, heldout=True)) for rate in rates}
             if all(result is not None for result in sweep.values()):
-                return final_runs(run.spec, run.task, choose_learning_rate(run.task, sweep))
+                return chosen(run.spec, run.task, run.seed, choose_learning_rate(run.task, sweep))
         return []
 
-    # every model's first seed first: its held-out runs can start while the other seeds pretrain
-    pretrainings = [Run(spec, seed=seeds(spec)[index]) for index in range(args.num_seeds) for spec in specs]
+    # seed by seed, every model: a seed's held-out runs can start while the later seeds pretrain
+    pretrainings = [Run(spec, seed=seed + spec.seed_offset) for seed in fine_tuning_seeds(args) for spec in specs]
     with executor(args.workers) as pool:
         pending = {pool.submit(train, args, source, tokenizer, run): run for run in pretrainings}
         try:
@@ -215,9 +215,18 @@ def comparison_fingerprint(args: CompareArguments) -> dict[str, Any]:
     settings = {name: _setting(value) for name, value in vars(args).items()}
     return {
         **run_identity.arguments_with_effect(settings, SETTINGS_WITHOUT_EFFECT | by_location),
+        "margin_reason": args.margin_reason(),  # a resume under another margin, or reason, is refused
         "locations": {name: settings[name] for name in sorted(by_location)},
         "versions": run_identity.library_versions(),
     }
+
+
+def margins_of(args: CompareArguments, tasks: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Task → its margin (points, reason, the day it was declared), as the results record them: the default's
+    declaration (:data:`~hf_variants.settings.compare.DEFAULT_MARGIN_DECLARED`), or for ``--equivalence_margin`` the
+    day the report folder's fingerprint was written, before the first run."""
+    written = (args.output_dir / run_folder.FINGERPRINT_FILE).stat().st_mtime
+    return compare_settings.declared_margins(args, list(tasks), time.strftime("%Y-%m-%d", time.gmtime(written)))
 
 
 def run(args: CompareArguments, argv: Sequence[str] | None) -> dict[str, Any]:
@@ -258,8 +267,8 @@ def compare_models(args: CompareArguments, argv: Sequence[str] | None) -> dict[s
     for spec in specs:
         entry = model_entry(args, spec, outcomes)
         for task in tasks:
-            entry["fine_tuning"][task] = fine_tuning_entry(args, source, tokenizer, spec, task, outcomes,
-                                                           choices[spec.name, task], levels)  # fmt: skip
+            entry["fine_tuning"][task] = fine_tuning_entry(args, source, tokenizer, spec, task, outcomes, choices,
+                                                           levels)  # fmt: skip
         entry["training_seconds"] = training_seconds_of(entry)
         summary = analysis_of(args, spec, entry, choices, tokenizer, sentences)
         if summary is not None:
@@ -273,6 +282,7 @@ def compare_models(args: CompareArguments, argv: Sequence[str] | None) -> dict[s
         "tasks": tasks,
         "calibration": calibration,
         "settings": {k: _setting(v) for k, v in vars(args).items()},
+        "margins": margins_of(args, tasks),
         "tokenizer": tokenizer_name,
         "models": models,
         "figures": figures.write_all(args.output_dir, models, analyses, tasks[0]),
@@ -322,14 +332,14 @@ def models_to_compare(args: CompareArguments, tasks: Sequence[str]) -> tuple[lis
 
 def train_with_progress(
     args: CompareArguments, source: DataSource, tokenizer: str, specs: Sequence[ModelSpec], tasks: Sequence[str]
-) -> tuple[dict[Run, dict[str, Any]], dict[tuple[str, str], tuple[float, dict[float, float | None]]]]:
+) -> tuple[dict[Run, dict[str, Any]], Choices]:
     """Step 4: every run (:func:`train_all`) under one progress bar over the comparison's runs."""
     from tqdm.auto import tqdm
 
     sweep_runs = len(args.finetune_learning_rates) if len(args.finetune_learning_rates) > 1 else 0
     final_rates = len(args.finetune_learning_rates) if args.final_runs_at_every_rate else 1
-    # pretrainings, held-out runs, final runs
-    runs_per_model = args.num_seeds + len(tasks) * (sweep_runs + final_rates * args.num_seeds)
+    # pretrainings; per seed and task its held-out runs and final runs
+    runs_per_model = args.num_seeds * (1 + len(tasks) * (sweep_runs + final_rates))
     overall = tqdm(total=len(specs) * runs_per_model, desc="compare (all models)",
                    position=0, disable=args.disable_tqdm, unit="run")  # fmt: skip
 
@@ -378,29 +388,41 @@ def model_entry(args: CompareArguments, spec: ModelSpec, outcomes: dict[Run, dic
 
 def fine_tuning_entry(
     args: CompareArguments, source: DataSource, tokenizer, spec: ModelSpec, task: str,
-    outcomes: dict[Run, dict[str, Any]], choice: tuple[float, dict[float, float | None]], levels: EmbeddedLevels,
+    outcomes: dict[Run, dict[str, Any]], choices: Choices, levels: EmbeddedLevels,
 ) -> dict[str, Any]:  # fmt: skip
-    """Step 6: a model's fine-tuning on one task — the chosen rate with every held-out rate's score and loss,
-    the final runs (measured on the task's dev split) and what they learned over the seeds."""
-    rate, scores = choice
-    sweep = {r: outcomes[Run(spec, task, r, args.seed + spec.seed_offset, heldout=True)] for r in scores}
+    """Step 6: a model's fine-tuning on one task — per seed the rate its held-out runs chose, with every held-out
+    rate's score and loss; the final runs at the chosen rates (measured on the task's dev split; with
+    ``--final_runs_at_every_rate``, at every rate too) and what they learned over the seeds."""
+    seeds = {str(seed): seed + spec.seed_offset for seed in fine_tuning_seeds(args)}
+    chosen = {name: choices[spec.name, task, seed] for name, seed in seeds.items()}
     every_rate = bool(args.final_runs_at_every_rate)
-    runs_at = {r: {str(seed): final_run(args, source, tokenizer, spec,
-                                        Run(spec, task, r, seed + spec.seed_offset, every_rate=every_rate), outcomes)
-                   for seed in fine_tuning_seeds(args)}
-               for r in (args.finetune_learning_rates if every_rate else [rate])}  # fmt: skip
-    runs = runs_at[rate]
+
+    def measured(rate: float, seed: int) -> dict[str, Any]:
+        run = Run(spec, task, rate, seed, every_rate=every_rate)
+        return {**final_run(args, source, tokenizer, spec, run, outcomes), "learning_rate": rate}
+
+    if every_rate:
+        at_rate = {f"{r:g}": {name: measured(r, seed) for name, seed in seeds.items()}
+                   for r in sorted(args.finetune_learning_rates)}  # fmt: skip
+        runs = {name: at_rate[f"{chosen[name][0]:g}"][name] for name in seeds}
+    else:
+        runs = {name: measured(chosen[name][0], seed) for name, seed in seeds.items()}
+    sweeps = {name: {r: outcomes[Run(spec, task, r, seed, heldout=True)] for r in chosen[name][1]}
+              for name, seed in seeds.items()}  # fmt: skip
     interval = verdicts.summary(run_outcomes(runs, task, get_task(task).guessing_level(levels)))
     return {
         "metric": headline_metric(task),
-        "learning_rate": rate,
-        "heldout_scores_by_learning_rate": {f"{r:g}": score for r, score in scores.items()},
-        "heldout_losses_by_learning_rate": {f"{r:g}": read_outcome(result, ENGINE_RESULTS, task).loss
-                                            for r, result in sweep.items() if "failed" not in result},
-        "heldout_left_out": heldout_left_out(task, sweep),
+        "rate_choice": RATE_CHOICE,
+        "learning_rates": {name: choice[0] for name, choice in chosen.items()},
+        "heldout_scores": {name: {f"{r:g}": score for r, score in choice[1].items()}
+                           for name, choice in chosen.items()},
+        "heldout_losses": {name: {f"{r:g}": read_outcome(result, ENGINE_RESULTS, task).loss
+                                  for r, result in sweep.items() if "failed" not in result}
+                           for name, sweep in sweeps.items()},
+        "heldout_left_out": {f"{rate}, seed {name}": why for name, sweep in sweeps.items()
+                             for rate, why in heldout_left_out(task, sweep).items()},
         "runs": runs,
-        **({"runs_at_other_rates": {f"{r:g}": other for r, other in runs_at.items() if r != rate}}
-           if every_rate else {}),
+        **({"runs_at_every_rate": at_rate} if every_rate else {}),
         "learned": None if interval is None else {"mean": interval.mean, "half_width": interval.half_width,
                                                   "seeds": interval.n},
     }  # fmt: skip
@@ -408,15 +430,16 @@ def fine_tuning_entry(
 
 def training_seconds_of(entry: dict[str, Any]) -> float:
     """A model's training time: its pretrainings and every fine-tuning run it recorded."""
+    from .report import final_runs_by_rate
+
     fine_tuning = [run.get("train_seconds", 0.0) for task in entry["fine_tuning"].values()
-                   for runs in [task["runs"], *task.get("runs_at_other_rates", {}).values()]
-                   for run in runs.values()]  # fmt: skip
+                   for runs in final_runs_by_rate(task).values() for run in runs.values()]  # fmt: skip
     return sum(run["train_seconds"] for run in entry["pretraining_runs"].values()) + sum(fine_tuning)
 
 
 def analysis_of(
     args: CompareArguments, spec: ModelSpec, entry: dict[str, Any],
-    choices: dict[tuple[str, str], tuple[float, dict[float, float | None]]], tokenizer, sentences: Sequence[str],
+    choices: Choices, tokenizer, sentences: Sequence[str],
 ) -> dict[str, Any] | None:  # fmt: skip
     """Step 7: the analysis (:func:`~hf_variants.lab.measurement.analyse`) of the model's first final run on the
     first task that did not fail; None when every one failed."""
@@ -425,7 +448,8 @@ def analysis_of(
                     None)  # fmt: skip
     if analysed is None:
         return None
-    first = Run(spec, first_task, choices[spec.name, first_task][0], int(analysed) + spec.seed_offset,
+    seed = int(analysed) + spec.seed_offset
+    first = Run(spec, first_task, choices[spec.name, first_task, seed][0], seed,
                 every_rate=bool(args.final_runs_at_every_rate))  # fmt: skip
     model_dir = args.output_dir / "models" / spec.folder
     return analyse(classifier_from(model_dir / first.folder_name, attn_implementation="eager"), tokenizer,

@@ -49,11 +49,58 @@ def margins(results: dict[str, Any]) -> dict[str, float]:
     return {task: equivalence_margin(results["settings"], task) / 100 for task in results["tasks"]}
 
 
+def chosen_each_seed(tuned: dict[str, Any]) -> bool:
+    """Whether a model's fine-tuning record chose its rate at each seed (the protocol's rule,
+    :data:`~hf_variants.lab.compare.RATE_CHOICE`); older records chose once per model, at its first seed."""
+    return "rate_choice" in tuned
+
+
+def chosen_rates(tuned: dict[str, Any]) -> dict[str, float]:
+    """Seed → the learning rate its final run was made at (one rate for every seed in an older record)."""
+    if chosen_each_seed(tuned):
+        return {seed: float(rate) for seed, rate in tuned["learning_rates"].items()}
+    return dict.fromkeys(tuned["runs"], float(tuned["learning_rate"]))
+
+
+def chosen_rates_text(tuned: dict[str, Any]) -> str:
+    """The chosen rates of a model's seeds: ``1e-3`` when all chose it, else each with its count (``1e-3 ×2,
+    3e-3 ×1``)."""
+    counted = Counter(f"{rate:g}" for rate in chosen_rates(tuned).values())
+    if len(counted) == 1:
+        return next(iter(counted))
+    return ", ".join(f"{rate} ×{count}" for rate, count in sorted(counted.items(), key=lambda item: float(item[0])))
+
+
+def heldout_sweeps(tuned: dict[str, Any]) -> dict[str, dict[str, float | None]]:
+    """Each rate choice's held-out scores (rate → score): one per seed, or one for the model in an older record."""
+    if chosen_each_seed(tuned):
+        return tuned["heldout_scores"]
+    return {"all seeds": tuned.get("heldout_scores_by_learning_rate", {})}
+
+
+def final_runs_by_rate(tuned: dict[str, Any]) -> dict[str | None, dict[str, Any]]:
+    """Every final run of a model's fine-tuning, each once: rate → seed → record (``None``: at the chosen rates, where
+    the final runs were not made at every rate)."""
+    if "runs_at_every_rate" in tuned:
+        return tuned["runs_at_every_rate"]
+    return {None: tuned["runs"], **tuned.get("runs_at_other_rates", {})}
+
+
+def fine_tuning_runs(tuned: dict[str, Any]) -> int:
+    """How many fine-tuning runs a model's record on a task holds: its final runs and its held-out runs."""
+    return (sum(len(runs) for runs in final_runs_by_rate(tuned).values())
+            + sum(len(sweep) for sweep in heldout_sweeps(tuned).values()))  # fmt: skip
+
+
 def runs_at_rate(results: dict[str, Any], model: str, task: str, rate: str | None = None) -> dict[str, Any] | None:
-    """A model's final runs on a task (seed → record): at its chosen learning rate, or at ``rate`` (as ``f"{r:g}"``)
+    """A model's final runs on a task (seed → record): at its chosen learning rates, or at ``rate`` (as ``f"{r:g}"``)
     where the record holds final runs at every rate (``--final_runs_at_every_rate``); None where it holds none."""
     tuned = results["models"][model]["fine_tuning"][task]
-    if rate is None or f"{tuned['learning_rate']:g}" == rate:
+    if rate is None:
+        return tuned["runs"]
+    if "runs_at_every_rate" in tuned:
+        return tuned["runs_at_every_rate"].get(rate)
+    if f"{tuned['learning_rate']:g}" == rate:
         return tuned["runs"]
     return tuned.get("runs_at_other_rates", {}).get(rate)
 
@@ -117,18 +164,21 @@ def not_calibrated(results: dict[str, Any], rate: str | None = None) -> str | No
     return f"this budget is not calibrated{at} ({'; '.join(failed)})" if failed else None
 
 
-def pair_comparisons(results: dict[str, Any], rates: Sequence[str | None] = (None,)
+def pair_comparisons(results: dict[str, Any], rates: Sequence[str | None] = (None,), margin_points: float | None = None
                      ) -> dict[tuple[str, ...], verdicts.PairComparison]:  # fmt: skip
     """(variant, control, task) → the verdict of every pair of the report (:func:`~.verdicts.compare_pairs`), one
     family (Holm) per report; every pair is not comparable when a calibration control failed. With ``rates``
     (:func:`final_rates`), (variant, control, task, rate) → the pair at each common rate, one family together, each
-    rate's pairs judged by that rate's calibration."""
+    rate's pairs judged by that rate's calibration. ``margin_points``: every task judged at this margin instead of its
+    declared one (the report's sensitivity line)."""
     why_not = {rate: not_calibrated(results, rate) for rate in rates}
     keys = [(variant, control, task, rate) for variant, control in variant_pairs(results)
             for task in results["tasks"] for rate in rates]  # fmt: skip
     pairs = {key: (outcomes_of(results, key[0], key[2], key[3]), outcomes_of(results, key[1], key[2], key[3]))
              for key in keys}  # fmt: skip
     margin, guessing = margins(results), {task: guessing_level(results, task) for task in results["tasks"]}
+    if margin_points is not None:
+        margin = dict.fromkeys(margin, margin_points / 100)
     compared = verdicts.compare_pairs(pairs, {key: margin[key[2]] for key in pairs},
                                       {key: guessing[key[2]] for key in pairs},
                                       {key: why_not[key[3]] for key in pairs})  # fmt: skip
@@ -136,9 +186,12 @@ def pair_comparisons(results: dict[str, Any], rates: Sequence[str | None] = (Non
 
 
 def rate_choice_note(results: dict[str, Any], pair: tuple[str, str], task: str) -> str:
-    """Where the two sides chose different learning rates, which each chose and by what held-out margin
-    (the chosen rate's held-out score against the best other rate's); empty when they chose the same."""
+    """In a record that chose each side's rate once (older than the rule of choosing at each seed), where the two
+    sides chose different learning rates, which each chose and by what held-out margin (the chosen rate's held-out
+    score against the best other rate's); empty when they chose the same, or chose at each seed."""
     chosen = {name: results["models"][name]["fine_tuning"][task] for name in pair}
+    if any(chosen_each_seed(tuned) for tuned in chosen.values()):  # each seed's choice is inside its replicate
+        return ""
     rates = {tuned.get("learning_rate") for tuned in chosen.values()}
     if len(rates) == 1 or None in rates:  # the same rate, or a record that does not say
         return ""
@@ -173,6 +226,7 @@ def answer_lines(results: dict[str, Any]) -> list[str]:
         "|---|---|---|---:|---:|---|---:|---:|---|---:|---:|---|",
     ]
     conclusions, comparisons = [], pair_comparisons(results)
+    at_margins = {points: pair_comparisons(results, margin_points=points) for points in SENSITIVITY_MARGINS}
     for variant, control in pairs:
         for task in tasks:
             comparison = comparisons[variant, control, task]
@@ -189,16 +243,18 @@ def answer_lines(results: dict[str, Any]) -> list[str]:
                 f"{'—' if itt is None or itt.difference is None else itt.difference.difference_text(100)} | "
                 f"{pp.outcome} | {'—' if loss is None else loss.difference_text(digits=3)} | "
                 f"{'—' if mlm is None else mlm.difference_text(digits=3)} | "
-                f"{v['learning_rate']:g} / {c['learning_rate']:g} |"
+                f"{chosen_rates_text(v)} / {chosen_rates_text(c)} |"
             )
             left_out = [f"{who} {', '.join(items)}" for who, items in comparison.left_out.items() if items]
             note = f" Left out: {'; '.join(left_out)}." if left_out else ""
             for who, tuned in ((variant, v), ("its control", c)):
-                reasons = tuned.get("heldout_left_out", {}).values()
-                failures = [why for why in reasons if why.startswith(verdicts.FAILED)]
-                if failures and len(failures) == len(tuned.get("heldout_scores_by_learning_rate", ())):
-                    note += f" Every held-out run of {who} failed, so its final runs used the smallest rate."
+                failed = [name for name, sweep in heldout_sweeps(tuned).items()
+                          if sweep and all(score is None for score in sweep.values())]  # fmt: skip
+                if failed:
+                    where = "" if failed == ["all seeds"] else f" at seed {', '.join(failed)}"
+                    note += f" Every held-out run of {who}{where} failed, so the smallest rate was used there."
             note += rate_choice_note(results, (variant, control), task)
+            note += seeds_needed_note(pp) + sensitivity_note(at_margins, (variant, control, task))
             conclusions.append(f"- {task}: {variant} — {comparison.text}.{note}")
     seeds = len(models[pairs[0][0]]["fine_tuning"][tasks[0]]["runs"])
     metrics = ", ".join(sorted({models[pairs[0][0]]["fine_tuning"][t]["metric"] for t in tasks}))
@@ -211,11 +267,67 @@ def answer_lines(results: dict[str, Any]) -> list[str]:
               "better) and the MLM validation loss after pretraining are paired the same way. A run that failed, "
               "predicted one class (≥ 99% of dev predictions), stayed on its starting loss (last quarter of its "
               f"logged losses ≥ {verdicts.PLATEAU_SHARE:.0%} of the first) or scored below the guessing bound (the "
-              "task's guessing level plus 1.96 binomial standard errors) did not learn. Each model's learning rate "
-              "was chosen per task by its score on a held-out slice of the training split; the dev set was seen "
-              "only by the final runs.", "", *verdict_rules(results, len(comparisons)),
+              "task's guessing level plus 1.96 binomial standard errors) did not learn. "
+              + rate_rule_text(results), "", *verdict_rules(results, len(comparisons)),
               "What to conclude:", "", *conclusions, ""]  # fmt: skip
     return lines
+
+
+#: The margins (points) every pair's verdict is also given at, to show how much it rests on the declared one.
+SENSITIVITY_MARGINS = (1.0, 2.0, 3.0)
+#: The probability with which the seeds a pair would need reach equivalence when nothing differs.
+SEEDS_NEEDED_PROBABILITY = 0.8
+
+
+def sensitivity_note(at_margins: dict[float, dict[tuple[str, ...], verdicts.PairComparison]],
+                     key: tuple[str, ...]) -> str:  # fmt: skip
+    """`` At ±1 / ±2 / ±3: not resolved / equivalent / equivalent.``: the pair's verdict at each of
+    :data:`SENSITIVITY_MARGINS` (the same family, Holm-adjusted the same way); empty for a pair not comparable."""
+    outcomes = [at_margins[points][key].per_protocol.outcome for points in SENSITIVITY_MARGINS]
+    if verdicts.NOT_COMPARABLE in outcomes:
+        return ""
+    shown = " / ".join(f"±{points:g}" for points in SENSITIVITY_MARGINS)
+    return f" At {shown}: {' / '.join(outcomes)}."
+
+
+def seeds_needed_note(verdict: verdicts.Verdict) -> str:
+    """For a pair not resolved: the seeds at which, with its spread and no true difference, it would be called
+    equivalent within its margin with :data:`SEEDS_NEEDED_PROBABILITY` (:func:`~.statistics.seeds_for_equivalence`),
+    and the smallest difference its seeds find with 80% power; empty otherwise."""
+    from .statistics import seeds_for_equivalence
+
+    d = verdict.difference
+    if verdict.outcome != verdicts.NOT_RESOLVED or d is None or not d.spread:
+        return ""
+    sd = d.standard_error * d.n**0.5
+    needed = seeds_for_equivalence(sd, verdict.margin, SEEDS_NEEDED_PROBABILITY)
+    seeds = "more than 1,000 seeds" if needed is None else f"{needed} seeds"
+    return (f" Its {d.n} seeds find a difference of {100 * d.detectable_difference():.1f} points with 80% power; at "
+            f"its spread ({100 * sd:.1f} points per seed) {seeds} would call it equivalent within "
+            f"±{100 * verdict.margin:.1f} with {SEEDS_NEEDED_PROBABILITY:.0%} probability if nothing differed.")
+
+
+def rate_rule_text(results: dict[str, Any]) -> str:
+    """How the record's learning rates were chosen, with each side's tuning budget (Dodge et al. 2019)."""
+    first = next(iter(next(iter(results["models"].values()))["fine_tuning"].values()))
+    rates = sorted({rate for sweep in heldout_sweeps(first).values() for rate in sweep}, key=float)
+    seeds = len(first["runs"])
+    if len(rates) < 2:
+        used = sorted({f"{rate:g}" for rate in chosen_rates(first).values()}, key=float)
+        return (f"Every final run was made at one learning rate, {', '.join(used)}, the same for both sides of every "
+                "pair: no rate was chosen, so none of the intervals holds a choice's noise, and each verdict holds at "
+                "this rate (several `--finetune_learning_rates` make each seed choose its own). Tuning budget: none, "
+                "on either side. The dev set was seen only by the final runs.")  # fmt: skip
+    if chosen_each_seed(first):
+        return (f"Each seed chose each model's learning rate per task on its own held-out slice of the training split "
+                f"(the best held-out score of {', '.join(rates)}), so the choice is part of the replicate, as "
+                "initialisation and data order are, and every interval holds its noise. Tuning budget of each side "
+                f"per task: {len(rates)} rates × {seeds} seeds = {len(rates) * seeds} held-out runs. The dev set was "
+                "seen only by the final runs.")  # fmt: skip
+    return (f"Each model chose its learning rate per task once, from held-out runs at {', '.join(rates)} at its first "
+            "seed, and every seed reused it: **this record was made under that older rule, whose rate choice is not "
+            "inside the intervals** (each seed now makes its own choice). The dev set was seen only by the final "
+            "runs.")  # fmt: skip
 
 
 def every_rate_lines(results: dict[str, Any]) -> list[str]:
@@ -305,17 +417,22 @@ def verdict_rules(results: dict[str, Any], family: int) -> list[str]:
     """How the verdicts were made: the margin of each task (and whether the record declared it), the
     adjustment, the guessing levels."""
     margin = margins(results)
-    declared = "equivalence_margin" in results["settings"]
     shown = ", ".join(f"±{100 * margin[task]:.1f} points on {task}" for task in results["tasks"])
     guessing = ", ".join(f"{100 * level:.1f} on {task}" for task in results["tasks"]
                          if (level := guessing_level(results, task)) is not None)  # fmt: skip
-    return [f"**Verdicts.** Equivalence margin: {shown} ("
-            + ("declared before the run with `--equivalence_margin`" if declared else
-               "the documented default; this record was made before margins were declared, so it was applied "
-               "afterwards, without looking at these results")
-            + "). *Above/below its control*: the paired t-test's p-value, Holm-adjusted over the "
-            f"{family} variant–task pairs of this report, below 0.05. *Equivalent within ±m*: the 90% interval lies "
-            "inside ±m (two one-sided tests at 5%). *Not resolved*: neither; the interval's ends are what is still "
+    declared = results.get("margins")
+    if declared:
+        reasons = sorted({(entry["declared"], entry["reason"]) for entry in declared.values()})
+        why = "; ".join(f"declared {day}, before this comparison's first run: {reason}" for day, reason in reasons)
+    elif "equivalence_margin" in results["settings"]:
+        why = "given with `--equivalence_margin`"
+    else:
+        why = ("this record was made before margins were declared: the margin was applied to it afterwards, after "
+               "records like it had been seen")  # fmt: skip
+    return [f"**Verdicts.** Equivalence margin: {shown} ({why}). *Above/below its control*: the paired t-test's "
+            f"p-value, Holm-adjusted over the {family} variant–task pairs of this report, below 0.05. *Equivalent "
+            "within ±m*: the two one-sided tests' p-value, Holm-adjusted over the same pairs, below 0.05 (for one "
+            "pair: its 90% interval inside ±m). *Not resolved*: neither; the interval's ends are what is still "
             "possible. *Not comparable*: fewer than two seeds where both learned, or a calibration control failed."
             + (f" Guessing levels: {guessing}." if guessing else ""), ""]
 
@@ -354,6 +471,51 @@ def calibration_checks(results: dict[str, Any], rate: str | None = None) -> list
         outcome = negative.per_protocol
         checks.append(("negative", task, outcome.outcome == verdicts.EQUIVALENT, outcome.text))
     return checks
+
+
+#: The share of fresh seed sets in which a comparison should pass its calibration (:func:`calibration_outlook`).
+CALIBRATION_TARGET = 0.9
+
+
+def calibration_probability(aa_sd: float, positive_effect: float, positive_sd: float, seeds: int, margin: float
+                            ) -> float:  # fmt: skip
+    """The probability that a comparison of ``seeds`` seeds passes its calibration on a task, if the true spreads
+    are those given: the negative control called equivalent within ``margin`` when nothing differs
+    (:func:`~.statistics.equivalence_probability` at the A/A spread) times the positive control found below
+    (:func:`~.statistics.finds_difference_probability` of its effect at its spread). The two share the baseline's
+    runs, so the product is an approximation."""
+    from .statistics import equivalence_probability, finds_difference_probability
+
+    if seeds < 2:
+        return 0.0
+    below = finds_difference_probability(positive_effect, positive_sd, seeds) if positive_effect < 0 else 0.0
+    return equivalence_probability(aa_sd, seeds, margin) * below
+
+
+def calibration_outlook(results: dict[str, Any], task: str) -> str:
+    """What the record's own spreads say of its calibration: the probability that a comparison with its seeds passes
+    (:func:`calibration_probability`) and the fewest seeds that pass with :data:`CALIBRATION_TARGET`; empty without
+    both controls' intervals on the task."""
+    calibration = results.get("calibration") or {}
+    positive = positive_control_verdicts(results).get(task)
+    if "negative" not in calibration or positive is None:
+        return ""
+    margin = margins(results)[task]
+    aa = verdicts.compare_pair(outcomes_of(results, calibration["negative"], task),
+                               outcomes_of(results, calibration["baseline"], task), margin).per_protocol.difference
+    pc = positive.per_protocol.difference
+    if aa is None or pc is None or not aa.spread or not pc.spread:
+        return ""
+    aa_sd, pc_sd = (d.standard_error * d.n**0.5 for d in (aa, pc))
+    seeds = len(runs_at_rate(results, calibration["baseline"], task))
+    chance = calibration_probability(aa_sd, pc.mean, pc_sd, seeds, margin)
+    needed = next((n for n in range(2, 201) if calibration_probability(aa_sd, pc.mean, pc_sd, n, margin)
+                   >= CALIBRATION_TARGET), None)  # fmt: skip
+    reach = "more than 200 seeds" if needed is None else f"{needed} seeds"
+    return (f"At the spreads this record measured on {task} (A/A: {100 * aa_sd:.1f} points per seed; positive control: "
+            f"{100 * pc.mean:+.1f} ± {100 * pc_sd:.1f}), a comparison with {seeds} seeds passes its calibration with "
+            f"probability {chance:.0%}, and {reach} would pass it with {CALIBRATION_TARGET:.0%} (two estimates from "
+            "this record's own seeds: a reading, not a guarantee).")
 
 
 def trust_lines(results: dict[str, Any]) -> list[str]:
@@ -395,7 +557,8 @@ def trust_lines(results: dict[str, Any]) -> list[str]:
                         else "NOT equivalent within the margin: it must be")  # fmt: skip
         lines.append(f"- {'Positive' if kind == 'positive' else 'Negative'} control, {task}: {who} — {text}. "
                      f"{expected[0].upper()}{expected[1:]}.")  # fmt: skip
-    return [*lines, ""]
+    outlooks = [text for task in results["tasks"] if (text := calibration_outlook(results, task))]
+    return [*lines, *(["", *outlooks] if outlooks else []), ""]
 
 
 def left_out_lines(results: dict[str, Any]) -> list[str]:
@@ -403,8 +566,8 @@ def left_out_lines(results: dict[str, Any]) -> list[str]:
     lines = []
     for name, entry in results["models"].items():
         for task, tuned in entry["fine_tuning"].items():
-            for rate, runs in [(None, tuned["runs"]), *tuned.get("runs_at_other_rates", {}).items()]:
-                at = "" if rate is None else f", final run at the other rate {rate}"
+            for rate, runs in final_runs_by_rate(tuned).items():
+                at = "" if rate is None else f", final run at learning rate {rate}"
                 for seed, outcome in run_outcomes(runs, task, declared_guessing_levels(results)[task]).items():
                     if verdicts.run_status(outcome) != verdicts.LEARNED:
                         lines.append(f"- {name}, {task}{at}, seed {seed}: {verdicts.reason(outcome)}.")

@@ -91,14 +91,14 @@ def fine_tune(
 ) -> dict[str, Any]:
     """One fine-tuning run on the fine-tuning engine into ``models/<spec>/<output_name>``, from the model's
     pretraining at the same ``seed``; with ``heldout`` it trains on the training split without a held-out
-    slice and is scored on that slice, never on dev."""
+    slice (drawn with the same ``seed``) and is scored on that slice, never on dev."""
     from transformers import TrainingArguments
 
     from ..settings.finetuning import DataTrainingArguments, ModelArguments, RunArguments
     from ..training import run_glue
 
     pretrained = args.output_dir / "models" / spec.folder / f"mlm-seed{seed}"
-    held_out = {"heldout_fraction": args.heldout_fraction, "heldout_seed": 0} if heldout else {}
+    held_out = {"heldout_fraction": args.heldout_fraction, "heldout_seed": seed} if heldout else {}
     settings = (
         ModelArguments(model_name_or_path=str(pretrained)),
         DataTrainingArguments(
@@ -143,8 +143,8 @@ def finished_stage(folder: Path, arguments: dict[str, Any], inputs: Sequence[Pat
 @dataclass(frozen=True)
 class Run:
     """One training run of the comparison: a model's MLM pretraining at one seed (no ``task``), a held-out
-    run for choosing the learning rate (at the model's first seed), or a final fine-tuning run at one seed,
-    from the pretraining at that seed (so each seed is a whole pretrain-and-fine-tune replicate)."""
+    run for choosing that seed's learning rate, or a final fine-tuning run at one seed, from the pretraining at
+    that seed (so each seed is a whole replicate: pretraining, rate choice and fine-tuning)."""
 
     spec: ModelSpec
     task: str | None = None
@@ -159,7 +159,7 @@ class Run:
         if self.task is None:
             return f"mlm-seed{self.seed}"
         if self.heldout:
-            return f"{self.task}-sweep-lr{self.learning_rate:g}"
+            return f"{self.task}-sweep-lr{self.learning_rate:g}-seed{self.seed}"
         rate = f"-lr{self.learning_rate:g}" if self.every_rate else ""
         return f"{self.task}{rate}-seed{self.seed}"
 

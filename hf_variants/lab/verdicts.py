@@ -180,6 +180,7 @@ class Verdict:
     adjusted_p: float | None = None  # the paired t-test's p-value, Holm-adjusted within the family
     family: int = 1  # the pairs the adjustment is over
     why_not: str | None = None  # for NOT_COMPARABLE: why
+    equivalence_p: float | None = None  # the two one-sided tests' p-value, Holm-adjusted within the family
 
     @property
     def text(self) -> str:
@@ -198,22 +199,26 @@ class Verdict:
             return f"{self.outcome}: {shown} ({adjusted}){inside}"
         low, high = d.bounds(1 - 2 * ALPHA)
         if self.outcome == EQUIVALENT:
+            tost = "" if self.equivalence_p is None else (
+                f"; p = {self.equivalence_p:.3f}" + (f", Holm-adjusted over {self.family} pairs" if self.family > 1
+                                                     else ""))  # fmt: skip
             return (f"equivalent within {m} points: {shown} (90% interval [{points * low:+.1f}, {points * high:+.1f}] "
-                    f"inside {m})")
+                    f"inside {m}{tost})")
         return (f"{NOT_RESOLVED}: {shown} ({adjusted}); the data still allow anything from {points * d.low:+.1f} "
                 f"to {points * d.high:+.1f} points, so neither a difference nor equivalence within {m} is shown")
 
 
 def verdict(difference: Interval | None, margin: float, adjusted_p: float | None = None, family: int = 1,
-            why_not: str | None = None) -> Verdict:  # fmt: skip
+            why_not: str | None = None, adjusted_equivalence_p: float | None = None) -> Verdict:  # fmt: skip
     """The one rule every comparison's words come from, in this order:
 
     - *not comparable* (``why_not``): fewer than two paired seeds, no spread (every seed's difference the same),
       or a calibration control that failed;
     - *above / below its control*: the paired t-test's p-value, adjusted within its family (:func:`~.statistics.
       holm`; the unadjusted one when ``adjusted_p`` is not given), below :data:`ALPHA`;
-    - *equivalent within ±margin*: the two one-sided tests (TOST) at :data:`ALPHA`, i.e. the 90% interval inside
-      ``(−margin, +margin)``;
+    - *equivalent within ±margin*: the two one-sided tests (TOST), their p-value adjusted within the same family
+      (``adjusted_equivalence_p``; unadjusted, i.e. the 90% interval inside ``(−margin, +margin)``, when not given),
+      below :data:`ALPHA`;
     - *not resolved*: neither."""
     if why_not is None and difference is None:
         why_not = "fewer than 2 seeds where both learned"
@@ -225,8 +230,9 @@ def verdict(difference: Interval | None, margin: float, adjusted_p: float | None
     p = difference.p_value() if adjusted_p is None else adjusted_p
     if p < ALPHA:
         return Verdict(ABOVE if difference.mean > 0 else BELOW, difference, margin, p, family)
-    equivalent = difference.equivalence_p(margin) < ALPHA
-    return Verdict(EQUIVALENT if equivalent else NOT_RESOLVED, difference, margin, p, family)
+    tost = difference.equivalence_p(margin) if adjusted_equivalence_p is None else adjusted_equivalence_p
+    return Verdict(EQUIVALENT if tost < ALPHA else NOT_RESOLVED, difference, margin, p, family,
+                   equivalence_p=tost)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -291,7 +297,8 @@ def compare_pairs(
     counted: Callable[[Mapping[Any, RunOutcome]], dict[int, float]] = learned_values,
 ) -> dict[Any, PairComparison]:
     """Each pair (key → variant's and control's runs, seed → outcome) against its margin, the family
-    adjusted together (Holm, over the pairs with an interval): the difference over the seeds where both
+    adjusted together (Holm, over the pairs with an interval; the t-tests and the equivalence tests each): the
+    difference over the seeds where both
     count (``counted``: by default those that learned) and the intention-to-treat difference over every
     seed both ran (``guessing``: the task's guessing level; None: not made). ``why_not``: every pair (or, a mapping,
     each pair it names) is not comparable for this reason (a failed calibration), its intervals still shown."""
@@ -304,14 +311,17 @@ def compare_pairs(
         paired[key] = {"pp": paired_difference_if_any(counted(variant), counted(control)),
                        "itt": None if level is None else paired_difference_if_any(
                            scored_at_guessing(variant, level), scored_at_guessing(control, level))}  # fmt: skip
-    adjusted = {reading: holm({key: d[reading].p_value() for key, d in paired.items()
-                               if d[reading] is not None and d[reading].spread})
+    compared = {reading: {key: d[reading] for key, d in paired.items() if d[reading] is not None and d[reading].spread}
                 for reading in ("pp", "itt")}  # fmt: skip
+    adjusted = {reading: holm({key: d.p_value() for key, d in found.items()}) for reading, found in compared.items()}
+    equivalence = {reading: holm({key: d.equivalence_p(per_key(margins, key)) for key, d in found.items()})
+                   for reading, found in compared.items()}  # fmt: skip
     comparisons = {}
     for key, (variant, control) in pairs.items():
         margin, level = per_key(margins, key), per_key(guessing, key)
         readings = {reading: verdict(paired[key][reading], margin, adjusted[reading].get(key), len(adjusted[reading]),
-                                     per_key(why_not, key)) for reading in ("pp", "itt")}  # fmt: skip
+                                     per_key(why_not, key), equivalence[reading].get(key))
+                    for reading in ("pp", "itt")}  # fmt: skip
         v, c = counted(variant), counted(control)
         both = sorted(v.keys() & c.keys())
         learned = {"variant": (len(learned_values(variant)), len(variant)),
