@@ -513,9 +513,9 @@ def calibration_outlook(results: dict[str, Any], task: str) -> str:
                    >= CALIBRATION_TARGET), None)  # fmt: skip
     reach = "more than 200 seeds" if needed is None else f"{needed} seeds"
     return (f"At the spreads this record measured on {task} (A/A: {100 * aa_sd:.1f} points per seed; positive control: "
-            f"{100 * pc.mean:+.1f} ± {100 * pc_sd:.1f}), a comparison with {seeds} seeds passes its calibration with "
-            f"probability {chance:.0%}, and {reach} would pass it with {CALIBRATION_TARGET:.0%} (two estimates from "
-            "this record's own seeds: a reading, not a guarantee).")
+            f"{100 * pc.mean:+.1f} points, {100 * pc_sd:.1f} per seed), a comparison with {seeds} seeds passes its "
+            f"calibration with probability {chance:.0%}, and {reach} would pass it with {CALIBRATION_TARGET:.0%} (two "
+            "estimates from this record's own seeds: a reading, not a guarantee).")
 
 
 def trust_lines(results: dict[str, Any]) -> list[str]:
