@@ -84,7 +84,7 @@ def test_embedded_recall_data_is_disjoint_and_each_key_and_value_is_one_token(tm
         train = {row["sentence"] for row in csv.DictReader(handle)}
     with open(source.tasks["recall"]["validation_file"], newline="") as handle:
         dev = [row["sentence"] for row in csv.DictReader(handle)]
-    assert len(dev) == 400 and len(train) > 1900 and not train & set(dev)
+    assert len(dev) == data_sources.DEV_EXAMPLES and len(train) > 1900 and not train & set(dev)
     corpus = (tmp_path / "data" / "train.txt").read_text().splitlines()
     assert sum(line.split()[0].startswith("k") for line in corpus) == 2000  # every third of 6,000 lines
     # without recall the corpus is the language alone, line for line what it is with recall elsewhere
