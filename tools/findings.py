@@ -457,15 +457,12 @@ def default_runs_block(folders: tuple[str, ...] = ("default", "seed7")) -> str:
 def power_preset_block(folder: Path = EXPERIMENTS / "compare" / "power") -> str:
     """docs/main-job.md's account of the committed `--preset power` run: its wall time, calibration, each pair's
     verdict at the chosen rates and at every common rate, and its A/A check (all read from its results.json)."""
-    from hf_variants.lab.report import aa_check_lines, final_rates, fine_tuning_runs, pair_comparisons
+    from hf_variants.lab.report import aa_check_lines, final_rates, pair_comparisons
 
     results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
-    runs = sum(fine_tuning_runs(tuned) for entry in results["models"].values()
-               for tuned in entry["fine_tuning"].values())  # fmt: skip
-    pretrainings = sum(len(entry.get("pretraining_runs", {})) for entry in results["models"].values())
     minutes, seconds = divmod(round(results["wall_seconds"]), 60)
-    lines = [f"`{results['command']}` took **{minutes} min {seconds} s** ({pretrainings} pretrainings and {runs} "
-             f"fine-tuning runs, {results['settings']['workers']} at a time, on a 2-core CPU; "
+    lines = [f"`{results['command']}` took **{minutes} min {seconds} s** ({run_counts(results)}, "
+             f"{results['settings']['workers']} at a time, on a 2-core CPU; "
              f"its report: `experiments/compare/power/report.md` in the repository). {calibration_sentence(results)}",
              "", *pair_verdict_lines(results)]  # fmt: skip
     rates = final_rates(results)

@@ -86,12 +86,6 @@ def final_runs_by_rate(tuned: dict[str, Any]) -> dict[str | None, dict[str, Any]
     return {None: tuned["runs"], **tuned.get("runs_at_other_rates", {})}
 
 
-def fine_tuning_runs(tuned: dict[str, Any]) -> int:
-    """How many fine-tuning runs a model's record on a task holds: its final runs and its held-out runs."""
-    return (sum(len(runs) for runs in final_runs_by_rate(tuned).values())
-            + sum(len(sweep) for sweep in heldout_sweeps(tuned).values()))  # fmt: skip
-
-
 def runs_at_rate(results: dict[str, Any], model: str, task: str, rate: str | None = None) -> dict[str, Any] | None:
     """A model's final runs on a task (seed → record): at its chosen learning rates, or at ``rate`` (as ``f"{r:g}"``)
     where the record holds final runs at every rate (``--final_runs_at_every_rate``); None where it holds none."""
@@ -299,7 +293,7 @@ def seeds_needed_note(verdict: verdicts.Verdict) -> str:
     d = verdict.difference
     if verdict.outcome != verdicts.NOT_RESOLVED or d is None or not d.spread:
         return ""
-    sd = d.standard_error * d.n**0.5
+    sd = d.sd
     needed = seeds_for_equivalence(sd, verdict.margin, SEEDS_NEEDED_PROBABILITY)
     seeds = "more than 1,000 seeds" if needed is None else f"{needed} seeds"
     return (f" Its {d.n} seeds find a difference of {100 * d.detectable_difference():.1f} points with 80% power; at "
@@ -452,6 +446,15 @@ def positive_control_verdicts(results: dict[str, Any], rate: str | None = None) 
     }  # fmt: skip
 
 
+def negative_control_verdict(results: dict[str, Any], task: str, rate: str | None = None) -> verdicts.Verdict:
+    """The negative control (the baseline under other seeds) against the baseline on ``task``, over the runs that
+    learned, at the chosen rates or both at ``rate``: the A/A comparison, a family of one."""
+    calibration = results["calibration"]
+    return verdicts.compare_pair(outcomes_of(results, calibration["negative"], task, rate),
+                                 outcomes_of(results, calibration["baseline"], task, rate),
+                                 margins(results)[task]).per_protocol  # fmt: skip
+
+
 def calibration_checks(results: dict[str, Any], rate: str | None = None) -> list[tuple[str, str, bool, str]]:
     """The calibration controls' verdicts (:func:`~hf_variants.lab.spec.with_calibration_controls`):
     ``(control, task, passed, verdict text)``. The positive control (every finished run counts) passes when it
@@ -463,12 +466,8 @@ def calibration_checks(results: dict[str, Any], rate: str | None = None) -> list
         return []
     checks = [("positive", task, comparison.per_protocol.outcome == verdicts.BELOW, comparison.per_protocol.text)
               for task, comparison in positive_control_verdicts(results, rate).items()]  # fmt: skip
-    margin = margins(results)
     for task in results["tasks"]:
-        negative = verdicts.compare_pair(outcomes_of(results, calibration["negative"], task, rate),
-                                         outcomes_of(results, calibration["baseline"], task, rate),
-                                         margin[task])  # fmt: skip
-        outcome = negative.per_protocol
+        outcome = negative_control_verdict(results, task, rate)
         checks.append(("negative", task, outcome.outcome == verdicts.EQUIVALENT, outcome.text))
     return checks
 
@@ -500,17 +499,16 @@ def calibration_outlook(results: dict[str, Any], task: str) -> str:
     positive = positive_control_verdicts(results).get(task)
     if "negative" not in calibration or positive is None:
         return ""
+    from .statistics import fewest_seeds
+
     margin = margins(results)[task]
-    aa = verdicts.compare_pair(outcomes_of(results, calibration["negative"], task),
-                               outcomes_of(results, calibration["baseline"], task), margin).per_protocol.difference
-    pc = positive.per_protocol.difference
+    aa, pc = negative_control_verdict(results, task).difference, positive.per_protocol.difference
     if aa is None or pc is None or not aa.spread or not pc.spread:
         return ""
-    aa_sd, pc_sd = (d.standard_error * d.n**0.5 for d in (aa, pc))
+    aa_sd, pc_sd = aa.sd, pc.sd
     seeds = len(runs_at_rate(results, calibration["baseline"], task))
     chance = calibration_probability(aa_sd, pc.mean, pc_sd, seeds, margin)
-    needed = next((n for n in range(2, 201) if calibration_probability(aa_sd, pc.mean, pc_sd, n, margin)
-                   >= CALIBRATION_TARGET), None)  # fmt: skip
+    needed = fewest_seeds(lambda n: calibration_probability(aa_sd, pc.mean, pc_sd, n, margin), CALIBRATION_TARGET, 200)
     reach = "more than 200 seeds" if needed is None else f"{needed} seeds"
     return (f"At the spreads this record measured on {task} (A/A: {100 * aa_sd:.1f} points per seed; positive control: "
             f"{100 * pc.mean:+.1f} points, {100 * pc_sd:.1f} per seed), a comparison with {seeds} seeds passes its "

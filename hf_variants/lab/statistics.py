@@ -5,7 +5,7 @@ of a tally) and the "did not learn" rule of the comparisons."""
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TypeVar
@@ -51,6 +51,11 @@ class Interval:
             return math.nan
         return self.half_width / float(stats.t.ppf(0.975, self.n - 1))
 
+    @property
+    def sd(self) -> float:
+        """The values' standard deviation ``s``, recovered from the half-width (``nan`` without spread)."""
+        return self.standard_error * math.sqrt(self.n)
+
     def p_value(self) -> float | None:
         """The two-sided one-sample t-test of mean 0 (the paired t-test for a difference); None without
         spread. Below 0.05 exactly when the 95% interval excludes 0."""
@@ -78,7 +83,7 @@ class Interval:
         without an interval (n < 2 or no spread)."""
         if not self.spread:
             return None
-        return detectable_difference(self.standard_error * math.sqrt(self.n), self.n, power)
+        return detectable_difference(self.sd, self.n, power)
 
     def mean_text(self, scale: float = 1.0, digits: int = 1) -> str:
         """``mean ± half-width`` (``mean (n = 1)`` for one value), times ``scale``, ``digits`` decimals."""
@@ -244,14 +249,20 @@ def equivalence_probability(sd: float, n: int, margin: float, difference: float 
     return float(min(1.0, quad(inside, low, high, points=[min(max(df, low), high)], limit=200)[0]))
 
 
+def fewest_seeds(probability_at: Callable[[int], float], target: float, most: int = 1000) -> int | None:
+    """The fewest seeds ``n`` (at least 2, at most ``most``) with ``probability_at(n) ≥ target``, for a probability that
+    grows with the seeds (a bisection); None when ``most`` seeds do not reach it."""
+    if probability_at(most) < target:
+        return None
+    low, high = 2, most
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (middle + 1, high) if probability_at(middle) < target else (low, middle)
+    return low
+
+
 def seeds_for_equivalence(sd: float, margin: float, probability: float = 0.8, most: int = 1000) -> int | None:
     """The fewest seeds (at least 2) at which a pair with no true difference and per-seed standard deviation
     ``sd`` is called equivalent within ``±margin`` with at least ``probability``
     (:func:`equivalence_probability`); None when even ``most`` seeds do not reach it."""
-    low, high = 2, most
-    if equivalence_probability(sd, high, margin) < probability:
-        return None
-    while low < high:  # the probability grows with the seeds
-        middle = (low + high) // 2
-        low, high = (middle + 1, high) if equivalence_probability(sd, middle, margin) < probability else (low, middle)
-    return low
+    return fewest_seeds(lambda n: equivalence_probability(sd, n, margin), probability, most)

@@ -182,6 +182,10 @@ class Verdict:
     why_not: str | None = None  # for NOT_COMPARABLE: why
     equivalence_p: float | None = None  # the two one-sided tests' p-value, Holm-adjusted within the family
 
+    def p_text(self, p: float) -> str:
+        """``p = 0.012``, with ``, Holm-adjusted over 4 pairs`` in a family of more than one."""
+        return f"p = {p:.3f}" + (f", Holm-adjusted over {self.family} pairs" if self.family > 1 else "")
+
     @property
     def text(self) -> str:
         """One sentence: the outcome, the interval and what it still allows (the outcome's words are the
@@ -189,8 +193,7 @@ class Verdict:
         points, m = 100, f"±{100 * self.margin:.1f}"
         d = self.difference
         shown = None if d is None else f"{d.difference_text(points)} points over {d.n} seeds"
-        adjusted = "" if self.adjusted_p is None else (
-            f"p = {self.adjusted_p:.3f}" + (f", Holm-adjusted over {self.family} pairs" if self.family > 1 else ""))
+        adjusted = "" if self.adjusted_p is None else self.p_text(self.adjusted_p)
         if self.outcome == NOT_COMPARABLE:
             return f"{NOT_COMPARABLE}: {self.why_not}" + (f"; {shown}" if shown and d.spread else "")
         if self.outcome in (ABOVE, BELOW):
@@ -199,9 +202,7 @@ class Verdict:
             return f"{self.outcome}: {shown} ({adjusted}){inside}"
         low, high = d.bounds(1 - 2 * ALPHA)
         if self.outcome == EQUIVALENT:
-            tost = "" if self.equivalence_p is None else (
-                f"; p = {self.equivalence_p:.3f}" + (f", Holm-adjusted over {self.family} pairs" if self.family > 1
-                                                     else ""))  # fmt: skip
+            tost = "" if self.equivalence_p is None else f"; {self.p_text(self.equivalence_p)}"
             return (f"equivalent within {m} points: {shown} (90% interval [{points * low:+.1f}, {points * high:+.1f}] "
                     f"inside {m}{tost})")
         return (f"{NOT_RESOLVED}: {shown} ({adjusted}); the data still allow anything from {points * d.low:+.1f} "
