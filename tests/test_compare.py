@@ -21,7 +21,7 @@ from hf_variants.core.ideas import MatchedSize
 from hf_variants.core.overrides import format_overrides, parse_overrides
 from hf_variants.lab import compare, data_sources, stages, statistics
 from hf_variants.lab import report as report_writer
-from hf_variants.lab.spec import ModelSpec
+from hf_variants.lab.spec import SHARED_DATA_RULE, ModelSpec
 from hf_variants.settings.compare import DEFAULT_MARGIN_DECLARED, DEFAULT_MARGIN_REASON, DEFAULT_MODELS
 from hf_variants.storage import run_folder
 from hf_variants.storage.files import CheckpointError
@@ -134,6 +134,7 @@ def test_report_numbers_match_the_saved_models(report: Path) -> None:
             pretrained = json.loads((folder / f"mlm-seed{int(seed) + spec.seed_offset}" / "results.json").read_text())
             assert entry["pretraining_runs"][seed]["eval_loss"] == pretrained["eval_loss"]
             assert pretrained["arguments"]["seed"] == int(seed) + spec.seed_offset
+            assert pretrained["arguments"]["data_seed"] == int(seed)  # every model of the replicate: its data
         assert len({run["eval_loss"] for run in entry["pretraining_runs"].values()}) == len(SEEDS)
         runs = entry["fine_tuning"][TASK]["runs"]
         assert sorted(runs) == SEEDS
@@ -250,7 +251,7 @@ def test_learning_rate_is_chosen_at_each_seed_on_held_out_training_data(report: 
             for rate, score in scores.items():
                 sweep = json.loads((folder / f"{TASK}-sweep-lr{rate:g}-seed{seed_run}" / "results.json").read_text())
                 held_out[rate] = (score, sweep["eval"]["validation"]["loss"])
-                assert sweep["evaluated_on"] == f"held-out 0.1 of the training split (seed {seed_run})"
+                assert sweep["evaluated_on"] == f"held-out 0.1 of the training split (seed {seed})"  # the replicate's
                 assert sweep["eval"]["validation"]["samples"] == 200  # a tenth of the 2,000 training rows, not dev
                 assert sweep["eval"]["validation"]["accuracy"] == score and sweep["seed"] == seed_run
                 slices.add(sweep["evaluated_on"])
@@ -267,8 +268,10 @@ def test_learning_rate_is_chosen_at_each_seed_on_held_out_training_data(report: 
             # the engine, called as a function (no command line)
             assert final["seed"] == seed_run and final["command"] is None
             assert final["arguments"]["training"]["learning_rate"] == tuned["learning_rates"][seed]
+            assert final["arguments"]["training"]["data_seed"] == int(seed)  # the replicate's data order
             assert tuned["runs"][seed]["learning_rate"] == tuned["learning_rates"][seed]
         assert len(slices) == len(SEEDS)  # each seed its own held-out slice
+    assert results["calibration"]["negative_shares"] == SHARED_DATA_RULE  # the record says what its A/A shares
 
 
 def test_export_writes_a_card_with_the_fine_tuning_result(report: Path, tmp_path: Path) -> None:

@@ -163,6 +163,23 @@ def test_the_calibration_outlook_is_the_chance_of_passing_at_the_measured_spread
     needed = next(n for n in range(2, 50) if statistics.equivalence_probability(aa_sd, n, 0.02) >= 0.9)
     assert f"and {needed} seeds would pass it with 90%" in text
     assert report.calibration_outlook({**results, "calibration": {}}, "attractor_number") == ""
+    at_six = report.calibration_probability(aa_sd, -0.31, 0.03, 6, 0.02)  # another seed count than the record's
+    assert (f"a comparison with 6 seeds passes its calibration with probability {at_six:.0%}"
+            in report.calibration_outlook(results, "attractor_number", seeds=6))  # fmt: skip
+
+
+def test_the_report_says_what_its_negative_control_shared_with_the_baseline() -> None:
+    """A record made under the shared-data rule says it from the record itself; an older record, without it, says
+    that its negative control drew its data from its own seeds too."""
+    from hf_variants.lab.spec import SHARED_DATA_RULE, with_calibration_controls
+
+    results = calibrated_results([0.55, 0.58, 0.52], [0.855, 0.875, 0.865])
+    older = "\n".join(report.trust_lines(results))
+    assert "The negative control is the BERT control under other seeds for everything" in older
+    _, calibration = with_calibration_controls([], ["attractor_number"])
+    assert calibration["negative_shares"] == SHARED_DATA_RULE
+    current = "\n".join(report.trust_lines({**results, "calibration": {**results["calibration"], **calibration}}))
+    assert f"The negative control is {SHARED_DATA_RULE}." in current and "older rule" not in current
 
 
 def test_a_held_out_run_stopped_by_a_non_finite_gradient_is_named_in_the_report(

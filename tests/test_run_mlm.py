@@ -97,6 +97,37 @@ def test_resume_continues_exactly(corpus: Path, tokenizer_dir: Path, tmp_path: P
                               "--resume_from_checkpoint", str(full / "checkpoint-4")))  # fmt: skip
 
 
+def test_data_seed_fixes_the_batches_and_masks_while_the_seed_draws_the_initialisation(
+    corpus: Path, tokenizer_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two runs at other ``--seed`` values and one ``--data_seed`` see the same batches with the same masks and
+    start from other weights (a comparison's negative control); without ``--data_seed`` the batches follow
+    ``--seed``."""
+    seen: dict[str, list[tuple]] = {}
+    collate = SeededMaskingCollator.__call__
+
+    def recorded(self, examples, key):
+        batch = collate(self, examples, key)
+        seen.setdefault(self.run, []).append((key, batch["input_ids"].tolist(), batch["labels"].tolist()))
+        return batch
+
+    monkeypatch.setattr(SeededMaskingCollator, "__call__", recorded)
+    weights, set_seed, initialised = {}, run_mlm.set_seed, []
+    monkeypatch.setattr(run_mlm, "set_seed", lambda seed: (initialised.append(seed), set_seed(seed)))
+    for name, seeds in {"a": ["--seed", "1", "--data_seed", "5"], "b": ["--seed", "2", "--data_seed", "5"],
+                        "c": ["--seed", "2"]}.items():  # fmt: skip
+        monkeypatch.setattr(SeededMaskingCollator, "run", name, raising=False)
+        run_mlm.main(mlm_args(corpus, tokenizer_dir, tmp_path / name, "macaron_bert", "--max_train_steps", "3",
+                              *seeds))  # fmt: skip
+        assert initialised[-1] == int(seeds[1])  # the initialisation's seed is --seed
+        weights[name] = load_file(tmp_path / name / "model.safetensors")
+    assert seen["a"] == seen["b"] and len(seen["a"]) >= 3
+    assert seen["c"] != seen["b"]
+    embeddings = next(key for key in weights["a"] if "word_embeddings" in key)
+    assert not torch.equal(weights["a"][embeddings], weights["b"][embeddings])
+    assert json.loads((tmp_path / "b" / "results.json").read_text())["arguments"]["data_seed"] == 5
+
+
 def test_sparse_prediction_trains_like_dense(corpus: Path, tokenizer_dir: Path, tmp_path: Path) -> None:
     dense, sparse = tmp_path / "dense", tmp_path / "sparse"
     run_mlm.main(mlm_args(corpus, tokenizer_dir, dense, "mgk_bert", "--max_train_steps", "4"))

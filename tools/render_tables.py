@@ -34,7 +34,7 @@ from benchmark_tables import (
     streaming_table,
     transject_weights_table,
 )
-from findings import default_report_block, default_runs_block, power_preset_block
+from findings import aa_record_block, default_report_block, default_runs_block, power_preset_block
 from findings import rendered as findings_pages
 from mkdocs_hooks import card_body
 from never_from_scratch import (
@@ -248,6 +248,18 @@ def which_variant_blocks() -> dict[str, str]:
     return {"which-variant": f"{table}\nRendered by `python tools/render_tables.py` from {sources}.\n"}
 
 
+#: How long each page that states its run time took, run as written (``benchmarks/benchmark_pages.py``).
+PAGE_TIMES = BENCHMARK_RECORDS / "page_times.json"
+
+
+def page_time_block(times: dict[str, float], cpu_count: int) -> str:
+    """A page's stated run time, from its record: the wall clock of every block run in order in a fresh folder."""
+    minutes, seconds = divmod(round(times["wall_seconds"]), 60)
+    took = f"{minutes} min {seconds} s" if minutes else f"{seconds} s"
+    return (f"Run as written, block after block in an empty folder, the whole page took **{took}** on a "
+            f"{cpu_count}-core CPU (`benchmarks/benchmark_pages.py`; the test suite runs it too).\n")
+
+
 def fill_blocks(page: str, blocks: dict[str, str] | None = None, path: Path = RESULTS_PAGE) -> str:
     for name, content in (generated_blocks() if blocks is None else blocks).items():
         begin, end = f"<!-- BEGIN generated: {name} -->", f"<!-- END generated: {name} -->"
@@ -330,8 +342,15 @@ def rendered_pages() -> dict[Path, str]:
     pages[BENCHMARKS_PAGE] = fill_blocks(pages[BENCHMARKS_PAGE], benchmark_blocks, BENCHMARKS_PAGE)
     if (EXPERIMENTS / "compare" / "power" / "results.json").is_file():
         pages[MAIN_JOB_PAGE] = fill_blocks(MAIN_JOB_PAGE.read_text(encoding="utf-8"),
-                                           {"power-preset": power_preset_block(), "default-runs": default_runs_block()},
+                                           {"power-preset": power_preset_block(), "default-runs": default_runs_block(),
+                                            "aa-record": aa_record_block()},
                                            MAIN_JOB_PAGE)
+    if PAGE_TIMES.is_file():
+        timed = json.loads(PAGE_TIMES.read_text(encoding="utf-8"))
+        for name, times in timed["pages"].items():
+            page = ROOT / name
+            pages[page] = fill_blocks(pages.get(page, page.read_text(encoding="utf-8")),
+                                      {"page-time": page_time_block(times, timed["cpu_count"])}, page)  # fmt: skip
     for model_type in hf_variants.VARIANTS:  # a variant's page is its model card, readable on GitHub too
         page = ROOT / "docs" / "variants" / f"{model_type}.md"
         pages[page] = fill_blocks(page.read_text(encoding="utf-8"), {"model-card": card_body(model_type)}, page)

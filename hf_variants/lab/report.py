@@ -359,8 +359,17 @@ def verdict_words(verdict: verdicts.Verdict) -> str:
     return verdict.outcome + within
 
 
+def negative_control_rule(results: dict[str, Any]) -> str:
+    """What the record's negative control shared with the BERT control (:data:`~.spec.SHARED_DATA_RULE`); an
+    older record's drew its data order and masks from its own seeds too, sources of noise no pair has."""
+    return (results.get("calibration") or {}).get("negative_shares") or (
+        "the BERT control under other seeds for everything: initialisation, data order, masks and held-out slices "
+        "(the record's older rule; a variant and its control share the data of their seed)"
+    )
+
+
 def aa_outcomes(results: dict[str, Any]) -> Counter[str]:
-    """The A/A check: the negative control (the BERT control under other seeds) against the BERT control, its seeds
+    """The A/A check: the negative control (:func:`negative_control_rule`) against the BERT control, its seeds
     split into disjoint groups of a default-size comparison's seed count (:data:`~hf_variants.settings.compare.
     DEFAULT_SEEDS`), at every rate the final runs were made at; outcome → how many groups' verdicts (each alone,
     unadjusted) said it. Nothing differs between the two, so every *above* or *below* is a false positive."""
@@ -399,7 +408,8 @@ def aa_check_lines(results: dict[str, Any]) -> list[str]:
     low, high = proportion_interval(positives, groups)
     said = ", ".join(f"{outcome} {count}" for outcome, count in counted.most_common())
     return ["## A/A check: a default-size comparison where nothing differs", "",
-            f"The BERT control against its own replicates under other seeds, split into {groups} disjoint groups of "
+            f"The BERT control against its own replicates ({negative_control_rule(results)}), split into {groups} "
+            "disjoint groups of "
             f"{DEFAULT_SEEDS} seeds (a default comparison's size) at every rate the final runs were made at, each "
             f"group judged alone by the verdict rule. Verdicts: {said}. *Above* or *below* said {positives} times in "
             f"{groups}: {100 * positives / groups:.0f}% [{100 * low:.0f}%, {100 * high:.0f}%] (95% exact interval), "
@@ -447,7 +457,7 @@ def positive_control_verdicts(results: dict[str, Any], rate: str | None = None) 
 
 
 def negative_control_verdict(results: dict[str, Any], task: str, rate: str | None = None) -> verdicts.Verdict:
-    """The negative control (the baseline under other seeds) against the baseline on ``task``, over the runs that
+    """The negative control (the baseline from other seeds) against the baseline on ``task``, over the runs that
     learned, at the chosen rates or both at ``rate``: the A/A comparison, a family of one."""
     calibration = results["calibration"]
     return verdicts.compare_pair(outcomes_of(results, calibration["negative"], task, rate),
@@ -491,10 +501,10 @@ def calibration_probability(aa_sd: float, positive_effect: float, positive_sd: f
     return equivalence_probability(aa_sd, seeds, margin) * below
 
 
-def calibration_outlook(results: dict[str, Any], task: str) -> str:
-    """What the record's own spreads say of its calibration: the probability that a comparison with its seeds passes
-    (:func:`calibration_probability`) and the fewest seeds that pass with :data:`CALIBRATION_TARGET`; empty without
-    both controls' intervals on the task."""
+def calibration_outlook(results: dict[str, Any], task: str, seeds: int | None = None) -> str:
+    """What the record's own spreads say of its calibration: the probability that a comparison with ``seeds``
+    seeds (default: the record's own) passes (:func:`calibration_probability`) and the fewest seeds that pass with
+    :data:`CALIBRATION_TARGET`; empty without both controls' intervals on the task."""
     calibration = results.get("calibration") or {}
     positive = positive_control_verdicts(results).get(task)
     if "negative" not in calibration or positive is None:
@@ -506,7 +516,7 @@ def calibration_outlook(results: dict[str, Any], task: str) -> str:
     if aa is None or pc is None or not aa.spread or not pc.spread:
         return ""
     aa_sd, pc_sd = aa.sd, pc.sd
-    seeds = len(runs_at_rate(results, calibration["baseline"], task))
+    seeds = seeds or len(runs_at_rate(results, calibration["baseline"], task))
     chance = calibration_probability(aa_sd, pc.mean, pc_sd, seeds, margin)
     needed = fewest_seeds(lambda n: calibration_probability(aa_sd, pc.mean, pc_sd, n, margin), CALIBRATION_TARGET, 200)
     reach = "more than 200 seeds" if needed is None else f"{needed} seeds"
@@ -541,7 +551,7 @@ def trust_lines(results: dict[str, Any]) -> list[str]:
                       "rate\".")  # fmt: skip
     else:
         first = ("**Calibrated:** on every task the positive control came out below its baseline and the negative "
-                 "control (the same model under other seeds) was equivalent to it within the margin. This shows "
+                 "control (the same model from other seeds) was equivalent to it within the margin. This shows "
                  "that the budget sees an effect as large as the positive control's and that its seed noise stays "
                  "inside the margin; each pair below says only what its own verdict says.")  # fmt: skip
     lines = [first, "", "## Calibration: what this comparison can see", ""]
@@ -555,6 +565,8 @@ def trust_lines(results: dict[str, Any]) -> list[str]:
                         else "NOT equivalent within the margin: it must be")  # fmt: skip
         lines.append(f"- {'Positive' if kind == 'positive' else 'Negative'} control, {task}: {who} — {text}. "
                      f"{expected[0].upper()}{expected[1:]}.")  # fmt: skip
+    if "negative" in calibration:
+        lines += ["", f"The negative control is {negative_control_rule(results)}."]
     outlooks = [text for task in results["tasks"] if (text := calibration_outlook(results, task))]
     return [*lines, *(["", *outlooks] if outlooks else []), ""]
 

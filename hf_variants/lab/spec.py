@@ -21,9 +21,15 @@ from ..storage.files import path_component
 EXTERNAL_REFERENCE = "bert"
 #: How a matched control is named (``control of mgk_bert``).
 CONTROL_PREFIX = "control of "
-#: A replica trains with every seed shifted by this and is named with this suffix (``bert_control (other
-#: seeds)``): the same model under other seeds, the negative control of a comparison.
+#: A replica initialises with every seed shifted by this and is named with this suffix (``bert_control (other
+#: seeds)``): the same model under other initialisation seeds, the negative control of a comparison.
 REPLICA_SEED_OFFSET, REPLICA_SUFFIX = 1000, " (other seeds)"
+#: What the negative control shares with its pair, as its records state it (older records, without it, drew
+#: their data order and masks from the shifted seeds too).
+SHARED_DATA_RULE = (
+    "the BERT control initialised from other seeds, on the data order, masks and held-out slices of the seed it is "
+    "paired with: what a variant and its control share at one seed"
+)
 #: The positive control's token mixer: tokens not mixed by content or position (a bag of words).
 NO_MIXING = {"attention_type": "mean"}
 
@@ -45,7 +51,7 @@ class ModelSpec:
     model_type: str
     overrides: str = ""
     control_of: ModelSpec | None = None
-    seed_offset: int = 0  # added to every seed the model trains with (a replica's: REPLICA_SEED_OFFSET)
+    seed_offset: int = 0  # added to the seed the model initialises with (a replica's: REPLICA_SEED_OFFSET)
 
     @classmethod
     def from_text(cls, text: str) -> ModelSpec:
@@ -115,9 +121,17 @@ class ModelSpec:
         return config.attention_type, config.layer_scheme
 
     def replica(self) -> ModelSpec:
-        """The same model under other seeds (:data:`REPLICA_SEED_OFFSET`): any difference from this one is
-        noise, so a verdict between the two must hold 0 (a comparison's negative control)."""
+        """The same model initialised from other seeds (:data:`REPLICA_SEED_OFFSET`), on the same data: any
+        difference from this one is noise, so a verdict between the two must hold 0 (a comparison's negative
+        control)."""
         return replace(self, seed_offset=REPLICA_SEED_OFFSET)
+
+    def data_seed(self, seed: int) -> int:
+        """The seed of the data order, masks and held-out slice of this model's run at ``seed`` (its
+        initialisation seed): the replicate's own seed, shared by every model of the replicate, so that a
+        replica differs from its model in initialisation only, as a variant differs from its control in
+        its idea only (:data:`SHARED_DATA_RULE`)."""
+        return seed - self.seed_offset
 
     def without_token_mixing(self) -> ModelSpec:
         """This model with tokens mixed only by their unweighted mean (:data:`NO_MIXING`): on a task that
@@ -161,7 +175,7 @@ def with_calibration_controls(
     specs: Sequence[ModelSpec], tasks: Sequence[str], off: bool = False
 ) -> tuple[list[ModelSpec], dict[str, Any]]:
     """``specs`` with the two models that show what this comparison can see, and which they are: the
-    BERT control under other seeds (:meth:`~.spec.ModelSpec.replica`, the *negative* control: its verdict
+    BERT control initialised from other seeds (:meth:`~.spec.ModelSpec.replica`, the *negative* control: its verdict
     against the BERT control must hold 0) and, when a task needs token mixing (:data:`NEEDS_TOKEN_MIXING`),
     the BERT control without token mixing (:meth:`~.spec.ModelSpec.without_token_mixing`, the *positive*
     control: its verdict must lie below 0). The BERT control is added first when ``specs`` lacks it."""
@@ -169,7 +183,8 @@ def with_calibration_controls(
         return list(specs), {}
     baseline = ModelSpec(BASELINE)
     positive_tasks = [task for task in tasks if task in NEEDS_TOKEN_MIXING]
-    calibration: dict[str, Any] = {"baseline": baseline.name, "negative": baseline.replica().name}
+    calibration: dict[str, Any] = {"baseline": baseline.name, "negative": baseline.replica().name,
+                                   "negative_shares": SHARED_DATA_RULE}
     added = [baseline.replica()]
     if positive_tasks:
         calibration |= {"positive": baseline.without_token_mixing().name, "positive_tasks": positive_tasks}

@@ -61,7 +61,8 @@ def train_or_take_tokenizer(args: CompareArguments, source: DataSource) -> str:
 def pretrain(
     args: CompareArguments, source: DataSource, tokenizer: str, spec: ModelSpec, seed: int
 ) -> dict[str, Any]:
-    """The model's MLM pretraining at ``seed`` into ``models/<spec>/mlm-seed<seed>`` on the pretraining engine."""
+    """The model's MLM pretraining at ``seed`` into ``models/<spec>/mlm-seed<seed>`` on the pretraining engine
+    (its data order and masks from :meth:`~.spec.ModelSpec.data_seed`)."""
     from ..settings.pretraining import PretrainingArguments
     from ..training import run_mlm
 
@@ -70,7 +71,8 @@ def pretrain(
         **source.corpus, tokenizer_name=tokenizer, max_seq_length=args.max_seq_length,
         per_device_train_batch_size=args.pretrain_batch_size, learning_rate=args.pretrain_learning_rate,
         num_warmup_steps=0.1, max_train_steps=args.pretrain_steps, max_eval_samples=args.max_pretrain_eval_samples,
-        logging_steps=5, seed=seed, output_dir=args.output_dir / "models" / spec.folder / f"mlm-seed{seed}",
+        logging_steps=5, seed=seed, data_seed=spec.data_seed(seed),
+        output_dir=args.output_dir / "models" / spec.folder / f"mlm-seed{seed}",
         time_budget_seconds=args.pretrain_seconds, overwrite_output_dir=args.overwrite_output_dir,
         disable_tqdm=not stage_bars(args),
     )  # fmt: skip
@@ -91,14 +93,15 @@ def fine_tune(
 ) -> dict[str, Any]:
     """One fine-tuning run on the fine-tuning engine into ``models/<spec>/<output_name>``, from the model's
     pretraining at the same ``seed``; with ``heldout`` it trains on the training split without a held-out
-    slice (drawn with the same ``seed``) and is scored on that slice, never on dev."""
+    slice and is scored on that slice, never on dev. Its data order and that slice are drawn with
+    :meth:`~.spec.ModelSpec.data_seed`."""
     from transformers import TrainingArguments
 
     from ..settings.finetuning import DataTrainingArguments, ModelArguments, RunArguments
     from ..training import run_glue
 
     pretrained = args.output_dir / "models" / spec.folder / f"mlm-seed{seed}"
-    held_out = {"heldout_fraction": args.heldout_fraction, "heldout_seed": seed} if heldout else {}
+    held_out = {"heldout_fraction": args.heldout_fraction, "heldout_seed": spec.data_seed(seed)} if heldout else {}
     settings = (
         ModelArguments(model_name_or_path=str(pretrained)),
         DataTrainingArguments(
@@ -108,7 +111,8 @@ def fine_tune(
         TrainingArguments(
             output_dir=str(args.output_dir / "models" / spec.folder / output_name), do_train=True, do_eval=True,
             max_steps=args.finetune_steps, per_device_train_batch_size=args.finetune_batch_size,
-            per_device_eval_batch_size=64, learning_rate=learning_rate, warmup_steps=0.1, seed=seed, logging_steps=5,
+            per_device_eval_batch_size=64, learning_rate=learning_rate, warmup_steps=0.1, seed=seed,
+            data_seed=spec.data_seed(seed), logging_steps=5,
             save_strategy="no", report_to="none", log_level="error", dataloader_pin_memory=False,
             disable_tqdm=not stage_bars(args),
         ),

@@ -28,8 +28,9 @@ TSV layout), else the HF_VARIANTS_DATA environment variable (a folder of the sam
 --from_hub. The Hub is never tried unless asked for.
 
 Two calibration models are added (--no_calibration_controls leaves them out): the BERT control without
-token mixing (the positive control, which must come out below) and under other seeds (the negative
-control, which must hold 0); the report's first line says whether the budget can be trusted.
+token mixing (the positive control, which must come out below) and initialised from other seeds on the
+same data (the negative control, which must hold 0); the report's first line says whether the budget can
+be trusted.
 
 --preset picks the budget: 'minutes' (the default: minutes on a 2-core CPU, every variant against its
 control over 3 seeds at one learning rate common to both sides), 'power' (the default's budget over 16
@@ -114,8 +115,8 @@ class CompareArguments(Settings):
     )  # fmt: skip
     no_calibration_controls: bool = setting(
         False, help="Do not add the two models that show what the comparison can detect: the BERT control without "
-        "token mixing (positive control: it must come out below) and under other seeds (negative control: it must "
-        "hold 0).",
+        "token mixing (positive control: it must come out below) and initialised from other seeds on the same data "
+        "(negative control: it must hold 0).",
     )  # fmt: skip
     output_dir: Path = setting(Path("outputs/compare"), help="The report folder.")
     overwrite_output_dir: bool = setting(

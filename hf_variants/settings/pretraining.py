@@ -174,7 +174,13 @@ class PretrainingArguments(CorpusArguments):
         "graph breaks without generating code).",
     )  # fmt: skip
     seed: int = setting(
-        42, group=TRAINING, parse=seed_range(), help="Seed of the initialisation, data order and masks."
+        42, group=TRAINING, parse=seed_range(),
+        help="Seed of the initialisation and dropout, and of the data order and masks unless --data_seed is given.",
+    )
+    data_seed: int | None = setting(
+        None, group=TRAINING, parse=seed_range(),
+        help="Seed of the data order, the masks and the validation split (default: --seed), so that two runs can "
+        "differ in their initialisation only.",
     )
     logging_steps: int = setting(10, group=TRAINING, parse=at_least(1), help="Log the training loss every N steps.")
     eval_steps: int | None = setting(
@@ -215,6 +221,11 @@ class PretrainingArguments(CorpusArguments):
         super().__post_init__()
         if self.with_tracking and "all" not in self.report_to:
             self.report_to = [name for name in self.report_to if name != "none"] + ["all"]
+
+    @property
+    def order_seed(self) -> int:
+        """The seed of the data order, the masks and the validation split: ``--data_seed``, else ``--seed``."""
+        return self.seed if self.data_seed is None else self.data_seed
 
     def problems(self) -> list[str]:
         """The combinations a field's own check cannot see."""

@@ -12,8 +12,8 @@ processes) come from ``accelerate launch`` / ``accelerate config`` unless ``--mi
 refused (:func:`check_parallelism`). Metrics go to accelerate's trackers (``--report_to``), with a
 local ``metrics.csv`` by default (:mod:`hf_variants.training.tracking`).
 
-Determinism: the data order of an epoch and the masks of a step are functions of ``--seed`` and the
-step only, and global batches are split across processes by rows. So ``--resume_from_checkpoint``
+Determinism: the data order of an epoch and the masks of a step are functions of ``--data_seed`` (default
+``--seed``) and the step only, and global batches are split across processes by rows. So ``--resume_from_checkpoint``
 continues exactly (same data, same masks, same next loss). Losses are sums over the masked tokens of
 the whole optimizer step divided by their count — independent of how the step is split into
 processes and gradient-accumulation micro-batches — so N processes with per-device batch b/N train
@@ -370,7 +370,7 @@ def train(
     if finished is not None:
         return finished
     run = PretrainingRun(args, accelerator, tokenizer, train_set, eval_set, plan, fingerprint,
-                         SeededMaskingCollator(tokenizer, args.mlm_probability, args.seed))  # fmt: skip
+                         SeededMaskingCollator(tokenizer, args.mlm_probability, args.order_seed))  # fmt: skip
     prepare_optimization(run)
     files_before = start_run(run)
     progress = tqdm(total=plan.max_steps, initial=run.state["global_step"], desc="MLM",
@@ -394,7 +394,7 @@ def steps_in_memory(run: PretrainingRun) -> Iterator[StepBatch]:
     plan, step = run.plan, run.state["global_step"]
     while True:
         epoch, step_in_epoch = divmod(step, plan.steps_per_epoch)
-        batches = list(global_batches(len(run.train_set), plan.global_micro, epoch, run.args.seed))
+        batches = list(global_batches(len(run.train_set), plan.global_micro, epoch, run.args.order_seed))
         for first in range(step_in_epoch * plan.accumulation, plan.steps_per_epoch * plan.accumulation,
                            plan.accumulation):  # fmt: skip
             indices = batches[first : first + plan.accumulation]
@@ -425,7 +425,7 @@ def load_data(args: PretrainingArguments, accelerator: Accelerator) -> tuple[Pre
         return load_stream(args, accelerator)
     corpus = load_text_corpus(
         args.train_file, args.validation_file, args.dataset_name, args.dataset_config_name,
-        args.text_column, args.validation_split_percentage, args.seed,
+        args.text_column, args.validation_split_percentage, args.order_seed,
     )  # fmt: skip
     tokenizer = build_tokenizer(args, corpus)
     if tokenizer.model_max_length < args.max_seq_length:
@@ -461,7 +461,8 @@ def load_stream(args: PretrainingArguments, accelerator: Accelerator) -> tuple[P
         eval_set = streaming.tokenized_validation(texts, tokenizer, args.max_seq_length, args.packing)
     check_maskable(DatasetDict({"validation": eval_set}), {"validation": args.max_eval_samples})
     stream = streaming.BlockStream(rows, columns, tokenizer, args.max_seq_length, args.packing,
-                                   args.shuffle_window_blocks, args.seed, f"The training stream ({where})")  # fmt: skip
+                                   args.shuffle_window_blocks, args.order_seed,
+                                   f"The training stream ({where})")  # fmt: skip
     return tokenizer, stream, eval_set
 
 
@@ -497,9 +498,9 @@ def check_run_folder(
     finished = checkpoints.finished_run(args.output_dir) if this_run else None
     if finished is not None and finished.get("steps", 0) >= plan.max_steps:
         accelerator.print(
-            f"{args.output_dir} holds this run, finished at step {finished['steps']}: nothing was trained or written "
-            "(a larger --max_train_steps continues it; --overwrite_output_dir runs it again; `hf-variants export` "
-            "exports or pushes it)."
+            f"{args.output_dir} holds this run, finished: nothing was trained or written (it finished at step "
+            f"{finished['steps']}; a larger --max_train_steps continues it; --overwrite_output_dir runs it again; "
+            "`hf-variants export` exports or pushes it)."
         )
         return fingerprint, finished
     if args.resume_from_checkpoint not in (None, "latest"):  # the clearest message for the commonest mistake
