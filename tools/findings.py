@@ -417,8 +417,10 @@ def default_report_block(folder: Path = EXPERIMENTS / "compare" / "default") -> 
              f"{calibration_sentence(results)} {outlook} {verdict}", "", *pair_verdict_lines(results)]  # fmt: skip
     sources = "`experiments/compare/default/results.json`"
     if (AA_RECORD / "results.json").is_file():
-        lines += ["", f"How often the default calibrates (the A/A record: 48 seeds at its budget). "
-                  f"{default_outlook(AA_RECORD)}"]  # fmt: skip
+        aa = json.loads((AA_RECORD / "results.json").read_text(encoding="utf-8"))
+        seeds = len(aa["models"][aa["calibration"]["baseline"]]["pretraining_runs"])
+        lines += ["", f"How often the default calibrates (the A/A record: {seeds} seeds at its budget). "
+                  f"{default_outlook(aa)}"]  # fmt: skip
         sources += " and `experiments/compare/aa/results.json`"
     return "\n".join(lines) + f"\n\nRendered by `python tools/render_tables.py` from {sources}.\n"
 
@@ -427,12 +429,11 @@ def default_report_block(folder: Path = EXPERIMENTS / "compare" / "default") -> 
 AA_RECORD = EXPERIMENTS / "compare" / "aa"
 
 
-def default_outlook(folder: Path) -> str:
+def default_outlook(results: dict) -> str:
     """A record's calibration outlook (its measured spreads) for a comparison of the default's seed count."""
     from hf_variants.lab.report import calibration_outlook
     from hf_variants.settings.compare import DEFAULT_SEEDS
 
-    results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
     return " ".join(filter(None, (calibration_outlook(results, task, DEFAULT_SEEDS) for task in results["tasks"])))
 
 
@@ -475,14 +476,13 @@ def aa_record_block(folder: Path = AA_RECORD) -> str:
     """docs/main-job.md's account of the committed A/A record (the BERT control and its two calibration controls
     over many seeds at the default budget): the false-positive rate of its disjoint default-size groups, and the
     probability that a default comparison passes its calibration at the spreads it measured."""
-    from hf_variants.lab.report import aa_check_lines, negative_control_rule
+    from hf_variants.lab.report import aa_check_lines
 
     results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
     minutes, seconds = divmod(round(results["wall_seconds"]), 60)
-    aa = [line for line in aa_check_lines(results) if line and not line.startswith("#")]
-    outlook = default_outlook(folder)
-    lines = [f"`{results['command']}` took {minutes} min {seconds} s ({run_counts(results)}; the negative control is "
-             f"{negative_control_rule(results)}). {calibration_sentence(results)}", "", *aa, "", outlook]  # fmt: skip
+    aa = [line for line in aa_check_lines(results) if line and not line.startswith("#")]  # says what the A/A shares
+    lines = [f"`{results['command']}` took {minutes} min {seconds} s ({run_counts(results)}). "
+             f"{calibration_sentence(results)}", "", *aa, "", default_outlook(results)]  # fmt: skip
     return "\n".join(lines) + ("\n\nRendered by `python tools/render_tables.py` from "
                                "`experiments/compare/aa/results.json`.\n")
 
