@@ -19,7 +19,7 @@ from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassificatio
 from hf_variants.cli import main as cli_main
 from hf_variants.core.ideas import MatchedSize
 from hf_variants.core.overrides import format_overrides, parse_overrides
-from hf_variants.lab import compare, data_sources, stages, statistics
+from hf_variants.lab import compare, data_sources, protocol, stages, statistics
 from hf_variants.lab import report as report_writer
 from hf_variants.lab.spec import SHARED_DATA_RULE, ModelSpec
 from hf_variants.settings.compare import DEFAULT_MARGIN_DECLARED, DEFAULT_MARGIN_REASON, DEFAULT_MODELS
@@ -498,10 +498,13 @@ def test_a_failing_learning_rate_is_recorded_and_not_chosen() -> None:
         return {rate: {"failed": f"ODESolverError: the dopri5 solver failed at lr {rate:g}"} if rate in failing
                 else {"eval": {"validation": {"accuracy": score}}} for rate, score in scored.items()}  # fmt: skip
 
-    chosen, scores = compare.choose_learning_rate(TASK, outcomes({3e-3}))
+    def choose(results: dict) -> tuple:
+        return protocol.choose({rate: compare.held_out(TASK, result) for rate, result in results.items()})
+
+    chosen, scores = choose(outcomes({3e-3}))
     assert chosen == 1e-3 and scores == {3e-4: 0.6, 1e-3: 0.7, 3e-3: None}
-    assert compare.choose_learning_rate(TASK, outcomes(set()))[0] == 3e-3
-    assert compare.choose_learning_rate(TASK, outcomes(set(scored))) == (3e-4, dict.fromkeys(scored))
+    assert choose(outcomes(set()))[0] == 3e-3
+    assert choose(outcomes(set(scored))) == (3e-4, dict.fromkeys(scored))
     args = compare.parse_args(["--output_dir", "unused"])
     assert stages.matched_fields(ModelSpec("node_transformer"), stages.matched_size(args))["max_num_steps"] == 50
 

@@ -10,6 +10,7 @@ import random
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -147,43 +148,53 @@ def test_a_grid_sweep_record_is_read_as_the_protocols_held_out_run() -> None:
     assert held_out_run({"status": "solver_failed", "predicts_one_class": True}) == HeldOutRun(None)
 
 
-def test_grid_runs_sweeps_on_the_held_out_slice_then_seeds_and_resumes(tmp_path: Path) -> None:
+def test_grid_runs_each_seeds_sweep_on_the_held_out_slice_then_its_final_run_and_resumes(tmp_path: Path) -> None:
+    """The grid runs the lab's protocol: at each seed every cell's held-out runs (scored on the held-out slice),
+    then the seed's final run at the rate its own sweep chose (recomputed here from the records); each record is
+    reported as it is written, in the protocol's order."""
     learnable_ag_news(tmp_path / "data")
     settings = tiny_settings()
     folder = tmp_path / "out" / "ag_news"
-    seen: list[tuple[Path, list[str]]] = []  # what each call of on_record finds on disk (what a commit would take)
+    seen: list[tuple[Path, set[str]]] = []  # what each call of on_record finds on disk (what a commit would take)
     Grid(settings, tmp_path / "data", tmp_path / "out").run(
-        on_record=lambda cell: seen.append((cell, sorted(p.name for p in cell.iterdir()))))  # fmt: skip
-    runs_in_a_cell = [*(f"sweep-lr{lr:g}.json" for lr in settings.learning_rates), "choice.json",
-                      *(f"seed{seed}.json" for seed in settings.seeds)]  # fmt: skip
-    assert seen == [(folder / spec_folder(spec) / role, sorted(runs_in_a_cell[: i + 1]))
-                    for spec in settings.pairs for role in ("variant", "control")
-                    for i in range(len(runs_in_a_cell)) if runs_in_a_cell[i] != "choice.json"]  # fmt: skip
+        on_record=lambda cell: seen.append((cell, {p.name for p in cell.iterdir()})))  # fmt: skip
+    cells = [folder / spec_folder(spec) / role for spec in settings.pairs for role in ("variant", "control")]
+    expected = [(cell, f"sweep-lr{lr:g}-seed{seed}.json") for seed in settings.seeds for cell in cells
+                for lr in settings.learning_rates] + [(cell, f"seed{seed}.json") for seed in settings.seeds
+                                                      for cell in cells]  # fmt: skip
+    written = [(cell, *(files - next((f for c, f in reversed(seen[:i]) if c == cell), set())))
+               for i, (cell, files) in enumerate(seen)]  # fmt: skip
+    assert written == expected
     data = json.loads((folder / "data.json").read_text())
-    for spec in settings.pairs:
-        for role in ("variant", "control"):
-            cell = folder / spec_folder(spec) / role
-            sweep = {lr: json.loads((cell / f"sweep-lr{lr:g}.json").read_text()) for lr in settings.learning_rates}
+    chosen_rates = set()
+    for cell in cells:
+        for seed in settings.seeds:
+            sweep = {lr: json.loads((cell / f"sweep-lr{lr:g}-seed{seed}.json").read_text())
+                     for lr in settings.learning_rates}  # fmt: skip
             for record in sweep.values():  # scored on the held-out slice, never the test split
-                assert sum(record["prediction_counts"]) == data["held_out_examples"]
+                assert sum(record["prediction_counts"]) == data["held_out_examples"] and record["seed"] == seed
                 assert record["evaluated_on"] == "held-out slice of the training split"
             best = max(r["accuracy"] for r in sweep.values())
             chosen = min(lr for lr, r in sweep.items() if r["accuracy"] == best)
-            for seed in settings.seeds:
-                record = json.loads((cell / f"seed{seed}.json").read_text())
-                assert record["learning_rate"] == chosen and record["seed"] == seed
-                assert sum(record["prediction_counts"]) == data["test_examples"]
-                assert (record["attention_type"], record["layer_scheme"]) == (
-                    ("softmax", "lie_trotter") if role == "control" else
-                    {"mgk_bert": ("mgk", "lie_trotter"), "macaron_bert": ("softmax", "strang")}[spec]
-                )  # fmt: skip
+            chosen_rates.add(chosen)
+            record = json.loads((cell / f"seed{seed}.json").read_text())
+            assert record["learning_rate"] == chosen and record["seed"] == seed
+            assert sum(record["prediction_counts"]) == data["test_examples"]
+            spec, role = cell.parent.name, cell.name
+            assert (record["attention_type"], record["layer_scheme"]) == (
+                ("softmax", "lie_trotter") if role == "control" else
+                {"mgk_bert": ("mgk", "lie_trotter"), "macaron_bert": ("softmax", "strang")}[spec]
+            )  # fmt: skip
+        assert load_grid(folder)["cells"][cell.parent.name][cell.name]["chosen"] == {
+            seed: json.loads((cell / f"seed{seed}.json").read_text())["learning_rate"] for seed in settings.seeds}
+    assert not list(folder.glob("*/*/choice.json"))
     # A rerun does nothing (every file kept); a lost run is redone alone.
     def run_files() -> dict[Path, int]:
         paths = [*folder.glob("*/*/sweep-*.json"), *folder.glob("*/*/seed*.json")]
         return {p: p.stat().st_mtime_ns for p in paths}
 
     files = run_files()
-    assert len(files) == 2 * 2 * (2 + 2)  # pairs × roles × (rates + seeds)
+    assert len(files) == 2 * 2 * 2 * (2 + 1)  # pairs × roles × seeds × (rates + a final run)
     lost = folder / "mgk_bert" / "variant" / "seed2.json"
     kept = json.loads(lost.read_text())
     lost.unlink()
@@ -204,8 +215,13 @@ def test_grid_runs_sweeps_on_the_held_out_slice_then_seeds_and_resumes(tmp_path:
     fingerprint.write_text(json.dumps({k: v for k, v in json.loads(fingerprint.read_text()).items() if k != "engine"}))
     with pytest.raises(CheckpointError, match="engine"):
         Grid(settings, tmp_path / "data", tmp_path / "out").run()
-    # A finished seed at a rate the sweep no longer chooses is refused, not silently kept.
-    fingerprint.write_text(json.dumps(settings.fingerprint()))
+    # So is a grid recorded under the rule before the protocol (one sweep per cell, no rate_choice).
+    grid_fingerprint = Grid(settings, tmp_path / "data", tmp_path / "out").fingerprint()
+    fingerprint.write_text(json.dumps({k: v for k, v in grid_fingerprint.items() if k != "rate_choice"}))
+    with pytest.raises(CheckpointError, match="rate_choice"):
+        Grid(settings, tmp_path / "data", tmp_path / "out").run()
+    # A finished seed at a rate its sweep no longer chooses is refused, not silently kept.
+    fingerprint.write_text(json.dumps(grid_fingerprint))
     seed = folder / "mgk_bert" / "variant" / "seed2.json"
     seed.write_text(json.dumps({**redone, "learning_rate": 0.5}))
     with pytest.raises(CheckpointError, match=r"seed2.json was trained at learning rate 0.5, but the sweep now"):
@@ -251,8 +267,8 @@ def test_a_cell_whose_model_an_earlier_cell_trains_copies_its_runs(tmp_path: Pat
     monkeypatch.setattr(grid_module, "train_and_evaluate", counting)
     settings = tiny_settings(pairs=("macaron_bert:layer_norm_position=post", "mgk_bert"))
     Grid(settings, tmp_path / "data", tmp_path / "both" / SCRATCH).run()
-    runs = len(settings.learning_rates) + len(settings.seeds)
-    assert trained == ["macaron_bert"] * 2 * runs + ["mgk_bert"] * runs  # MGK's control not trained again
+    runs = len(settings.seeds) * (len(settings.learning_rates) + 1)
+    assert Counter(trained) == {"macaron_bert": 2 * runs, "mgk_bert": runs}  # MGK's control not trained again
     Grid(tiny_settings(pairs=("mgk_bert",)), tmp_path / "data", tmp_path / "alone").run()
     copied, alone = (tmp_path / name / "ag_news" / "mgk_bert" / "control" for name in ("both/scratch", "alone"))
     assert sorted(p.name for p in copied.iterdir()) == sorted(p.name for p in alone.iterdir())
@@ -262,7 +278,6 @@ def test_a_cell_whose_model_an_earlier_cell_trains_copies_its_runs(tmp_path: Pat
         assert copy["model_type"] == "mgk_bert" and copy["config"] == reference["config"]
         for key in ("accuracy", "prediction_counts", "learning_rate", "seed", "pair", "role", "evaluated_on"):
             assert copy[key] == reference[key], key
-    assert (copied / "choice.json").read_text() == (alone / "choice.json").read_text()
     # The study's compute table counts the runs trained, the copies as their twin's.
     def minutes(pair: str, role: str) -> str:
         runs = (tmp_path / "both/scratch/ag_news" / pair / role).glob("s*.json")
@@ -271,10 +286,10 @@ def test_a_cell_whose_model_an_earlier_cell_trains_copies_its_runs(tmp_path: Pat
     rows = compute_table(tmp_path / "both", ["ag_news"]).splitlines()[2:]
     twin = "copied from macaron_bert:layer_norm_position=post control"
     assert rows == [
-        f"| scratch | ag_news | macaron_bert:layer_norm_position=post | 4 / 4 | — | "
+        f"| scratch | ag_news | macaron_bert:layer_norm_position=post | {runs} / {runs} | — | "
         f"{minutes('macaron_bert__layer_norm_position-post', 'variant')} / "
         f"{minutes('macaron_bert__layer_norm_position-post', 'control')} |",
-        f"| scratch | ag_news | mgk_bert | 4 / {twin} | — | {minutes('mgk_bert', 'variant')} / {twin} |",
+        f"| scratch | ag_news | mgk_bert | {runs} / {twin} | — | {minutes('mgk_bert', 'variant')} / {twin} |",
     ]
 
 
@@ -286,7 +301,7 @@ def test_self_pretraining_sees_only_each_runs_training_inputs(tmp_path: Path, mo
     from hf_variants.training import run_mlm
 
     learnable_ag_news(tmp_path / "data", rows=160)
-    settings = tiny_settings(pairs=("macaron_bert",), learning_rates=(1e-3,), seeds=(1,),
+    settings = tiny_settings(pairs=("macaron_bert",), learning_rates=(1e-3, 3e-3), seeds=(1,),
                              pretraining=SelfPretraining(steps=4, sparse_prediction=True))  # fmt: skip
     seen: list[tuple[str, list[str]]] = []
     sparse: list[bool] = []
@@ -309,8 +324,10 @@ def test_self_pretraining_sees_only_each_runs_training_inputs(tmp_path: Path, mo
     normalised = {name: [" ".join(text.split()) for text in texts]
                   for name, texts in {"fit": fit, "held_out": held_out, "train": data.train_texts,
                                       "test": data.test_texts}.items()}  # fmt: skip
-    assert [name for name, _ in seen] == ["pretrained-fit-seed0", "pretrained-train-seed1"] * 2  # variant, control
-    assert sparse == [True] * 4  # the MLM decoder at the masked positions only, as the settings ask
+    # the variant's two held-out runs, the control's (each rate's asks the engine, which trains the seed's once),
+    # then the final runs
+    assert [name for name, _ in seen] == ["pretrained-fit-seed1"] * 4 + ["pretrained-train-seed1"] * 2
+    assert sparse == [True] * 6  # the MLM decoder at the masked positions only, as the settings ask
     for name, lines in seen:
         assert lines == normalised["fit" if "-fit-" in name else "train"]
         assert not set(lines) & (set(normalised["test"]) - set(normalised["train"]))
@@ -370,28 +387,28 @@ def test_a_self_pretraining_that_stops_is_the_runs_outcome(tmp_path: Path, monke
 
     monkeypatch.setattr(run_mlm, "run", failing_for_the_control)
     Grid(settings, tmp_path / "data", tmp_path / "out", work_dir=tmp_path / "work").run()
-    assert control_pretrainings == ["pretrained-fit-seed0", "pretrained-train-seed1"]  # once each, not per rate
+    assert control_pretrainings == ["pretrained-fit-seed1", "pretrained-train-seed1"]  # once each, not per rate
     cell = tmp_path / "out" / "ag_news" / "macaron_bert"
-    for name in ("sweep-lr0.001", "sweep-lr0.003", "seed1"):
+    for name in ("sweep-lr0.001-seed1", "sweep-lr0.003-seed1", "seed1"):
         failed = json.loads((cell / "control" / f"{name}.json").read_text())
         assert failed["status"] == "diverged" and failed["error"].startswith("self-pretraining: Step 2: non-finite")
         assert held_out_run(failed) == HeldOutRun(None)
     assert json.loads((cell / "variant" / "seed1.json").read_text())["status"] == "finished"
     # The compute table counts the held-out runs' one pretraining once, and a stopped one's time until it stopped.
     cells = load_grid(tmp_path / "out" / "ag_news")["cells"]["macaron_bert"]
-    shared = {record["pretraining"]["train_seconds"] for record in cells["variant"]["sweep"].values()}
+    shared = {record["pretraining"]["train_seconds"] for record in cells["variant"]["sweeps"][1].values()}
     assert len(shared) == 1  # both held-out runs start from one pretraining
     expected = (shared.pop() + cells["variant"]["seeds"][1]["pretraining"]["train_seconds"]) / 60
     assert cell_compute(cells["variant"])["pretraining"] == pytest.approx(expected)
-    sweep_wall = [record["wall_seconds"] for record in cells["control"]["sweep"].values()]
+    sweep_wall = [record["wall_seconds"] for record in cells["control"]["sweeps"][1].values()]
     expected = (max(sweep_wall) + cells["control"]["seeds"][1]["wall_seconds"]) / 60
     assert cell_compute(cells["control"])["pretraining"] == pytest.approx(expected)
     assert min(sweep_wall) < 0.3 <= expected * 60  # the second held-out run paid nothing; the time counted once
     # Run again without the records: the stopped pretrainings' outcomes are read, not trained again.
-    for name in ("sweep-lr0.003", "seed1"):
+    for name in ("sweep-lr0.003-seed1", "seed1"):
         (cell / "control" / f"{name}.json").unlink()
     Grid(settings, tmp_path / "data", tmp_path / "out", work_dir=tmp_path / "work").run()
-    assert control_pretrainings == ["pretrained-fit-seed0", "pretrained-train-seed1"]
+    assert control_pretrainings == ["pretrained-fit-seed1", "pretrained-train-seed1"]
     assert json.loads((cell / "control" / "seed1.json").read_text())["error"] == failed["error"]
     # Another pretraining (here a longer one) in the same work folder is another run: the engine is asked again,
     # the stopped outcome is not read as this run's.
@@ -405,8 +422,7 @@ def test_a_self_pretraining_that_stops_is_the_runs_outcome(tmp_path: Path, monke
     longer = tiny_settings(pairs=("macaron_bert",), learning_rates=(1e-3,), seeds=(1,),
                            pretraining=SelfPretraining(steps=3))  # fmt: skip
     Grid(longer, tmp_path / "data", tmp_path / "longer", work_dir=tmp_path / "work").run()
-    assert asked == [f"{role}/pretrained-{corpus}" for role in ("variant", "control")
-                     for corpus in ("fit-seed0", "train-seed1")]  # fmt: skip
+    assert asked == [f"{role}/pretrained-train-seed1" for role in ("variant", "control")]  # one rate: no sweep
     record = json.loads((tmp_path / "longer" / "ag_news" / "macaron_bert" / "control" / "seed1.json").read_text())
     assert record["error"].startswith("self-pretraining: Step 3: non-finite")
 
@@ -448,11 +464,15 @@ def test_table_reports_means_pairs_and_did_not_learn_from_the_files(tmp_path: Pa
     half = T_975[1] * math.sqrt(((0.20 - 0.125) ** 2 + (0.05 - 0.125) ** 2) / 1) / math.sqrt(2)
     assert f"{100 * 0.125:+.1f} [{100 * (0.125 - half):+.1f}, {100 * (0.125 + half):+.1f}]" in row
     assert "75.0 ± " in row and "62.5 ± " in row
-    # Each side's chosen rate, read from its choice file, marked at the edge of the two rates swept.
-    chosen = [json.loads((folder / "mgk_bert" / r / "choice.json").read_text())["chosen_learning_rate"]
-              for r in ("variant", "control")]  # fmt: skip
+    # The rates each side's seeds chose, read from its seed files, marked at the edge of the two rates swept.
     marks = {1e-3: "0.001†", 3e-3: "0.003*"}
-    assert f"| {marks[chosen[0]]} / {marks[chosen[1]]} |" in row
+    sides = []
+    for role in ("variant", "control"):
+        chosen = Counter(json.loads((folder / "mgk_bert" / role / f"seed{seed}.json").read_text())["learning_rate"]
+                         for seed in settings.seeds)  # fmt: skip
+        sides.append(marks[next(iter(chosen))] if len(chosen) == 1 else
+                     ", ".join(f"{marks[rate]} ×{n}" for rate, n in sorted(chosen.items())))  # fmt: skip
+    assert f"| {sides[0]} / {sides[1]} |" in row
     # Every control seed one class: the cell says so, with the chance score, and there is no difference.
     for seed in (1, 2):
         set_seed("control", seed, 0.25, one_class=True)
@@ -572,14 +592,15 @@ def test_a_solver_failure_is_recorded_as_the_runs_outcome(tmp_path: Path) -> Non
     ``solver_failed`` with the solver's message, and the grid goes on."""
     learnable_ag_news(tmp_path / "data")
     sizes = {**tiny_settings().sizes, "max_num_steps": 1, "rtol": 1e-9, "atol": 1e-9}
-    settings = tiny_settings(pairs=("node_transformer",), sizes=sizes, learning_rates=(1e-3,), seeds=(1,))
+    settings = tiny_settings(pairs=("node_transformer",), sizes=sizes, learning_rates=(1e-3, 3e-3), seeds=(1,))
     Grid(settings, tmp_path / "data", tmp_path / "out").run()
     cell = tmp_path / "out" / "ag_news" / "node_transformer"
-    failed = json.loads((cell / "variant" / "sweep-lr0.001.json").read_text())
-    assert failed["status"] == "solver_failed" and failed["failed_at_step"] == 0
-    assert "N-ODE block 0: the dopri5 solver failed" in failed["error"]
+    for rate in ("0.001", "0.003"):
+        failed = json.loads((cell / "variant" / f"sweep-lr{rate}-seed1.json").read_text())
+        assert failed["status"] == "solver_failed" and failed["failed_at_step"] == 0
+        assert "N-ODE block 0: the dopri5 solver failed" in failed["error"]
     # every rate failed: the smallest is chosen and its seed runs show the failure (never averaged in)
-    assert json.loads((cell / "variant" / "choice.json").read_text())["chosen_learning_rate"] == 1e-3
+    assert load_grid(tmp_path / "out" / "ag_news")["cells"]["node_transformer"]["variant"]["chosen"] == {1: 1e-3}
     assert json.loads((cell / "variant" / "seed1.json").read_text())["status"] == "solver_failed"
     control = json.loads((cell / "control" / "seed1.json").read_text())  # vanilla blocks: no solver
     assert control["status"] == "finished"
@@ -612,11 +633,11 @@ def test_a_run_out_of_memory_is_its_outcome_and_the_grid_goes_on(tmp_path: Path,
     Grid(tiny_settings(pairs=("macaron_bert",), seeds=(1,)), tmp_path / "data", tmp_path / "out").run()
     cell = tmp_path / "out" / "ag_news" / "macaron_bert"
     for role in ("variant", "control"):
-        failed = json.loads((cell / role / "sweep-lr0.003.json").read_text())
+        failed = json.loads((cell / role / "sweep-lr0.003-seed1.json").read_text())
         assert failed["status"] == "out_of_memory" and failed["failed_at_step"] == 1
         assert failed["error"].startswith("out of memory: DefaultCPUAllocator: can't allocate memory")
         assert held_out_run(failed) == HeldOutRun(None)
-        assert json.loads((cell / role / "choice.json").read_text())["chosen_learning_rate"] == 1e-3
+        assert load_grid(tmp_path / "out" / "ag_news")["cells"]["macaron_bert"][role]["chosen"] == {1: 1e-3}
         assert json.loads((cell / role / "seed1.json").read_text())["status"] == "finished"
 
 

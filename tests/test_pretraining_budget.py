@@ -15,6 +15,7 @@ from safetensors.torch import load_file
 from transformers import AutoConfig, AutoModelForMaskedLM
 
 from hf_variants.core.overrides import parse_overrides
+from hf_variants.lab import protocol
 from hf_variants.lab.spec import ModelSpec
 from hf_variants.lab.tables import PAIRS
 from hf_variants.storage.files import CheckpointError
@@ -32,7 +33,6 @@ ModelToTune = glue_study.ModelToTune
 budget_study_table = glue_study.budget_study_table
 budget_table = glue_study.budget_table
 cell_from_runs = glue_study.cell_from_runs
-choose_learning_rate = glue_study.choose_learning_rate
 export_checkpoint_model = glue_study.export_checkpoint_model
 fine_tune = glue_study.fine_tune
 finished_run = glue_study.finished_run
@@ -80,13 +80,14 @@ def test_a_record_of_other_settings_is_refused_naming_the_fields(tmp_path: Path)
     other = protocol.run_settings(Path("glue"), Path("m"), "sst2", 3e-4, 2, tmp_path / "elsewhere", random_init=False,
                                   heldout=True)  # fmt: skip
     with pytest.raises(CheckpointError, match=r"(?s)sweep\.json holds a run made with other settings:\n"
+                       r"  data\.heldout_seed: recorded 1, asked 2\n"
                        r"  training\.learning_rate: recorded 0\.001, asked 0\.0003\n  training\.seed: recorded 1"):
         finished_run(record, other)  # the output folder has no effect: not named
     command = ("run_glue.py --glue_dir glue --model_name_or_path m --task_name SST-2 --do_train --do_eval "
                "--max_train_samples 8000 --max_seq_length 64 --no_pad_to_max_length --per_device_train_batch_size 32 "
                "--per_device_eval_batch_size 128 --learning_rate 0.001 --num_train_epochs 3 --warmup_steps 0.1 "
                "--weight_decay 0.01 --seed 1 --save_strategy no --report_to none --output_dir w "
-               "--heldout_fraction 0.1 --heldout_seed 0")  # fmt: skip
+               "--heldout_fraction 0.1 --heldout_seed 1")  # fmt: skip
     record.write_text(json.dumps({"command": command, "x": 2}))  # a record from before settings were recorded
     assert finished_run(record, settings)["x"] == 2
     with pytest.raises(CheckpointError, match=r"data\.heldout_fraction: recorded 0\.1, asked None"):
@@ -110,6 +111,11 @@ def test_held_out_runs_and_random_init_are_in_the_settings() -> None:
     assert data.heldout_fraction is None and not model.random_init and training.seed == 2
 
 
+def choose_learning_rate(sweep: dict[float, dict], task: str) -> float:
+    """The protocol's choice among held-out results as the GLUE study reads them."""
+    return protocol.choose({rate: glue_study.held_out(task, results) for rate, results in sweep.items()})[0]
+
+
 def test_the_rate_is_chosen_among_runs_that_learned() -> None:
     sweep = {1e-4: result("sst2", 0.70), 3e-4: result("sst2", 0.80), 1e-3: result("sst2", 0.80)}
     assert choose_learning_rate(sweep, "sst2") == 3e-4  # ties go to the smaller rate
@@ -121,7 +127,7 @@ def test_the_rate_is_chosen_among_runs_that_learned() -> None:
 
 def test_runs_that_did_not_learn_are_named_not_averaged() -> None:
     runs = {1: result("sst2", 0.8), 2: result("sst2", 0.509, share=1.0), 3: result("sst2", 0.7)}
-    cell = cell_from_runs("sst2", 1e-3, runs)
+    cell = cell_from_runs("sst2", dict.fromkeys(runs, 1e-3), runs)
     assert cell.not_learned == [2] and cell.scores == pytest.approx({1: 80.0, 3: 70.0})
     assert cell.interval.mean == pytest.approx(75.0)
     text = budget_table({(500, "sst2"): cell}, {500: {"tokens": 10, "perplexity": 99.4}}, {"sst2": 50.9})
@@ -129,7 +135,8 @@ def test_runs_that_did_not_learn_are_named_not_averaged() -> None:
 
 
 def cells_from(scores: dict[tuple[int, str], list[float]]) -> dict[tuple[int, str], Cell]:
-    return {key: Cell(key[1], 1e-3, dict(enumerate(values, 1)), []) for key, values in scores.items()}
+    return {key: Cell(key[1], dict.fromkeys(range(1, len(values) + 1), 1e-3), dict(enumerate(values, 1)), [])
+            for key, values in scores.items()}  # fmt: skip
 
 
 def test_the_smallest_budget_that_beats_random_init_on_sst2_and_another_task() -> None:
@@ -155,36 +162,43 @@ def test_a_one_seed_difference_is_not_a_verdict() -> None:
     assert "90.0 (n = 1)" in budget_table(cells, {}, {"sst2": 50.9, "cola": 0.0})
 
 
-def test_fine_tuning_chooses_the_rate_on_held_out_runs_and_resumes(
+def test_fine_tuning_chooses_each_seeds_rate_on_its_held_out_runs_and_resumes(
     checkpoints: dict[str, Path], glue_dir: Path, tmp_path: Path  # noqa: F811
 ) -> None:
-    protocol = FineTuning(tasks=("sst2",), seeds=(1, 2), learning_rates=(1e-4, 3e-3), max_train_samples=256,
-                          num_train_epochs=2, max_seq_length=32, batch_size=16)  # fmt: skip
+    """The GLUE study runs the lab's protocol: per seed, held-out runs on a slice drawn with that seed, then the
+    seed's final run at the rate those runs chose (the rule recomputed here from the records); a second call
+    trains nothing."""
+    fine_tuning = FineTuning(tasks=("sst2",), seeds=(1, 2), learning_rates=(1e-4, 3e-3), max_train_samples=256,
+                             num_train_epochs=2, max_seq_length=32, batch_size=16)  # fmt: skip
     folder = checkpoints["macaron_bert"]
     models = {"pretrained": ModelToTune(folder), "random": ModelToTune(folder, random_init=True)}
     recorded: list[Path] = []
-    cells = fine_tune(protocol, models, glue_dir, tmp_path / "work", tmp_path / "records", on_record=recorded.append)
-    assert len(recorded) == 8  # 2 models x (2 held-out sweeps + 2 seeds)
+    cells = fine_tune(fine_tuning, models, glue_dir, tmp_path / "work", tmp_path / "records",
+                      on_record=recorded.append)  # fmt: skip
+    assert len(recorded) == 12  # 2 models x 2 seeds x (2 held-out runs + 1 final run)
     for name, model in models.items():
         runs = tmp_path / "records" / name / "sst2"
-        sweep = {rate: json.loads((runs / f"sweep-lr{rate:g}.json").read_text()) for rate in protocol.learning_rates}
-        assert {r["evaluated_on"] for r in sweep.values()} == {"held-out 0.1 of the training split (seed 0)"}
-        assert {r["random_init"] for r in sweep.values()} == {model.random_init}
-        scores = {rate: r["eval"]["validation"]["accuracy"] for rate, r in sweep.items()}
-        shares = {rate: r["eval"]["validation"]["largest_class_share"] for rate, r in sweep.items()}
-        learned = {rate: value for rate, value in scores.items() if shares[rate] < 0.99} or scores
-        best = min(rate for rate, accuracy in learned.items() if accuracy == max(learned.values()))
-        assert cells[name, "sst2"].learning_rate == best
-        finals = {seed: json.loads((runs / f"seed{seed}.json").read_text()) for seed in protocol.seeds}
+        finals = {seed: json.loads((runs / f"seed{seed}.json").read_text()) for seed in fine_tuning.seeds}
+        for seed in fine_tuning.seeds:
+            sweep = {rate: json.loads((runs / f"sweep-lr{rate:g}-seed{seed}.json").read_text())
+                     for rate in fine_tuning.learning_rates}  # fmt: skip
+            assert {r["evaluated_on"] for r in sweep.values()} == {f"held-out 0.1 of the training split (seed {seed})"}
+            assert {r["random_init"] for r in sweep.values()} == {model.random_init}
+            scores = {rate: r["eval"]["validation"]["accuracy"] for rate, r in sweep.items()}
+            shares = {rate: r["eval"]["validation"]["largest_class_share"] for rate, r in sweep.items()}
+            learned = {rate: value for rate, value in scores.items() if shares[rate] < 0.99} or scores
+            best = min(rate for rate, accuracy in learned.items() if accuracy == max(learned.values()))
+            assert cells[name, "sst2"].learning_rates[seed] == best
+            assert finals[seed]["arguments"]["training"]["learning_rate"] == best
         assert {r["evaluated_on"] for r in finals.values()} == {"dev set"}
-        assert {r["arguments"]["training"]["learning_rate"] for r in finals.values()} == {best}
         assert {r["command"] for r in finals.values()} == {None}  # the engine was called as a function
         expected = {seed: 100 * r["eval"]["validation"]["accuracy"] for seed, r in finals.items()
                     if r["eval"]["validation"]["largest_class_share"] < 0.99}  # fmt: skip
         assert cells[name, "sst2"].scores == pytest.approx(expected)
         assert not (tmp_path / "work" / name / "sst2" / "seed1" / "model.safetensors").exists()
     recorded.clear()
-    again = fine_tune(protocol, models, glue_dir, tmp_path / "work", tmp_path / "records", on_record=recorded.append)
+    again = fine_tune(fine_tuning, models, glue_dir, tmp_path / "work", tmp_path / "records",
+                      on_record=recorded.append)  # fmt: skip
     assert recorded == [] and again == cells  # every run was found, none repeated
     assert recorded_cells(tmp_path / "records") == cells  # the README's tables read the same cells back
 
@@ -247,15 +261,16 @@ def test_each_pair_pretrains_the_variant_and_exactly_its_matched_control(spec: s
 
 def test_the_pair_table_pairs_variant_and_control_by_seed() -> None:
     cells = {
-        ("mgk_bert/variant", "sst2"): Cell("sst2", 1e-3, {1: 80.0, 2: 82.0, 3: 81.0}, []),
-        ("mgk_bert/control", "sst2"): Cell("sst2", 3e-4, {1: 70.0, 2: 71.0, 3: 72.0}, []),
-        ("transject/variant", "sst2"): Cell("sst2", 1e-3, {1: 60.0}, [2, 3]),
-        ("transject/control", "sst2"): Cell("sst2", 1e-3, {1: 70.0, 2: 71.0, 3: 72.0}, []),
+        ("mgk_bert/variant", "sst2"): Cell("sst2", dict.fromkeys((1, 2, 3), 1e-3), {1: 80.0, 2: 82.0, 3: 81.0}, []),
+        ("mgk_bert/control", "sst2"): Cell("sst2", {1: 3e-4, 2: 1e-3, 3: 3e-4}, {1: 70.0, 2: 71.0, 3: 72.0}, []),
+        ("transject/variant", "sst2"): Cell("sst2", dict.fromkeys((1, 2, 3), 1e-3), {1: 60.0}, [2, 3]),
+        ("transject/control", "sst2"): Cell("sst2", dict.fromkeys((1, 2, 3), 1e-3), {1: 70.0, 2: 71.0, 3: 72.0}, []),
     }
     text = pair_table(cells, ["mgk_bert", "transject", "node_transformer"], ["sst2"],
                       {"mgk_bert/variant": 120.4, "mgk_bert/control": 130.0}, {"sst2": 50.9})  # fmt: skip
     mgk, transject, node = text.splitlines()[2:]
-    assert "81.0 ± 2.5 (lr 0.001)" in mgk and "**+10.0 [+7.5, +12.5]**" in mgk and "| 120 / 130 |" in mgk
+    assert "81.0 ± 2.5 (lr 0.001)" in mgk and "71.0 ± 2.5 (lr 0.0003, 0.001)" in mgk  # each seed's rate
+    assert "**+10.0 [+7.5, +12.5]**" in mgk and "| 120 / 130 |" in mgk
     assert "did not learn (seed 2, 3; chance 50.9)" in transject and "| — |" in transject  # one paired seed
     assert node.count("not run yet") == 2
 

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from hf_variants.lab import verdicts
+from hf_variants.lab import protocol, verdicts
 from hf_variants.lab.grid import held_out_run, load_grid
+from hf_variants.lab.protocol import RATE_CHOSEN_ONCE
 
 from .helpers import committed_records, load_script
 
@@ -42,12 +43,16 @@ def test_there_are_committed_studies_of_each_kind() -> None:
 
 @pytest.mark.parametrize("folder", GRIDS, ids=shown)
 def test_every_grid_cell_was_run_at_the_protocols_rate(folder: Path) -> None:
+    """Each committed grid chose once per cell (the rule before the protocol), from its one sweep: every seed ran
+    at the rate the shared rule picks from that sweep, and the grid is read as such."""
     for spec, roles in load_grid(folder)["cells"].items():
         for role, cell in roles.items():
             if not cell["seeds"]:
                 continue
-            chosen = verdicts.choose_learning_rate({lr: held_out_run(r) for lr, r in cell["sweep"].items()})
-            assert cell["chosen_learning_rate"] == chosen, (spec, role)
+            assert cell["rate_choice"] == RATE_CHOSEN_ONCE and len(cell["sweeps"]) == 1, (spec, role)
+            (sweep,) = cell["sweeps"].values()
+            chosen = verdicts.choose_learning_rate({lr: held_out_run(r) for lr, r in sweep.items()})
+            assert set(cell["chosen"].values()) == {chosen}, (spec, role)
             assert {r["learning_rate"] for r in cell["seeds"].values()} == {chosen}, (spec, role)
 
 
@@ -56,7 +61,7 @@ def test_every_glue_cell_was_run_at_the_protocols_rate(folder: Path) -> None:
     sweep = {float(p.stem.removeprefix("sweep-lr")): json.loads(p.read_text()) for p in folder.glob("sweep-lr*.json")}
     seeds = [json.loads(p.read_text()) for p in folder.glob("seed*.json")]
     trained_at = {float(r["command"].split("--learning_rate ")[1].split()[0]) for r in seeds}
-    assert trained_at == {glue_study.choose_learning_rate(sweep, folder.name)}
+    assert trained_at == {protocol.choose({rate: glue_study.held_out(folder.name, r) for rate, r in sweep.items()})[0]}
 
 
 @pytest.mark.parametrize("results", COMPARISONS, ids=lambda p: p.relative_to(ROOT).as_posix())
@@ -81,21 +86,22 @@ def test_every_compared_model_was_run_at_the_protocols_rate(results: Path) -> No
 
 @pytest.mark.parametrize("study", ["pretraining_budget", "pretraining_budget_long"])
 def test_committed_glue_runs_are_recognised_from_the_studys_typed_settings(study: str) -> None:
-    """Every committed run of a GLUE study (recorded by command line) is the run its typed settings ask for,
-    at the rate the protocol chooses: a resumed study reuses them all instead of running them again."""
-    protocol, work = glue_study.FineTuning(), Path("runs") / study.replace("_", "-")
+    """Every committed run of a GLUE study (recorded by command line) is the run its typed settings ask for, at
+    the rate the shared rule chooses from the one sweep those studies ran per model and task (at seed 0, the rule
+    before the protocol): the records are what the study's settings say they are."""
+    fine_tuning, work = glue_study.FineTuning(), Path("runs") / study.replace("_", "-")
     records = sorted((GLUE_STUDIES[study] / "runs").glob("*/*/*.json"))
     assert len(records) >= 50
     for record in records:
         model, task, run = record.parent.parent.name, record.parent.name, record.stem
         heldout = run.startswith("sweep-lr")
         if heldout:
-            rate, seed = float(run.removeprefix("sweep-lr")), protocol.sweep_seed
+            rate, seed = float(run.removeprefix("sweep-lr")), 0
         else:
-            sweep = {float(p.stem.removeprefix("sweep-lr")): json.loads(p.read_text())
+            sweep = {float(p.stem.removeprefix("sweep-lr")): glue_study.held_out(task, json.loads(p.read_text()))
                      for p in record.parent.glob("sweep-lr*.json")}  # fmt: skip
-            rate, seed = glue_study.choose_learning_rate(sweep, task), int(run.removeprefix("seed"))
-        settings = protocol.run_settings(
+            rate, seed = protocol.choose(sweep)[0], int(run.removeprefix("seed"))
+        settings = fine_tuning.run_settings(
             Path("../shared/data/glue"), work / "mlm" if model == "step0" else work / "models" / model, task, rate,
             seed, work / "glue" / model / task / run, random_init=model == "step0", heldout=heldout,
         )  # fmt: skip

@@ -104,13 +104,14 @@ def test_the_command_line_reports_a_bad_record_in_one_line(tmp_path: Path) -> No
     assert result.stderr.startswith("records.py unpack: error: ") and "x.jsonl, line 1" in result.stderr
 
 
-def test_a_committed_study_resumes_from_its_unpacked_records() -> None:
+def test_a_committed_study_is_read_from_its_unpacked_records() -> None:
     """The committed from-scratch grid, unpacked, is a grid folder the lab reads as it wrote it: every cell's seeds
-    and choice are there, so the same study command resumes it instead of running it again."""
+    and its one sweep's choice (the rule it was run under) are there."""
     from hf_variants.lab.grid import load_grid
 
     grid = load_grid(committed_records("classification") / "ag_news")
     assert len(grid["cells"]) == 5  # the five pairs of the study
     for roles in grid["cells"].values():
         for cell in roles.values():
-            assert sorted(cell["seeds"]) == [1, 2, 3] and cell["chosen_learning_rate"] in cell["sweep"]
+            assert sorted(cell["seeds"]) == [1, 2, 3] and len(cell["sweeps"]) == 1
+            assert set(cell["chosen"].values()) <= set(next(iter(cell["sweeps"].values())))

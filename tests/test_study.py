@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from hf_variants.lab.grid import Grid
+from hf_variants.lab.protocol import RATE_CHOICE
 from hf_variants.lab.study import load_study
 
 from .helpers import REPO_ROOT, committed_records, load_script, run_python
@@ -22,22 +24,27 @@ COMMITTED_GRID = committed_records("classification")
 
 @pytest.mark.parametrize("task", ["ag_news", "listops", "imdb"])
 def test_the_from_scratch_study_is_the_committed_grids_settings(task: str) -> None:
-    """The shipped file declares what the committed grid was run with (only the engine, which trains each run,
-    changed since; the fingerprint names it)."""
+    """The shipped file declares what the committed grid was run with. Since then the engine that trains each run
+    and the rate rule changed (the grid's fingerprint names both): the committed grid swept once, at its
+    ``sweep_seed``, and is read under that rule; the study run again is another grid."""
     (settings,) = [s for _, s in load_study("classification_from_scratch").grids if s.task == task]
     committed = json.loads((COMMITTED_GRID / task / "run_fingerprint.json").read_text())
+    assert "rate_choice" not in committed and committed.pop("sweep_seed") == 0
     assert {k: v for k, v in settings.fingerprint().items() if k != "engine"} == committed
+    assert Grid(settings, Path("data"), Path("out")).fingerprint()["rate_choice"] == RATE_CHOICE
 
 
-def test_the_pilot_study_resumes_its_committed_folders() -> None:
-    """Every committed condition of the never-from-scratch pilot is its study file's settings, so the same command
-    resumes it: a switch added since (``sparse_prediction``, off there) leaves an old fingerprint unchanged."""
+def test_the_pilot_studys_committed_folders_are_its_study_files_settings() -> None:
+    """Every committed condition of the never-from-scratch pilot is its study file's settings under the rule it ran
+    by (one sweep per cell, at ``sweep_seed``): a switch added since (``sparse_prediction``, off there) leaves an old
+    fingerprint unchanged."""
     pilot = committed_records("never_from_scratch_pilot")
     study_file = REPO_ROOT / "experiments" / "never_from_scratch_pilot" / "pilot.toml"
     grids = [(c, s) for c, s in load_study(study_file).grids if s.task == "ag_news"]  # --tasks ag_news
     assert len(sorted(pilot.glob("*/*/run_fingerprint.json"))) == len(grids) >= 5
     for condition, settings in grids:
         fingerprint = json.loads((pilot / condition / settings.task / "run_fingerprint.json").read_text())
+        assert "rate_choice" not in fingerprint and fingerprint.pop("sweep_seed") == 0
         assert settings.fingerprint() == fingerprint, condition
     sparse = replace(grids[-1][1], pretraining=replace(grids[-1][1].pretraining, sparse_prediction=True))
     assert sparse.fingerprint()["pretraining"]["sparse_prediction"] is True  # a sparse grid is another grid
@@ -103,7 +110,7 @@ def test_the_worked_example_of_a_new_study_runs(tmp_path: Path) -> None:
     for condition in ("scratch", "self_pretrained"):
         cell = tmp_path / "results" / condition / "ag_news" / "mgk_bert" / "variant"
         records = sorted(path.name for path in cell.iterdir())
-        assert records == ["choice.json", "seed1.json", "seed2.json", "sweep-lr0.001.json"]
+        assert records == ["seed1.json", "seed2.json"]  # one rate: nothing to choose, no held-out runs
     seed = json.loads((tmp_path / "results" / "self_pretrained" / "ag_news" / "mgk_bert" / "control" / "seed2.json")
                       .read_text())  # fmt: skip
     assert seed["pretraining"]["corpus"] == "train" and seed["status"] in ("finished", "diverged")
@@ -318,7 +325,7 @@ def test_the_study_command_runs_the_smallest_cell_of_the_from_scratch_study(tmp_
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     cell = tmp_path / "records" / "ag_news" / "mgk_bert" / "control"
-    assert sorted(path.name for path in cell.iterdir()) == ["choice.json", "seed1.json", "sweep-lr0.001.json"]
+    assert sorted(path.name for path in cell.iterdir()) == ["seed1.json"]  # one rate: no held-out runs
     seed = json.loads((cell / "seed1.json").read_text())
     assert seed["status"] == "finished" and seed["learning_rate"] == 1e-3 and seed["seed"] == 1
     (settings,) = [s for _, s in load_study("classification_from_scratch").grids if s.task == "ag_news"]

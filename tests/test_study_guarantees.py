@@ -237,8 +237,10 @@ def edited(path: Path, **changes) -> str:
         ("seed1.json", lambda path: '{"learning_rate": 0.001}', "field 'status' is missing"),
         ("seed1.json", lambda path: edited(path, accuracy=math.nan), "field 'accuracy' must be a finite number"),
         ("seed1.json", lambda path: edited(path, seed=2), "field 'seed' holds 2, not this run's 1"),
-        ("sweep-lr0.003.json", lambda path: edited(path, accuracy=7.5), "field 'accuracy' must lie in [0, 1], not 7.5"),
-        ("sweep-lr0.001.json", lambda path: edited(path, status=3), "field 'status' must be a string, not a number"),
+        ("sweep-lr0.003-seed1.json", lambda path: edited(path, accuracy=7.5),
+         "field 'accuracy' must lie in [0, 1], not 7.5"),
+        ("sweep-lr0.001-seed1.json", lambda path: edited(path, status=3),
+         "field 'status' must be a string, not a number"),
     ],
 )
 def test_a_damaged_record_is_named_in_one_line_and_the_rerun_trains_it_again(
@@ -286,8 +288,8 @@ def test_a_grid_that_recorded_no_run_never_blocks_its_correction(finished_grid: 
         path.unlink()
     rerun(tmp_path, replace={**SMALLEST, "seeds": (2,)})
     assert "recorded no run" in caplog.text
-    assert sorted(path.name for path in cell.iterdir()) == ["choice.json", "seed2.json", "sweep-lr0.001.json",
-                                                            "sweep-lr0.003.json"]  # fmt: skip
+    assert sorted(path.name for path in cell.iterdir()) == ["seed2.json", "sweep-lr0.001-seed2.json",
+                                                            "sweep-lr0.003-seed2.json"]  # fmt: skip
 
 
 def test_another_grid_with_records_is_refused_and_replaced_only_with_overwrite(finished_grid: Path,
@@ -301,8 +303,8 @@ def test_another_grid_with_records_is_refused_and_replaced_only_with_overwrite(f
         rerun(tmp_path, replace=other)
     assert (cell / "seed1.json").is_file()
     rerun(tmp_path, replace=other, overwrite=True)
-    assert sorted(path.name for path in cell.iterdir()) == ["choice.json", "seed2.json", "sweep-lr0.001.json",
-                                                            "sweep-lr0.003.json"]  # fmt: skip
+    assert sorted(path.name for path in cell.iterdir()) == ["seed2.json", "sweep-lr0.001-seed2.json",
+                                                            "sweep-lr0.003-seed2.json"]  # fmt: skip
     assert (cell.parent.parent / "notes.txt").read_text() == "mine"
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from hf_variants.lab.grid import PRETRAINING_STOPPED, ROLES, run_outcome
 from hf_variants.lab.statistics import Interval, at_least_k_of_n, paired_difference_if_any
-from hf_variants.lab.tables import PAIR_LABELS, PAPER_NUMBERS, rate_text, summarize_role, task_grids
+from hf_variants.lab.tables import PAIR_LABELS, PAPER_NUMBERS, chosen_rates_text, summarize_role, task_grids
 from hf_variants.lab.verdicts import LEARNED, left_plateau_at, run_status
 
 #: The condition every other one is compared with.
@@ -183,8 +183,7 @@ def scratch_table(study_dir: Path, tasks: list[str]) -> str:
                 continue
             variant, control = (learned_by_role(grid, spec, role) for role in ROLES)
             difference, detectable = difference_with_power(variant["learned"], control["learned"])
-            rates = " / ".join(rate_text(cells[role]["chosen_learning_rate"], grid["settings"]["learning_rates"])
-                               for role in ROLES)  # fmt: skip
+            rates = " / ".join(chosen_rates_text(cells[role], grid["settings"]["learning_rates"]) for role in ROLES)
             paper = PAPER_NUMBERS.get((spec.partition(":")[0], task), "—")
             lines.append(f"| {task} | {label} | {variant['text']} | {control['text']} | {difference} | {detectable} | "
                          f"{rates} | {paper} |")  # fmt: skip
@@ -203,10 +202,10 @@ def pretraining_seconds(record: dict) -> float:
 
 def cell_compute(cell: dict) -> dict[str, float | int | str]:
     """What one role's cell cost, summed over its runs (sweep and seeds): runs trained and minutes of pretraining
-    (:func:`pretraining_seconds`) and of fine-tuning. The held-out runs share one pretraining (the sweep seed's, on
+    (:func:`pretraining_seconds`) and of fine-tuning. The held-out runs of a seed share one pretraining (on
     the fit split), counted once. A cell copied from its twin (``same_model_as``, :meth:`~.grid.Grid.twins`)
     names the twin."""
-    records = [*cell["sweep"].values(), *cell["seeds"].values()]
+    records = [*(record for sweep in cell["sweeps"].values() for record in sweep.values()), *cell["seeds"].values()]
     trained = [record for record in records if "same_model_as" not in record]
     pretrainings: dict[tuple[bool, int], float] = {}  # (held-out run, seed): one pretraining folder of the grid
     for record in trained:

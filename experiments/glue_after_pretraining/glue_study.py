@@ -10,11 +10,14 @@ learning rate chosen on held-out training data — shared by this folder's two s
   control pretrained at one budget with the same tokenizer, data, schedule and seed, then fine-tuned the
   same way; differences variant − control paired by seed.
 
-Fine-tuning (``FineTuning``), per model and task: the learning rate is chosen on a held-out slice of the
-*training* split (``run_glue --heldout_fraction``), never on dev; then one run per seed on the training
-split, scored on dev. Each run is the fine-tuning engine called as a function with typed settings
-(``run_glue.run``); its ``results.json`` is recorded next to the study (a few KB, committed; :mod:`.records`), and a run
-whose copy holds the same settings is not run again, so a study resumes across sessions. A run
+Fine-tuning (``FineTuning``), per model, task and seed, through the lab's protocol
+(:mod:`hf_variants.lab.protocol`): the seed's learning rate is chosen on a held-out slice of the *training* split
+(``run_glue --heldout_fraction``, drawn with the seed), never on dev; then the seed's run at that rate on the
+training split, scored on dev. (The committed studies chose once per model and task, at seed 0: their records are
+read as such, :data:`~hf_variants.lab.protocol.RATE_CHOSEN_ONCE`.) Each run is the fine-tuning engine called
+as a function with typed settings (``run_glue.run``); its ``results.json`` is recorded next to the study (a few
+KB, committed; :mod:`.records`), and a run whose copy holds the same settings is not run again, so a study resumes
+across sessions. A run
 whose dev predictions are ≥ 99% one class (or one constant score) "did not learn": it is named, and left
 out of means and pairs.
 """
@@ -27,8 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hf_variants.lab import records, verdicts
-from hf_variants.lab.execution import executor
 from hf_variants.lab.outcomes import ENGINE_RESULTS, read_outcome
+from hf_variants.lab.protocol import Run, run_protocol
 from hf_variants.lab.statistics import Interval, mean_interval, paired_difference_if_any
 from hf_variants.storage.files import CheckpointError
 from hf_variants.storage.record_schema import load_json
@@ -110,8 +113,6 @@ class FineTuning:
     seeds: tuple[int, ...] = (1, 2, 3)
     learning_rates: tuple[float, ...] = (1e-4, 3e-4, 1e-3)
     heldout_fraction: float = 0.1
-    heldout_seed: int = 0
-    sweep_seed: int = 0
     max_train_samples: int = 8000
     num_train_epochs: float = 3.0
     max_seq_length: int = 64
@@ -121,13 +122,13 @@ class FineTuning:
         self, glue_dir: Path, model_dir: Path, task: str, learning_rate: float, seed: int, output_dir: Path, *,
         random_init: bool, heldout: bool,
     ) -> FineTuningRun:  # fmt: skip
-        """The typed settings of one fine-tuning run (a held-out run when ``heldout``) for
-        :func:`hf_variants.training.run_glue.run`."""
+        """The typed settings of one fine-tuning run (a held-out run when ``heldout``, its slice drawn with
+        ``seed``) for :func:`hf_variants.training.run_glue.run`."""
         from transformers import TrainingArguments
 
         from hf_variants.settings.finetuning import DataTrainingArguments, ModelArguments, RunArguments
 
-        held_out = {"heldout_fraction": self.heldout_fraction, "heldout_seed": self.heldout_seed} if heldout else {}
+        held_out = {"heldout_fraction": self.heldout_fraction, "heldout_seed": seed} if heldout else {}
         return (
             ModelArguments(model_name_or_path=str(model_dir), random_init=random_init),
             DataTrainingArguments(
@@ -186,17 +187,18 @@ def run_outcome(results: dict[str, Any], task: str) -> verdicts.RunOutcome:
     return read_outcome(results, ENGINE_RESULTS, task)
 
 
-def choose_learning_rate(sweep: dict[float, dict[str, Any]], task: str) -> float:
-    """The protocol's choice (:func:`~.verdicts.choose_learning_rate`) among the held-out sweep's runs."""
-    return verdicts.choose_learning_rate({rate: run_outcome(r, task).held_out() for rate, r in sweep.items()})
+def held_out(task: str, results: dict[str, Any]) -> verdicts.HeldOutRun:
+    """A held-out run's ``results.json`` as the protocol's rate choice reads it."""
+    return run_outcome(results, task).held_out()
 
 
 @dataclass
 class Cell:
-    """One model on one task: the chosen rate and the dev scores by seed of the runs that learned."""
+    """One model on one task: the rate each seed was trained at and the dev scores by seed of the runs that
+    learned."""
 
     task: str
-    learning_rate: float
+    learning_rates: dict[int, float]
     scores: dict[int, float]
     not_learned: list[int]
 
@@ -205,10 +207,10 @@ class Cell:
         return mean_interval(list(self.scores.values())) if self.scores else None
 
 
-def cell_from_runs(task: str, learning_rate: float, runs: dict[int, dict[str, Any]]) -> Cell:
+def cell_from_runs(task: str, learning_rates: dict[int, float], runs: dict[int, dict[str, Any]]) -> Cell:
     outcomes = {seed: run_outcome(results, task) for seed, results in runs.items()}
     scores = {seed: 100 * value for seed, value in verdicts.learned_values(outcomes).items()}
-    return Cell(task, learning_rate, scores, sorted(seed for seed in runs if seed not in scores))
+    return Cell(task, learning_rates, scores, sorted(seed for seed in runs if seed not in scores))
 
 
 def difference(cell: Cell, reference: Cell) -> Interval | None:
@@ -224,12 +226,36 @@ class ModelToTune:
     random_init: bool = False
 
 
-def run_in_worker(settings: FineTuningRun) -> dict[str, Any]:
-    """One fine-tuning run, submitted to the lab's executor (:func:`~hf_variants.lab.execution.executor`:
-    a worker takes its share of the CPU threads)."""
-    from hf_variants.training import run_glue
+@dataclass(frozen=True)
+class FineTuningJob:
+    """Where a study's fine-tuning runs train and record (:func:`fine_tune`): each run in
+    ``work_dir/<model>/<task>/<run>/``, its results in ``record_dir/<model>/<task>/<run>.json``."""
 
-    return run_glue.run(*settings)
+    protocol: FineTuning
+    models: dict[str, ModelToTune]
+    glue_dir: Path
+    work_dir: Path
+    record_dir: Path
+
+    def settings(self, run: Run) -> FineTuningRun:
+        model = self.models[run.model]
+        return self.protocol.run_settings(self.glue_dir, model.folder, run.task, run.learning_rate, run.seed,
+                                          self.work_dir / run.model / run.task / run.name,
+                                          random_init=model.random_init, heldout=run.heldout)  # fmt: skip
+
+    def record(self, run: Run) -> Path:
+        return self.record_dir / run.model / run.task / f"{run.name}.json"
+
+    def train(self, run: Run) -> dict[str, Any]:
+        """The run's recorded results, or the run trained now (in a worker of the lab's executor) and its
+        ``results.json``."""
+        from hf_variants.training import run_glue
+
+        settings = self.settings(run)
+        if (recorded := finished_run(self.record(run), settings)) is not None:
+            return recorded
+        run_glue.run(*settings)
+        return load_json(Path(settings[2].output_dir) / "results.json")
 
 
 def fine_tune(
@@ -241,61 +267,45 @@ def fine_tune(
     workers: int = 1,
     on_record: Callable[[Path], None] | None = None,
 ) -> dict[tuple[str, str], Cell]:
-    """Fine-tune every model on every task (task by task, so that an interrupted study leaves whole
-    tasks): held-out sweep, chosen rate, seeds. Runs go to ``work_dir/<model>/<task>/<run>/``, their
-    results to ``record_dir/<model>/<task>/<run>.json`` (``on_record`` is called on each new one); recorded
-    runs are skipped. Returns ``{(model, task): Cell}``."""
+    """Fine-tune every model on every task through the lab's protocol (:func:`~hf_variants.lab.protocol.
+    run_protocol`): per seed, the held-out runs, their choice, the final run. Each run's results are recorded as it
+    ends (``on_record`` is called on each new record; the run's model is deleted, its results kept); recorded runs
+    are read back, not run again. Returns ``{(model, task): Cell}``."""
+    job = FineTuningJob(protocol, models, glue_dir, work_dir, record_dir)
 
-    def job(name: str, task: str, run: str, rate: float, seed: int, heldout: bool) -> tuple[Path, Path, FineTuningRun]:
-        model, work = models[name], work_dir / name / task / run
-        settings = protocol.run_settings(glue_dir, model.folder, task, rate, seed, work,
-                                         random_init=model.random_init, heldout=heldout)  # fmt: skip
-        return work, record_dir / name / task / f"{run}.json", settings
+    def finished(run: Run, results: dict[str, Any]) -> None:
+        record = job.record(run)
+        if not record.is_file():
+            records.write_record(record, results, within=record_dir)
+            (Path(job.settings(run)[2].output_dir) / "model.safetensors").unlink(missing_ok=True)
+            if on_record is not None:
+                on_record(record)
 
-    def run_all(jobs: list[tuple[Path, Path, FineTuningRun]]) -> None:
-        pending = [(work, record, settings) for work, record, settings in jobs if not finished_run(record, settings)]
-        with executor(workers) as pool:
-            outcomes = pool.map(run_in_worker, [settings for _, _, settings in pending])
-            for (work, record, _), _ in zip(pending, outcomes, strict=True):
-                records.write_record(record, load_json(work / "results.json"), within=record_dir)
-                (work / "model.safetensors").unlink(missing_ok=True)  # keep the results, not the models
-                if on_record is not None:
-                    on_record(record)
-
+    outcomes = run_protocol([(name, seed) for seed in protocol.seeds for name in models], protocol.tasks,
+                            protocol.learning_rates, job.train, held_out, pretrained=False, workers=workers,
+                            finished=finished)  # fmt: skip
     cells = {}
-    for task in protocol.tasks:
-        sweeps = {(name, rate): job(name, task, f"sweep-lr{rate:g}", rate, protocol.sweep_seed, True)
-                  for name in models for rate in protocol.learning_rates}  # fmt: skip
-        run_all(list(sweeps.values()))
-        chosen = {}
-        for name in models:
-            sweep = {rate: finished_run(*sweeps[name, rate][1:]) for rate in protocol.learning_rates}
-            chosen[name] = choose_learning_rate(sweep, task)
-        finals = {(name, seed): job(name, task, f"seed{seed}", chosen[name], seed, False)
-                  for name in models for seed in protocol.seeds}  # fmt: skip
-        run_all(list(finals.values()))
-        for name in models:
-            runs = {seed: finished_run(*finals[name, seed][1:]) for seed in protocol.seeds}
-            cells[name, task] = cell_from_runs(task, chosen[name], runs)
+    for name in models:
+        for task in protocol.tasks:
+            rates = {seed: outcomes.choices[name, task, seed][0] for seed in protocol.seeds}
+            cells[name, task] = cell_from_runs(task, rates, outcomes.final_runs(name, task, protocol.seeds))
     return cells
 
 
 def recorded_cells(record_dir: Path) -> dict[tuple[str, str], Cell]:
     """The cells of a study from its committed result files alone: ``{(model, task): Cell}`` for every
-    ``<model>/<task>/`` folder (``<model>`` may be nested, e.g. ``mgk_bert/variant``) that holds seed runs;
-    the rate is the one the seed runs were trained with (chosen on the held-out sweep by :func:`fine_tune`)."""
+    ``<model>/<task>/`` folder (``<model>`` may be nested, e.g. ``mgk_bert/variant``) that holds seed runs,
+    with the rate each seed run was trained at."""
     from hf_variants.training import run_glue
 
     cells = {}
     for task_folder in sorted({path.parent for path in record_dir.rglob("seed*.json")}):
         files = {int(p.stem.removeprefix("seed")): p for p in task_folder.glob("seed*.json")}
         runs = {seed: load_json(path) for seed, path in files.items()}
-        settings = [run_glue.recorded_arguments(runs[seed], path) for seed, path in files.items()]
-        rates = {arguments["training"]["learning_rate"] for arguments in settings}
-        if len(rates) != 1:
-            raise CheckpointError(f"{task_folder}: its seed runs used different learning rates {rates}.")
+        rates = {seed: run_glue.recorded_arguments(runs[seed], path)["training"]["learning_rate"]
+                 for seed, path in files.items()}  # fmt: skip
         name, task = task_folder.parent.relative_to(record_dir).as_posix(), task_folder.name
-        cells[name, task] = cell_from_runs(task, rates.pop(), runs)
+        cells[name, task] = cell_from_runs(task, dict(sorted(rates.items())), runs)
     return cells
 
 
@@ -342,7 +352,8 @@ def score_text(cell: Cell | None, chance: float | None) -> str:
     if cell.not_learned:
         at_chance = "" if chance is None else f"; chance {chance:.1f}"
         parts.append(f"did not learn (seed {', '.join(map(str, cell.not_learned))}{at_chance})")
-    return "; ".join(parts) + f" (lr {cell.learning_rate:g})"
+    rates = sorted(set(cell.learning_rates.values()))
+    return "; ".join(parts) + f" (lr {', '.join(f'{rate:g}' for rate in rates)})"
 
 
 def budget_table(

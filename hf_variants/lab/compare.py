@@ -32,6 +32,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -44,14 +45,15 @@ from ..storage.files import remove_path, write_text_atomic
 from ..tasks import EmbeddedLevels, get_task
 from . import verdicts
 from .data_sources import DataSource, resolve_data
-from .execution import executor, quiet_libraries
+from .execution import quiet_libraries
 from .measurement import analyse, classifier_from, final_run, headline_metric
 from .outcomes import ENGINE_RESULTS, read_outcome
+from .protocol import RATE_CHOICE, Outcomes, Run, run_protocol
 from .report import report_markdown, run_outcomes
 from .spec import EXTERNAL_REFERENCE, ModelSpec, with_calibration_controls, with_matched_controls
 from .stages import (
     STAGE_RECORD_SUFFIX,
-    Run,
+    folder_name,
     matched_fields,
     matched_size,
     train,
@@ -89,84 +91,28 @@ def named_twice(specs: Sequence[ModelSpec]) -> list[str]:
     return sorted({name for name in names if names.count(name) > 1})
 
 
-def choose_learning_rate(task: str, outcomes: dict[float, dict[str, Any]]) -> tuple[float, dict[float, float | None]]:
-    """The protocol's choice (:func:`~.verdicts.choose_learning_rate`) among the held-out runs, and every
-    rate's score (None for a run that failed or whose score is undefined, which is never chosen)."""
-    sweep = {rate: read_outcome(result, ENGINE_RESULTS, task).held_out() for rate, result in sorted(outcomes.items())}
-    return verdicts.choose_learning_rate(sweep), {rate: run.score if run.finished else None
-                                                  for rate, run in sweep.items()}  # fmt: skip
-
-
-#: The rule by which a model's fine-tuning rate is chosen, recorded with every model's fine-tuning: each seed makes
-#: its own held-out choice for each side (records without it chose once per model, at its first seed).
-RATE_CHOICE = "each seed"
-
-
 def fine_tuning_seeds(args: CompareArguments) -> list[int]:
     """``--seed``, ``--seed + 1``, … (``--num_seeds`` of them)."""
     return [args.seed + offset for offset in range(args.num_seeds)]
 
 
-#: (model name, task, seed with the model's seed offset) → the rate that seed's held-out runs chose, with every
-#: held-out rate's score (:func:`choose_learning_rate`).
-Choices = dict[tuple[str, str, int], tuple[float, dict[float, float | None]]]
+def held_out(task: str, result: dict[str, Any]) -> verdicts.HeldOutRun:
+    """A held-out run's engine result as the rate choice reads it."""
+    return read_outcome(result, ENGINE_RESULTS, task).held_out()
 
 
 def train_all(
     args: CompareArguments, source: DataSource, tokenizer: str, specs: Sequence[ModelSpec], tasks: Sequence[str],
-    finished: Callable[[Run], None],
-) -> tuple[dict[Run, dict[str, Any]], Choices]:
-    """Every run of the comparison, ``--workers`` at a time: each model's pretraining at every seed; from each, per
-    task, its held-out runs (one per rate, when there are several) on that seed's held-out slice; then that seed's
-    final run at the rate its held-out runs chose (with ``--final_runs_at_every_rate``, its final runs at every
-    rate, started with the pretraining's end). The rate choice is thereby part of each replicate, as its
-    initialisation and data order are, and every interval holds its noise (:data:`RATE_CHOICE`). Returns each run's
-    result and every choice; ``finished`` is called as each run ends."""
-    from concurrent.futures import FIRST_COMPLETED, wait
-
-    results: dict[Run, dict[str, Any]] = {}
-    choices: Choices = {}
-    rates = sorted(args.finetune_learning_rates)
-    every_rate = bool(args.final_runs_at_every_rate)
-
-    def chosen(spec: ModelSpec, task: str, seed: int, choice: tuple[float, dict[float, float | None]]) -> list[Run]:
-        """Records the seed's choice; its final run follows (none with every rate's final runs, already started)."""
-        choices[spec.name, task, seed] = choice
-        return [] if every_rate else [Run(spec, task, choice[0], seed)]
-
-    def after_pretraining(run: Run, task: str) -> list[Run]:
-        follow = [Run(run.spec, task, rate, run.seed, every_rate=True) for rate in rates] if every_rate else []
-        if len(rates) == 1:  # one rate: the choice
-            return follow + chosen(run.spec, task, run.seed, (rates[0], {}))
-        return follow + [Run(run.spec, task, rate, run.seed, heldout=True) for rate in rates]
-
-    def runs_after(run: Run) -> list[Run]:
-        if run.task is None:  # pretrained at one seed: per task its held-out runs (or, with one rate, its final run)
-            return [follow for task in tasks for follow in after_pretraining(run, task)]
-        if run.heldout:
-            sweep = {rate: results.get(Run(run.spec, run.task, rate, run.seed, heldout=True)) for rate in rates}
-            if all(result is not None for result in sweep.values()):
-                return chosen(run.spec, run.task, run.seed, choose_learning_rate(run.task, sweep))
-        return []
-
-    # seed by seed, every model: a seed's held-out runs can start while the later seeds pretrain
-    pretrainings = [Run(spec, seed=seed + spec.seed_offset) for seed in fine_tuning_seeds(args) for spec in specs]
-    with executor(args.workers) as pool:
-        pending = {pool.submit(train, args, source, tokenizer, run): run for run in pretrainings}
-        try:
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    run = pending.pop(future)
-                    results[run] = future.result()
-                    finished(run)
-                    for follow in runs_after(run):
-                        pending[pool.submit(train, args, source, tokenizer, follow)] = follow
-        except BaseException:  # runs not started yet are dropped; those training finish and are recorded
-            for future in pending:
-                future.cancel()
-            raise
-    return results, choices
+    finished: Callable[[Run, dict[str, Any]], None],
+) -> Outcomes:
+    """Every run of the comparison through the lab's protocol (:func:`~.protocol.run_protocol`), ``--workers`` at a
+    time: each model's pretraining at every seed; from each, per task, its held-out runs on that seed's held-out
+    slice, then that seed's final run at the rate they chose (with ``--final_runs_at_every_rate``, its final runs
+    at every rate). Seed by seed, every model: a seed's held-out runs start while the later seeds pretrain."""
+    replicates = [(spec, seed + spec.seed_offset) for seed in fine_tuning_seeds(args) for spec in specs]
+    return run_protocol(replicates, tasks, args.finetune_learning_rates, partial(train, args, source, tokenizer),
+                        held_out, pretrained=True, workers=args.workers,
+                        every_rate=bool(args.final_runs_at_every_rate), finished=finished)  # fmt: skip
 
 
 def heldout_left_out(task: str, sweep: dict[float, dict[str, Any]]) -> dict[str, str]:
@@ -259,7 +205,7 @@ def compare_models(args: CompareArguments, argv: Sequence[str] | None) -> dict[s
     sentences = source.dev_split(tasks[0])[0][: args.analysis_sentences]
 
     training_started = time.perf_counter()
-    outcomes, choices = train_with_progress(args, source, tokenizer_name, specs, tasks)
+    outcomes = train_with_progress(args, source, tokenizer_name, specs, tasks)
     training_seconds = time.perf_counter() - training_started
 
     models: dict[str, dict[str, Any]] = {}
@@ -267,10 +213,9 @@ def compare_models(args: CompareArguments, argv: Sequence[str] | None) -> dict[s
     for spec in specs:
         entry = model_entry(args, spec, outcomes)
         for task in tasks:
-            entry["fine_tuning"][task] = fine_tuning_entry(args, source, tokenizer, spec, task, outcomes, choices,
-                                                           levels)  # fmt: skip
+            entry["fine_tuning"][task] = fine_tuning_entry(args, source, tokenizer, spec, task, outcomes, levels)
         entry["training_seconds"] = training_seconds_of(entry)
-        summary = analysis_of(args, spec, entry, choices, tokenizer, sentences)
+        summary = analysis_of(args, spec, entry, outcomes, tokenizer, sentences)
         if summary is not None:
             analyses[spec.name] = summary
             entry["analysis"] = analysis_entry(summary)
@@ -332,7 +277,7 @@ def models_to_compare(args: CompareArguments, tasks: Sequence[str]) -> tuple[lis
 
 def train_with_progress(
     args: CompareArguments, source: DataSource, tokenizer: str, specs: Sequence[ModelSpec], tasks: Sequence[str]
-) -> tuple[dict[Run, dict[str, Any]], Choices]:
+) -> Outcomes:
     """Step 4: every run (:func:`train_all`) under one progress bar over the comparison's runs."""
     from tqdm.auto import tqdm
 
@@ -343,12 +288,12 @@ def train_with_progress(
     overall = tqdm(total=len(specs) * runs_per_model, desc="compare (all models)",
                    position=0, disable=args.disable_tqdm, unit="run")  # fmt: skip
 
-    def finished(run: Run) -> None:
-        what = f"MLM pretraining, seed {run.seed}" if run.task is None else run.folder_name
+    def finished(run: Run, result: dict[str, Any]) -> None:
+        what = f"MLM pretraining, seed {run.seed}" if run.task is None else folder_name(run)
         if args.disable_tqdm:
-            print(f"[hf-variants compare] finished {run.spec.name}: {what}", flush=True)
+            print(f"[hf-variants compare] finished {run.model.name}: {what}", flush=True)
         else:
-            overall.set_postfix_str(f"{run.spec.name}: {what}")
+            overall.set_postfix_str(f"{run.model.name}: {what}")
         overall.update()
 
     try:
@@ -357,13 +302,13 @@ def train_with_progress(
         overall.close()
 
 
-def model_entry(args: CompareArguments, spec: ModelSpec, outcomes: dict[Run, dict[str, Any]]) -> dict[str, Any]:
+def model_entry(args: CompareArguments, spec: ModelSpec, outcomes: Outcomes) -> dict[str, Any]:
     """Step 5: a model's record — what it is, its size, its MLM pretraining at every seed — reloaded through the
     Auto classes; its fine-tuning is filled in per task (:func:`fine_tuning_entry`)."""
     from transformers import AutoModelForMaskedLM
 
     model_dir = args.output_dir / "models" / spec.folder
-    pretrainings = {seed: outcomes[Run(spec, seed=seed + spec.seed_offset)] for seed in fine_tuning_seeds(args)}
+    pretrainings = {seed: outcomes.results[Run(spec, seed=seed + spec.seed_offset)] for seed in fine_tuning_seeds(args)}
     mlm, first_mlm = pretrainings[args.seed], model_dir / f"mlm-seed{args.seed + spec.seed_offset}"
     reloaded_mlm = AutoModelForMaskedLM.from_pretrained(first_mlm)
     attention_type, layer_scheme = spec.pair()
@@ -388,18 +333,18 @@ def model_entry(args: CompareArguments, spec: ModelSpec, outcomes: dict[Run, dic
 
 def fine_tuning_entry(
     args: CompareArguments, source: DataSource, tokenizer, spec: ModelSpec, task: str,
-    outcomes: dict[Run, dict[str, Any]], choices: Choices, levels: EmbeddedLevels,
+    outcomes: Outcomes, levels: EmbeddedLevels,
 ) -> dict[str, Any]:  # fmt: skip
     """Step 6: a model's fine-tuning on one task — per seed the rate its held-out runs chose, with every held-out
     rate's score and loss; the final runs at the chosen rates (measured on the task's dev split; with
     ``--final_runs_at_every_rate``, at every rate too) and what they learned over the seeds."""
     seeds = {str(seed): seed + spec.seed_offset for seed in fine_tuning_seeds(args)}
-    chosen = {name: choices[spec.name, task, seed] for name, seed in seeds.items()}
+    chosen = {name: outcomes.choices[spec, task, seed] for name, seed in seeds.items()}
     every_rate = bool(args.final_runs_at_every_rate)
 
     def measured(rate: float, seed: int) -> dict[str, Any]:
         run = Run(spec, task, rate, seed, every_rate=every_rate)
-        return {**final_run(args, source, tokenizer, spec, run, outcomes), "learning_rate": rate}
+        return {**final_run(args, source, tokenizer, spec, run, outcomes.results), "learning_rate": rate}
 
     if every_rate:
         at_rate = {f"{r:g}": {name: measured(r, seed) for name, seed in seeds.items()}
@@ -407,8 +352,7 @@ def fine_tuning_entry(
         runs = {name: at_rate[f"{chosen[name][0]:g}"][name] for name in seeds}
     else:
         runs = {name: measured(chosen[name][0], seed) for name, seed in seeds.items()}
-    sweeps = {name: {r: outcomes[Run(spec, task, r, seed, heldout=True)] for r in chosen[name][1]}
-              for name, seed in seeds.items()}  # fmt: skip
+    sweeps = {name: outcomes.held_out_runs(spec, task, seed) for name, seed in seeds.items()}
     interval = verdicts.summary(run_outcomes(runs, task, get_task(task).guessing_level(levels)))
     return {
         "metric": headline_metric(task),
@@ -439,7 +383,7 @@ def training_seconds_of(entry: dict[str, Any]) -> float:
 
 def analysis_of(
     args: CompareArguments, spec: ModelSpec, entry: dict[str, Any],
-    choices: Choices, tokenizer, sentences: Sequence[str],
+    outcomes: Outcomes, tokenizer, sentences: Sequence[str],
 ) -> dict[str, Any] | None:  # fmt: skip
     """Step 7: the analysis (:func:`~hf_variants.lab.measurement.analyse`) of the model's first final run on the
     first task that did not fail; None when every one failed."""
@@ -449,10 +393,10 @@ def analysis_of(
     if analysed is None:
         return None
     seed = int(analysed) + spec.seed_offset
-    first = Run(spec, first_task, choices[spec.name, first_task, seed][0], seed,
+    first = Run(spec, first_task, outcomes.choices[spec, first_task, seed][0], seed,
                 every_rate=bool(args.final_runs_at_every_rate))  # fmt: skip
     model_dir = args.output_dir / "models" / spec.folder
-    return analyse(classifier_from(model_dir / first.folder_name, attn_implementation="eager"), tokenizer,
+    return analyse(classifier_from(model_dir / folder_name(first), attn_implementation="eager"), tokenizer,
                    sentences, args.max_seq_length)  # fmt: skip
 
 

@@ -1,20 +1,23 @@
-"""The resumable comparison grid on one task: every variant and its matched control, a learning-rate
-sweep on a held-out slice of the training split, then several seeds at the chosen rate on the test split.
+"""The resumable comparison grid on one task: every variant and its matched control run through the lab's
+protocol (:mod:`.protocol`): at each seed a learning-rate sweep on a held-out slice of the training split, then
+that seed's final run at the rate its sweep chose, on the test split.
 
 Layout of ``output_dir/<task>/`` (small JSON files, written as each run finishes)::
 
     run_fingerprint.json                     the settings; another grid in this folder is refused
-    <pair>/<role>/sweep-lr<lr>.json          role = variant | control; trained on the training split
-                                             without its held-out slice, scored on the slice (seed 0)
-    <pair>/<role>/seed<s>.json               trained on the whole training split at the chosen rate,
-                                             scored on the test split
+    <pair>/<role>/sweep-lr<lr>-seed<s>.json  role = variant | control; trained on the training split
+                                             without its held-out slice, scored on the slice
+    <pair>/<role>/seed<s>.json               trained on the whole training split at the rate seed s's
+                                             sweep chose, scored on the test split
 
 The chosen rate is the protocol's (:func:`~.verdicts.choose_learning_rate`: the best held-out accuracy
 among runs that learned, ties to the smaller rate, the smallest when every run failed); the test split is
-never seen before the choice. A run's file is written only when it ends (the lab's one resume record,
-:mod:`.records`), so a killed grid
+never seen before the choice. Grids recorded before the protocol chose once per cell (``sweep-lr<lr>.json`` at
+one seed, ``choice.json``): :func:`load_grid` reads them under that rule (:data:`~.protocol.RATE_CHOSEN_ONCE`),
+and a re-run refuses their folder as another grid's. A run's file is written only when it ends (the lab's one
+resume record, :mod:`.records`), so a killed grid
 restarts its unfinished run from scratch and skips every finished one; a finished seed whose rate is
-not the sweep's choice is refused. A cell whose model an earlier cell trains (the same config but for its
+not its sweep's choice is refused. A cell whose model an earlier cell trains (the same config but for its
 class's name and unused fields: MGK-BERT's control is post-LN Macaron-BERT's) copies that cell's records, each
 marked ``same_model_as``, instead of training the same runs twice. Each run is trained by the fine-tuning engine
 (:mod:`.grid_training`), which the fingerprint names: a folder made by another engine is another grid.
@@ -62,11 +65,12 @@ from ..tokenization import train_wordpiece_tokenizer
 from .execution import console_to_file, quiet_libraries
 from .grid_training import EncodedSplit, RunSettings, stop_status, stop_summary, train_and_evaluate
 from .outcomes import GRID_RUN, read_outcome
+from .protocol import RATE_CHOICE, RATE_CHOSEN_ONCE, Run, choose, run_protocol
 from .records import write_record
 from .spec import ModelSpec, spec_folder
 from .statistics import majority_share
 from .text_classification import GRID_TASKS, TextClassificationData, load_task
-from .verdicts import HeldOutRun, RunOutcome, choose_learning_rate
+from .verdicts import HeldOutRun, RunOutcome
 
 __all__ = ["Grid", "GridSettings", "SelfPretraining", "check_models", "load_grid", "read_run"]
 
@@ -91,12 +95,16 @@ def check_outcome(value: Any) -> str | None:
     return None
 
 
-#: What :func:`load_grid` reads of a grid's saved settings: its model specs and seeds.
-SAVED_GRID: Schema = {"pairs": list_of(text), "seeds": list_of(integer_at_least(0))}
+#: What :func:`load_grid` reads of a grid's saved settings: its model specs, seeds and rates.
+SAVED_GRID: Schema = {"pairs": list_of(text), "seeds": list_of(integer_at_least(0)),
+                      "learning_rates": list_of(number_in(0, float("inf"), low_open=True))}  # fmt: skip
 #: A self-pretraining that stopped (kept beside its run folder): its outcome and the run it was.
 STOPPED_PRETRAINING: Schema = {"outcome": check_outcome, "pretraining_run": nonempty_object}
-#: The names of the records a grid writes in a cell (``<pair>/<role>/``): only these are ever replaced.
-CELL_RECORD = re.compile(r"(sweep-lr[0-9.e+-]+|seed\d+|choice)\.json")
+#: The names of the records a grid writes in a cell (``<pair>/<role>/``): only these are ever replaced (``choice`` and
+#: a sweep without its seed: the records of a grid that chose once per cell).
+CELL_RECORD = re.compile(r"(sweep-lr[0-9.e+-]+?(-seed\d+)?|seed\d+|choice)\.json")
+#: A held-out run's record: its rate, and its seed (none in a grid that chose once per cell).
+SWEEP_RECORD = re.compile(r"sweep-lr(?P<rate>[0-9.e+-]+?)(-seed(?P<seed>\d+))?\.json")
 #: What re-runs a damaged record.
 REMEDY = "delete that file and run the same command: that run is trained again"
 
@@ -351,7 +359,7 @@ class Grid:
         if not exists(saved_file):
             return
         saved = parse_record(saved_file, ANY_OBJECT, fix="--overwrite_output_dir replaces the grid in it")
-        differences = fingerprint_differences(saved, self.settings.fingerprint())
+        differences = fingerprint_differences(saved, self.fingerprint())
         if not differences:
             return
         records = grid_records(self.folder)
@@ -370,43 +378,43 @@ class Grid:
         for cell in {path.parent for path in records} - {self.folder}:  # <pair>/<role>/, then <pair>/, when empty
             if remove_empty_folder(cell, within=self.folder):
                 remove_empty_folder(cell.parent, within=self.folder)
-        write_json(saved_file, self.settings.fingerprint(), within=self.folder)  # the folder is this grid's now
+        write_json(saved_file, self.fingerprint(), within=self.folder)  # the folder is this grid's now
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The grid's identity: its settings and the protocol's rate rule (a grid recorded under another rule is
+        another grid)."""
+        return self.settings.fingerprint() | {"rate_choice": RATE_CHOICE}
 
     def run(self, on_record: Callable[[Path], None] | None = None, roles: Sequence[str] = ROLES,
             overwrite: bool = False) -> None:  # fmt: skip
-        """Every (pair, role) cell (only ``roles``' cells when narrowed: the grid and its fingerprint stay the
-        same, so a later run fills in the rest): the sweep, the choice, the seeds. ``on_record(cell folder)`` is called
-        after each run trained (or copied from its twin) now, not for those a resumed grid finds on disk: e.g. to
-        copy the cell to storage that outlives the machine (the choice goes with its first seed), since one seed of a
-        self-pretraining grid can take over an hour."""
+        """Every (pair, role) cell's runs through the lab's protocol (:func:`~.protocol.run_protocol`): per seed,
+        the sweep, its choice, the final run (only ``roles``' cells when narrowed: the grid and its fingerprint stay
+        the same, so a later run fills in the rest). ``on_record(cell folder)`` is called after each run trained (or
+        copied from its twin) now, not for those a resumed grid finds on disk: e.g. to copy the cell to storage that
+        outlives the machine, since one seed of a self-pretraining grid can take over an hour."""
         s = self.settings
         self.overwrite = overwrite
-
-        def run_and_record(path: Path, *arguments: Any) -> dict:  # on_record only for a file written now
-            written = not exists(path)
-            record = self.run_one(path, *arguments)
-            if written and on_record is not None:
-                on_record(path.parent)
-            return record
-
         lock = OutputDirLock(self.folder)
         try:
             self.replace_another_grid(overwrite)
-            prepare_output_dir(self.folder, s.fingerprint(), overwrite=False, replaced_by="--overwrite_output_dir")
+            prepare_output_dir(self.folder, self.fingerprint(), overwrite=False, replaced_by="--overwrite_output_dir")
             self.prepare_data()
             write_record(self.folder / "data.json", self.data_summary, within=self.folder)
             twins = self.twins()
-            for spec in s.pairs:
-                for role in (role for role in ROLES if role in roles):
-                    cell, twin = self.folder / spec_folder(spec) / role, twins.get((spec, role))
-                    sweep = {
-                        lr: run_and_record(cell / f"sweep-lr{lr:g}.json", spec, role, "sweep", lr, s.sweep_seed, twin)
-                        for lr in s.learning_rates
-                    }
-                    chosen = choose_learning_rate({lr: held_out_run(record) for lr, record in sweep.items()})
-                    write_record(cell / "choice.json", {"chosen_learning_rate": chosen}, within=self.folder)
-                    for seed in s.seeds:
-                        run_and_record(cell / f"seed{seed}.json", spec, role, "final", chosen, seed, twin)
+
+            def train(run: Run) -> dict:  # on_record only for a file written now
+                spec, role = run.model
+                path = self.folder / spec_folder(spec) / role / f"{run.name}.json"
+                written = not exists(path)
+                record = self.run_one(path, spec, role, "sweep" if run.heldout else "final", run.learning_rate,
+                                      run.seed, twins.get((spec, role)))  # fmt: skip
+                if written and on_record is not None:
+                    on_record(path.parent)
+                return record
+
+            cells = [(spec, role) for spec in s.pairs for role in ROLES if role in roles]
+            run_protocol([(cell, seed) for seed in s.seeds for cell in cells], [s.task], s.learning_rates, train,
+                         lambda task, record: held_out_run(record), pretrained=False)  # fmt: skip
         finally:
             lock.release()
 
@@ -425,31 +433,49 @@ def grid_records(folder: Path) -> list[Path]:
 
 
 def load_grid(folder: Path) -> dict[str, Any]:
-    """The results of one task folder: ``{"settings", "data", "cells": {pair: {role: {"sweep", "chosen",
-    "seeds", "planned_seeds"}}}}`` (only what is on disk, and how many seeds the grid's settings run). Every record
-    is parsed through its schema (:func:`read_run`): a damaged one is an error naming the file and the field."""
+    """The results of one task folder: ``{"settings", "data", "cells": {pair: {role: {"rate_choice", "sweeps",
+    "chosen", "seeds", "planned_seeds"}}}}`` — only what is on disk: per seed its held-out runs by rate
+    (``sweeps``) and the rate they chose (``chosen``, for a seed whose sweep is whole), its final run (``seeds``),
+    and how many seeds the grid's settings run. A grid recorded under :data:`~.protocol.RATE_CHOSEN_ONCE` has one
+    sweep, at its ``sweep_seed``, and its recorded choice stands for every seed. Every record is parsed through its
+    schema (:func:`read_run`): a damaged one is an error naming the file and the field."""
     settings_file = folder / FINGERPRINT_FILE
     if not exists(settings_file):
         raise CheckpointError(f"{folder} holds no grid ({settings_file.name} is missing).")
     settings = parse_record(settings_file, SAVED_GRID)
+    rule = settings.get("rate_choice", RATE_CHOSEN_ONCE)  # absent: recorded before the rule was
+    if rule not in (RATE_CHOICE, RATE_CHOSEN_ONCE):
+        raise CheckpointError(f"{settings_file}: field 'rate_choice' holds {rule!r}, not {RATE_CHOICE!r}: the record "
+                              "is damaged.")  # fmt: skip
     cells: dict[str, dict[str, Any]] = {}
     for spec in settings["pairs"]:
         for role in ROLES:
-            cell = folder / spec_folder(spec) / role
-            sweep = {float(p.stem.removeprefix("sweep-lr")): read_run(p) for p in sorted(cell.glob("sweep-lr*.json"))}
-            seeds = {int(p.stem.removeprefix("seed")): read_run(p, seed=int(p.stem.removeprefix("seed")))
-                     for p in sorted(cell.glob("seed*.json")) if p.stem.removeprefix("seed").isdigit()}  # fmt: skip
-            choice = parse_record(cell / "choice.json", CHOICE_RECORD, fix=REMEDY) if exists(cell / "choice.json") \
-                else {}  # fmt: skip
-            cells.setdefault(spec, {})[role] = {
-                "sweep": sweep,
-                "chosen_learning_rate": choice.get("chosen_learning_rate"),
-                "seeds": seeds,
-                "planned_seeds": len(settings["seeds"]),
-            }
+            cells.setdefault(spec, {})[role] = load_cell(folder / spec_folder(spec) / role, settings, rule)
     data = {}
     if exists(folder / "data.json"):
         data = parse_record(folder / "data.json", ANY_OBJECT, fix=REMEDY)
         check_record(data, {name: check for name, check in DATA_RECORD.items() if name in data}, folder / "data.json",
                      fix=REMEDY)  # fmt: skip
     return {"settings": settings, "data": data, "cells": cells}
+
+
+def load_cell(cell: Path, settings: dict[str, Any], rule: str) -> dict[str, Any]:
+    """One (pair, role) cell of :func:`load_grid`."""
+    sweeps: dict[int, dict[float, dict[str, Any]]] = {}
+    for path in sorted(cell.glob("sweep-lr*.json")):
+        if (name := SWEEP_RECORD.fullmatch(path.name)) is None:
+            continue
+        seed = int(name["seed"]) if name["seed"] is not None else settings.get("sweep_seed", 0)
+        sweeps.setdefault(seed, {})[float(name["rate"])] = read_run(path, seed=seed)
+    seeds = {int(p.stem.removeprefix("seed")): read_run(p, seed=int(p.stem.removeprefix("seed")))
+             for p in sorted(cell.glob("seed*.json")) if p.stem.removeprefix("seed").isdigit()}  # fmt: skip
+    if rule == RATE_CHOSEN_ONCE:
+        choice = parse_record(cell / "choice.json", CHOICE_RECORD, fix=REMEDY) if exists(cell / "choice.json") else {}
+        chosen = dict.fromkeys(settings["seeds"], choice["chosen_learning_rate"]) if choice else {}
+    elif len(rates := settings["learning_rates"]) == 1:  # nothing to choose: no held-out runs
+        chosen = dict.fromkeys(settings["seeds"], rates[0])
+    else:
+        chosen = {seed: choose({rate: held_out_run(record) for rate, record in sweep.items()})[0]
+                  for seed, sweep in sweeps.items() if len(sweep) == len(rates)}  # fmt: skip
+    return {"rate_choice": rule, "sweeps": sweeps, "chosen": chosen, "seeds": seeds,
+            "planned_seeds": len(settings["seeds"])}  # fmt: skip

@@ -18,8 +18,8 @@ from .outcomes import MAIN_JOB_RUN, read_outcome
 
 if TYPE_CHECKING:
     from ..settings.compare import CompareArguments
+    from .protocol import Run
     from .spec import ModelSpec
-    from .stages import Run
 
 
 def headline_metric(task: str) -> str:
@@ -96,17 +96,19 @@ def final_run(
     """One final fine-tuning run's record: its dev score, recomputed from the model reloaded with
     ``AutoModelForSequenceClassification`` (an error when the two differ), whether it learned
     (:func:`~hf_variants.lab.verdicts.run_status`), its training curve; or the error that stopped it."""
+    from .stages import folder_name
+
     result = outcomes[run]
     if "failed" in result:
         return {"failed": result["failed"], "status": verdicts.FAILED}
-    folder = args.output_dir / "models" / spec.folder / run.folder_name
+    folder = args.output_dir / "models" / spec.folder / folder_name(run)
     classifier = classifier_from(folder)
     recomputed, predicted, labels = recomputed_metric(classifier, tokenizer, source, run.task, args.max_seq_length)
     reported = result["eval"]["validation"]
     metric, value = headline(run.task, reported)
     if abs(recomputed[metric] - value) > 1e-6:
         raise RuntimeError(
-            f"{spec.name}/{run.folder_name}: the reloaded model scores {metric}={recomputed[metric]:.6f}, the run "
+            f"{spec.name}/{folder_name(run)}: the reloaded model scores {metric}={recomputed[metric]:.6f}, the run "
             f"reported {value:.6f}: the saved model is not the evaluated one."
         )
     state = json.loads((folder / "trainer_state.json").read_text())

@@ -51,7 +51,7 @@ def margins(results: dict[str, Any]) -> dict[str, float]:
 
 def chosen_each_seed(tuned: dict[str, Any]) -> bool:
     """Whether a model's fine-tuning record chose its rate at each seed (the protocol's rule,
-    :data:`~hf_variants.lab.compare.RATE_CHOICE`); older records chose once per model, at its first seed."""
+    :data:`~hf_variants.lab.protocol.RATE_CHOICE`); older records chose once per model, at its first seed."""
     return "rate_choice" in tuned
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from ..training import checkpoints
 from . import records
 from .data_sources import DataSource
 from .execution import console_to_file
+from .protocol import Run
 from .spec import ModelSpec
 
 #: Solver steps per N-ODE block and forward in the comparison (healthy runs take a handful at rtol 1e-3).
@@ -144,41 +144,23 @@ def finished_stage(folder: Path, arguments: dict[str, Any], inputs: Sequence[Pat
     return result
 
 
-@dataclass(frozen=True)
-class Run:
-    """One training run of the comparison: a model's MLM pretraining at one seed (no ``task``), a held-out
-    run for choosing that seed's learning rate, or a final fine-tuning run at one seed, from the pretraining at
-    that seed (so each seed is a whole replicate: pretraining, rate choice and fine-tuning)."""
-
-    spec: ModelSpec
-    task: str | None = None
-    learning_rate: float | None = None
-    seed: int | None = None
-    heldout: bool = False
-    every_rate: bool = False  # a final run of ``--final_runs_at_every_rate``: its folder names its rate
-
-    @property
-    def folder_name(self) -> str:
-        """Its folder (and ``.log`` file) under ``models/<spec>/``."""
-        if self.task is None:
-            return f"mlm-seed{self.seed}"
-        if self.heldout:
-            return f"{self.task}-sweep-lr{self.learning_rate:g}-seed{self.seed}"
-        rate = f"-lr{self.learning_rate:g}" if self.every_rate else ""
-        return f"{self.task}{rate}-seed{self.seed}"
+def folder_name(run: Run) -> str:
+    """A run's folder (and ``.log`` file) under ``models/<spec>/``: its name, after its task's."""
+    return run.name if run.task is None else f"{run.task}-{run.name}"
 
 
 def train(args: CompareArguments, source: DataSource, tokenizer: str, run: Run) -> dict[str, Any]:
-    """The run's stage (in a worker or in this process), what it prints going to its log file. A
+    """The run's stage (in a worker or in this process; ``run.model`` is its :class:`~.spec.ModelSpec`), what it
+    prints going to its log file. A
     fine-tuning run that the N-ODE solver or the non-finite check stops is an outcome, recorded as
     ``{"failed": "<error>"}``; a pretraining that stops ends the comparison."""
     quiet = not args.disable_tqdm or args.workers > 1  # beside bars, or side by side: to the log file only
-    log = args.output_dir / "models" / run.spec.folder / f"{run.folder_name}.log"
+    log = args.output_dir / "models" / run.model.folder / f"{folder_name(run)}.log"
     with console_to_file(log, quiet, within=args.output_dir):
         if run.task is None:
-            return pretrain(args, source, tokenizer, run.spec, run.seed)
+            return pretrain(args, source, tokenizer, run.model, run.seed)
         try:
-            return fine_tune(args, source, run.spec, run.task, run.learning_rate, run.folder_name, run.seed,
+            return fine_tune(args, source, run.model, run.task, run.learning_rate, folder_name(run), run.seed,
                              heldout=run.heldout)  # fmt: skip
         except (ModelFailure, FloatingPointError) as error:
             return {"failed": f"{type(error).__name__}: {error}"}

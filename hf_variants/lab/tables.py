@@ -10,11 +10,13 @@ pairs, never averaged in).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from . import verdicts
 from .grid import ROLES, load_grid, run_outcome
+from .protocol import RATE_CHOICE, RATE_CHOSEN_ONCE
 from .statistics import mean_interval, paired_difference_if_any
 
 #: What each pair compares, in words (the control is the same model with the idea turned off).
@@ -83,6 +85,15 @@ def rate_text(chosen: float, swept: list[float]) -> str:
     return f"{chosen:g}{mark}"
 
 
+def chosen_rates_text(cell: dict[str, Any], swept: list[float]) -> str:
+    """The rates a cell's seeds were trained at as its sweeps chose them (:func:`rate_text`), each with how many
+    seeds chose it when they differ; ``—`` before any choice."""
+    counts = Counter(cell["chosen"].values())
+    if len(counts) <= 1:
+        return "—" if not counts else rate_text(next(iter(counts)), swept)
+    return ", ".join(f"{rate_text(rate, swept)} ×{n}" for rate, n in sorted(counts.items()))
+
+
 def comparison_table(grid_dir: Path, tasks: list[str]) -> str:
     """The answer table: one row per task and pair."""
     lines = [
@@ -97,7 +108,7 @@ def comparison_table(grid_dir: Path, tasks: list[str]) -> str:
                 continue
             variant, control = (summarize_role(roles[r], grid["data"]) for r in ROLES)
             swept = grid["settings"]["learning_rates"]
-            rates = " / ".join(rate_text(roles[r]["chosen_learning_rate"], swept) for r in ROLES)
+            rates = " / ".join(chosen_rates_text(roles[r], swept) for r in ROLES)
             lines.append(
                 f"| {task} | {PAIR_LABELS.get(spec, spec)} | {variant['text']} | {control['text']} | "
                 f"{difference_text(variant['learned'], control['learned'])} | {rates} | "
@@ -117,18 +128,26 @@ def sweep_table(grid_dir: Path, tasks: list[str]) -> str:
     for task, grid in task_grids(grid_dir, tasks):
         for spec, roles in grid["cells"].items():
             for role_name, role in roles.items():
-                if not role["sweep"]:
-                    continue
-                cells = []
-                for lr, record in sorted(role["sweep"].items()):
-                    score = f"{100 * record['accuracy']:.1f}" if record["status"] == "finished" else record["status"]
-                    cell = f"{lr:g}: {score}"
-                    cells.append(f"**{cell}**" if lr == role["chosen_learning_rate"] else cell)
                 finished = [r for r in role["seeds"].values() if r["status"] == "finished"]
                 speeds = sorted(r["train_tokens_per_second"] for r in finished)
                 speed = f"{speeds[len(speeds) // 2]:,.0f}" if speeds else "—"
-                lines.append(f"| {task} | {spec} | {role_name} | {'; '.join(cells)} | {speed} |")
+                once = role["rate_choice"] == RATE_CHOSEN_ONCE  # one sweep, its choice every seed's
+                for seed, sweep in sorted(role["sweeps"].items()):
+                    chosen = next(iter(role["chosen"].values()), None) if once else role["chosen"].get(seed)
+                    cells = []
+                    for lr, record in sorted(sweep.items()):
+                        ran = record["status"] == "finished"
+                        score = f"{100 * record['accuracy']:.1f}" if ran else record["status"]
+                        cell = f"{lr:g}: {score}"
+                        cells.append(f"**{cell}**" if lr == chosen else cell)
+                    who = role_name if once else f"{role_name}, seed {seed}"
+                    lines.append(f"| {task} | {spec} | {who} | {'; '.join(cells)} | {speed} |")
     return "\n".join(lines) + "\n"
+
+
+def swept_at(settings: dict[str, Any]) -> str:
+    """When a grid's sweep ran: at each seed (:data:`~.protocol.RATE_CHOICE`), or once, at its ``sweep_seed``."""
+    return "at each seed" if settings.get("rate_choice") == RATE_CHOICE else f"at seed {settings.get('sweep_seed', 0)}"
 
 
 def settings_text(grid_dir: Path, tasks: list[str]) -> str:
@@ -142,8 +161,8 @@ def settings_text(grid_dir: Path, tasks: list[str]) -> str:
             f"learning-rate sweep; {s['max_length']} tokens ({100 * d.get('truncated_train_share', 0):.0f}% of "
             f"training texts truncated), WordPiece vocabulary {d.get('tokenizer_vocab_size')} trained on the "
             f"training split; {s['steps']} steps of {s['batch_size']}, AdamW, warmup {s['warmup_ratio']:g} then "
-            f"linear decay; learning rates {', '.join(f'{x:g}' for x in s['learning_rates'])} swept at seed "
-            f"{s['sweep_seed']}; seeds {', '.join(map(str, s['seeds']))}; {sizes}; chance (majority class of the "
+            f"linear decay; learning rates {', '.join(f'{x:g}' for x in s['learning_rates'])} swept "
+            f"{swept_at(s)}; seeds {', '.join(map(str, s['seeds']))}; {sizes}; chance (majority class of the "
             f"test split) {100 * d.get('test_majority_share', math.nan):.1f}%."
         )
     return "\n".join(lines) + "\n"

@@ -67,7 +67,6 @@ class GridSettings(Settings):
     batch_size: int = setting(help="Examples per step.", parse=at_least(1))
     max_length: int = setting(help="Tokens per example (longer ones are cut).", parse=at_least(2))
     warmup_ratio: float = setting(0.1, help="Share of the steps that warm up.", parse=half_open_interval(0, 1))
-    sweep_seed: int = setting(0, help="The held-out runs' seed.", parse=seed_range())
     heldout_fraction: float = setting(
         0.15, help="Share of the training split held out to choose the rate.", parse=open_interval(0, 1)
     )
@@ -98,8 +97,9 @@ class GridSettings(Settings):
 
 DESCRIPTION = f"""\
 Run a study: every variant of the study file against its matched control on each of its text-classification
-tasks, the learning rate chosen per model and task on a held-out tenth of the training split, then several
-seeds scored on the test split; with [conditions], once per condition (e.g. from scratch and self-pretrained).
+tasks: at each seed, each model's learning rate chosen on a held-out slice of the training split, then that
+seed's final run at it, scored on the test split; with [conditions], once per condition (e.g. from scratch and
+self-pretrained).
 
 STUDY is the name of a study the package ships (classification_from_scratch, never_from_scratch) or the path of
 a .toml file of your own (its fields: docs "Extending", a new study). The flags below narrow or replace its
