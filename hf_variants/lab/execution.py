@@ -1,6 +1,6 @@
 """The lab's one executor: runs side by side in worker processes that die with the study and share its CPU
-threads, or one after another in this process (:func:`executor`). The main job and the GLUE studies submit
-their runs to it."""
+threads, or one after another in this process (:func:`executor`). The lab's protocol
+(:func:`~.protocol.run_protocol`) submits every comparison's runs to it."""
 
 from __future__ import annotations
 

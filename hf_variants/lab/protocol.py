@@ -72,7 +72,7 @@ class Outcomes:
     choices: dict[tuple[Hashable, str, int], Choice] = field(default_factory=dict)
 
     def final_runs(self, model: Hashable, task: str, seeds: Sequence[int]) -> dict[int, dict[str, Any]]:
-        """Seed → the result of its final run at its chosen rate."""
+        """Seed → the result of its final run at its chosen rate (a graph run without ``every_rate``)."""
         return {seed: self.results[Run(model, task, self.choices[model, task, seed][0], seed)] for seed in seeds}
 
     def held_out_runs(self, model: Hashable, task: str, seed: int) -> dict[float, dict[str, Any]]:

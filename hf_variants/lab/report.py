@@ -1,65 +1,41 @@
 """The main job's report (``report.md``) from its ``results.json``: whether the budget can be trusted (the
 calibration controls), each variant against its matched control with the paired interval and what it could
-detect, every run left out and why, all models, figures and the command (:func:`report_markdown`). A pure
-function of the record, so a committed report re-renders from its results file."""
+detect, every run left out and why, all models, figures and the command (:func:`report_markdown`), rendered
+from what the record says (:mod:`.findings`). A pure function of the record, so a committed report re-renders
+from its results file."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..tasks import EmbeddedLevels, get_task
 from . import verdicts
-from .outcomes import MAIN_JOB_RUN, read_outcome
-from .statistics import Interval, mean_interval, paired_difference_if_any, proportion_interval
-
-
-def run_outcomes(runs: dict[str, dict[str, Any]], task: str, guessing: float | None = None
-                 ) -> dict[str, verdicts.RunOutcome]:  # fmt: skip
-    """Seed → a final run's record (:func:`~hf_variants.lab.measurement.final_run`) as the protocol's verdicts
-    read it; ``guessing``: the task's guessing level where it declares one above the majority share the run
-    records."""
-    return {seed: read_outcome(record, MAIN_JOB_RUN, task, chance=guessing) for seed, record in runs.items()}
-
-
-def declared_guessing_levels(results: dict[str, Any]) -> dict[str, float | None]:
-    """Task → the guessing level the task declares (:meth:`~hf_variants.tasks.TaskDeclaration.guessing_level`,
-    at the difficulty the comparison's settings record); None for a task that declares none."""
-    levels = EmbeddedLevels.from_settings(results["settings"])
-    return {task: get_task(task).guessing_level(levels) for task in results["tasks"]}
-
-
-def guessing_level(results: dict[str, Any], task: str) -> float | None:
-    """The score a run that did not learn is counted at: the task's declared level or its dev majority share,
-    whichever is higher (None for a regression task)."""
-    recorded = [run.get("chance") for entry in results["models"].values()
-                for run in entry["fine_tuning"][task]["runs"].values()]  # fmt: skip
-    levels = [level for level in [*recorded, declared_guessing_levels(results)[task]] if level is not None]
-    return max(levels) if levels else None
-
-
-def margins(results: dict[str, Any]) -> dict[str, float]:
-    """Task → its equivalence margin as a fraction (``--equivalence_margin``; the default for a record that
-    declares none)."""
-    from ..settings.compare import equivalence_margin
-
-    return {task: equivalence_margin(results["settings"], task) / 100 for task in results["tasks"]}
-
-
-def chosen_each_seed(tuned: dict[str, Any]) -> bool:
-    """Whether a model's fine-tuning record chose its rate at each seed (the protocol's rule,
-    :data:`~hf_variants.lab.protocol.RATE_CHOICE`); older records chose once per model, at its first seed."""
-    return "rate_choice" in tuned
-
-
-def chosen_rates(tuned: dict[str, Any]) -> dict[str, float]:
-    """Seed → the learning rate its final run was made at (one rate for every seed in an older record)."""
-    if chosen_each_seed(tuned):
-        return {seed: float(rate) for seed, rate in tuned["learning_rates"].items()}
-    return dict.fromkeys(tuned["runs"], float(tuned["learning_rate"]))
+from .findings import (
+    CALIBRATION_TARGET,
+    SEEDS_NEEDED_PROBABILITY,
+    SENSITIVITY_MARGINS,
+    aa_outcomes,
+    calibration_checks,
+    calibration_outlook_of,
+    chosen_each_seed,
+    chosen_rates,
+    declared_guessing_levels,
+    final_rates,
+    final_runs_by_rate,
+    guessing_level,
+    heldout_sweeps,
+    loss_difference,
+    margins,
+    not_calibrated,
+    outcomes_of,
+    pair_comparisons,
+    pretraining_losses,
+    run_outcomes,
+    variant_pairs,
+)
+from .statistics import mean_interval, paired_difference_if_any, proportion_interval
 
 
 def chosen_rates_text(tuned: dict[str, Any]) -> str:
@@ -69,49 +45,6 @@ def chosen_rates_text(tuned: dict[str, Any]) -> str:
     if len(counted) == 1:
         return next(iter(counted))
     return ", ".join(f"{rate} ×{count}" for rate, count in sorted(counted.items(), key=lambda item: float(item[0])))
-
-
-def heldout_sweeps(tuned: dict[str, Any]) -> dict[str, dict[str, float | None]]:
-    """Each rate choice's held-out scores (rate → score): one per seed, or one for the model in an older record."""
-    if chosen_each_seed(tuned):
-        return tuned["heldout_scores"]
-    return {"all seeds": tuned.get("heldout_scores_by_learning_rate", {})}
-
-
-def final_runs_by_rate(tuned: dict[str, Any]) -> dict[str | None, dict[str, Any]]:
-    """Every final run of a model's fine-tuning, each once: rate → seed → record (``None``: at the chosen rates, where
-    the final runs were not made at every rate)."""
-    if "runs_at_every_rate" in tuned:
-        return tuned["runs_at_every_rate"]
-    return {None: tuned["runs"], **tuned.get("runs_at_other_rates", {})}
-
-
-def runs_at_rate(results: dict[str, Any], model: str, task: str, rate: str | None = None) -> dict[str, Any] | None:
-    """A model's final runs on a task (seed → record): at its chosen learning rates, or at ``rate`` (as ``f"{r:g}"``)
-    where the record holds final runs at every rate (``--final_runs_at_every_rate``); None where it holds none."""
-    tuned = results["models"][model]["fine_tuning"][task]
-    if rate is None:
-        return tuned["runs"]
-    if "runs_at_every_rate" in tuned:
-        return tuned["runs_at_every_rate"].get(rate)
-    if f"{tuned['learning_rate']:g}" == rate:
-        return tuned["runs"]
-    return tuned.get("runs_at_other_rates", {}).get(rate)
-
-
-def final_rates(results: dict[str, Any]) -> list[str]:
-    """The learning rates every model's final runs were made at (``--final_runs_at_every_rate``); empty when the
-    final runs were made at the chosen rate only."""
-    if not results["settings"].get("final_runs_at_every_rate"):
-        return []
-    return [f"{rate:g}" for rate in sorted(results["settings"]["finetune_learning_rates"])]
-
-
-def outcomes_of(results: dict[str, Any], model: str, task: str, rate: str | None = None
-                ) -> dict[str, verdicts.RunOutcome]:  # fmt: skip
-    """A model's final runs on a task (at its chosen rate, or at ``rate``) as outcomes, at the task's declared
-    guessing level."""
-    return run_outcomes(runs_at_rate(results, model, task, rate), task, declared_guessing_levels(results)[task])
 
 
 def score_text(results: dict[str, Any], model: str, task: str) -> str:
@@ -124,59 +57,6 @@ def score_text(results: dict[str, Any], model: str, task: str) -> str:
     why = "".join(f"{'; ' if index else ': '}{count} {status}"
                   for index, (status, count) in enumerate(statuses.items()))  # fmt: skip
     return f"{'—' if interval is None else interval.mean_text(100)} ({learned}/{len(outcomes)} learned{why})"
-
-
-def pretraining_losses(entry: dict[str, Any]) -> dict[int, float]:
-    """Seed → the model's MLM validation loss after pretraining at that seed (one seed in older records)."""
-    runs = entry.get("pretraining_runs") or ({"0": entry["pretraining"]} if "pretraining" in entry else {})
-    return {int(seed): run["eval_loss"] for seed, run in runs.items()}
-
-
-def loss_difference(results: dict[str, Any], variant: str, control: str, task: str) -> Interval | None:
-    """The seed-paired difference of the dev cross-entropy (a continuous measure beside accuracy, which
-    a run tends to reach all at once) over the seeds where both learned; None with fewer than two."""
-    def losses(model: str) -> dict[int, float]:
-        runs = results["models"][model]["fine_tuning"][task]["runs"]
-        learned = verdicts.learned_values(outcomes_of(results, model, task))
-        recorded = {seed: runs[str(seed)].get("metrics", {}).get("loss") for seed in learned}
-        return {seed: loss for seed, loss in recorded.items() if loss is not None}
-
-    return paired_difference_if_any(losses(variant), losses(control))
-
-
-def variant_pairs(results: dict[str, Any]) -> list[tuple[str, str]]:
-    """(variant, its matched control) for every variant run with one, in the report's order."""
-    return [(entry["control_of"], name) for name, entry in results["models"].items() if entry.get("control_of")]
-
-
-def not_calibrated(results: dict[str, Any], rate: str | None = None) -> str | None:
-    """Why no pair of the report (at ``rate``: both sides at that rate) is comparable: a calibration control failed
-    (at that rate); None when none did."""
-    failed = [f"the {kind} control on {task} failed" for kind, task, passed, _ in calibration_checks(results, rate)
-              if not passed]  # fmt: skip
-    at = "" if rate is None else f" at learning rate {rate}"
-    return f"this budget is not calibrated{at} ({'; '.join(failed)})" if failed else None
-
-
-def pair_comparisons(results: dict[str, Any], rates: Sequence[str | None] = (None,), margin_points: float | None = None
-                     ) -> dict[tuple[str, ...], verdicts.PairComparison]:  # fmt: skip
-    """(variant, control, task) → the verdict of every pair of the report (:func:`~.verdicts.compare_pairs`), one
-    family (Holm) per report; every pair is not comparable when a calibration control failed. With ``rates``
-    (:func:`final_rates`), (variant, control, task, rate) → the pair at each common rate, one family together, each
-    rate's pairs judged by that rate's calibration. ``margin_points``: every task judged at this margin instead of its
-    declared one (the report's sensitivity line)."""
-    why_not = {rate: not_calibrated(results, rate) for rate in rates}
-    keys = [(variant, control, task, rate) for variant, control in variant_pairs(results)
-            for task in results["tasks"] for rate in rates]  # fmt: skip
-    pairs = {key: (outcomes_of(results, key[0], key[2], key[3]), outcomes_of(results, key[1], key[2], key[3]))
-             for key in keys}  # fmt: skip
-    margin, guessing = margins(results), {task: guessing_level(results, task) for task in results["tasks"]}
-    if margin_points is not None:
-        margin = dict.fromkeys(margin, margin_points / 100)
-    compared = verdicts.compare_pairs(pairs, {key: margin[key[2]] for key in pairs},
-                                      {key: guessing[key[2]] for key in pairs},
-                                      {key: why_not[key[3]] for key in pairs})  # fmt: skip
-    return {(key[:3] if rates == (None,) else key): comparison for key, comparison in compared.items()}
 
 
 def rate_choice_note(results: dict[str, Any], pair: tuple[str, str], task: str) -> str:
@@ -265,12 +145,6 @@ def answer_lines(results: dict[str, Any]) -> list[str]:
               + rate_rule_text(results), "", *verdict_rules(results, len(comparisons)),
               "What to conclude:", "", *conclusions, ""]  # fmt: skip
     return lines
-
-
-#: The margins (points) every pair's verdict is also given at, to show how much it rests on the declared one.
-SENSITIVITY_MARGINS = (1.0, 2.0, 3.0)
-#: The probability with which the seeds a pair would need reach equivalence when nothing differs.
-SEEDS_NEEDED_PROBABILITY = 0.8
 
 
 def sensitivity_note(at_margins: dict[float, dict[tuple[str, ...], verdicts.PairComparison]],
@@ -368,33 +242,6 @@ def negative_control_rule(results: dict[str, Any]) -> str:
     )
 
 
-def aa_outcomes(results: dict[str, Any]) -> Counter[str]:
-    """The A/A check: the negative control (:func:`negative_control_rule`) against the BERT control, its seeds
-    split into disjoint groups of a default-size comparison's seed count (:data:`~hf_variants.settings.compare.
-    DEFAULT_SEEDS`), at every rate the final runs were made at; outcome → how many groups' verdicts (each alone,
-    unadjusted) said it. Nothing differs between the two, so every *above* or *below* is a false positive."""
-    from ..settings.compare import DEFAULT_SEEDS
-
-    calibration = results.get("calibration") or {}
-    counted: Counter[str] = Counter()
-    if "negative" not in calibration:
-        return counted
-    margin = margins(results)
-    for task in results["tasks"]:
-        for rate in final_rates(results) or [None]:
-            replica = outcomes_of(results, calibration["negative"], task, rate)
-            baseline = outcomes_of(results, calibration["baseline"], task, rate)
-            seeds = sorted(replica.keys() & baseline.keys(), key=int)
-            if len(seeds) < 2 * DEFAULT_SEEDS:
-                continue
-            for start in range(0, len(seeds) - DEFAULT_SEEDS + 1, DEFAULT_SEEDS):
-                group = seeds[start : start + DEFAULT_SEEDS]
-                comparison = verdicts.compare_pair({s: replica[s] for s in group}, {s: baseline[s] for s in group},
-                                                   margin[task])  # fmt: skip
-                counted[comparison.per_protocol.outcome] += 1
-    return counted
-
-
 def aa_check_lines(results: dict[str, Any]) -> list[str]:
     """The A/A check's section (:func:`aa_outcomes`): the observed false-positive rate of a default-size
     comparison beside the nominal 5%, with its exact interval; empty with too few seeds."""
@@ -441,89 +288,19 @@ def verdict_rules(results: dict[str, Any], family: int) -> list[str]:
             + (f" Guessing levels: {guessing}." if guessing else ""), ""]
 
 
-def positive_control_verdicts(results: dict[str, Any], rate: str | None = None) -> dict[str, verdicts.PairComparison]:
-    """Task → the positive control against the baseline (every finished run counts: a model that cannot learn
-    the task is what it shows), on the tasks it ran on; at their chosen rates, or both at ``rate``."""
-    calibration = results.get("calibration") or {}
-    if not calibration:
-        return {}
-    margin = margins(results)
-    return {
-        task: verdicts.compare_pair(outcomes_of(results, calibration["positive"], task, rate),
-                                    outcomes_of(results, calibration["baseline"], task, rate), margin[task],
-                                    counted=verdicts.finished_values)
-        for task in calibration.get("positive_tasks", [])
-    }  # fmt: skip
-
-
-def negative_control_verdict(results: dict[str, Any], task: str, rate: str | None = None) -> verdicts.Verdict:
-    """The negative control (the baseline from other seeds) against the baseline on ``task``, over the runs that
-    learned, at the chosen rates or both at ``rate``: the A/A comparison, a family of one."""
-    calibration = results["calibration"]
-    return verdicts.compare_pair(outcomes_of(results, calibration["negative"], task, rate),
-                                 outcomes_of(results, calibration["baseline"], task, rate),
-                                 margins(results)[task]).per_protocol  # fmt: skip
-
-
-def calibration_checks(results: dict[str, Any], rate: str | None = None) -> list[tuple[str, str, bool, str]]:
-    """The calibration controls' verdicts (:func:`~hf_variants.lab.spec.with_calibration_controls`):
-    ``(control, task, passed, verdict text)``. The positive control (every finished run counts) passes when it
-    comes out below its baseline; the negative control (the runs that learned, as every verdict counts) when
-    it is equivalent to its baseline within the task's margin: the seeds' own noise stays inside the margin. At
-    the rates each model chose, or with every model at ``rate`` (:func:`final_rates`)."""
-    calibration = results.get("calibration") or {}
-    if not calibration:
-        return []
-    checks = [("positive", task, comparison.per_protocol.outcome == verdicts.BELOW, comparison.per_protocol.text)
-              for task, comparison in positive_control_verdicts(results, rate).items()]  # fmt: skip
-    for task in results["tasks"]:
-        outcome = negative_control_verdict(results, task, rate)
-        checks.append(("negative", task, outcome.outcome == verdicts.EQUIVALENT, outcome.text))
-    return checks
-
-
-#: The share of fresh seed sets in which a comparison should pass its calibration (:func:`calibration_outlook`).
-CALIBRATION_TARGET = 0.9
-
-
-def calibration_probability(aa_sd: float, positive_effect: float, positive_sd: float, seeds: int, margin: float
-                            ) -> float:  # fmt: skip
-    """The probability that a comparison of ``seeds`` seeds passes its calibration on a task, if the true spreads
-    are those given: the negative control called equivalent within ``margin`` when nothing differs
-    (:func:`~.statistics.equivalence_probability` at the A/A spread) times the positive control found below
-    (:func:`~.statistics.finds_difference_probability` of its effect at its spread). The two share the baseline's
-    runs, so the product is an approximation."""
-    from .statistics import equivalence_probability, finds_difference_probability
-
-    if seeds < 2:
-        return 0.0
-    below = finds_difference_probability(positive_effect, positive_sd, seeds) if positive_effect < 0 else 0.0
-    return equivalence_probability(aa_sd, seeds, margin) * below
-
-
 def calibration_outlook(results: dict[str, Any], task: str, seeds: int | None = None) -> str:
-    """What the record's own spreads say of its calibration: the probability that a comparison with ``seeds``
-    seeds (default: the record's own) passes (:func:`calibration_probability`) and the fewest seeds that pass with
-    :data:`CALIBRATION_TARGET`; empty without both controls' intervals on the task."""
-    calibration = results.get("calibration") or {}
-    positive = positive_control_verdicts(results).get(task)
-    if "negative" not in calibration or positive is None:
+    """What the record's own spreads say of its calibration on ``task`` (:func:`~.findings.calibration_outlook_of`):
+    the probability that a comparison with ``seeds`` seeds (default: the record's own) passes, and the fewest seeds
+    that pass with :data:`~.findings.CALIBRATION_TARGET`; empty without both controls' intervals on the task."""
+    outlook = calibration_outlook_of(results, task, seeds)
+    if outlook is None:
         return ""
-    from .statistics import fewest_seeds
-
-    margin = margins(results)[task]
-    aa, pc = negative_control_verdict(results, task).difference, positive.per_protocol.difference
-    if aa is None or pc is None or not aa.spread or not pc.spread:
-        return ""
-    aa_sd, pc_sd = aa.sd, pc.sd
-    seeds = seeds or len(runs_at_rate(results, calibration["baseline"], task))
-    chance = calibration_probability(aa_sd, pc.mean, pc_sd, seeds, margin)
-    needed = fewest_seeds(lambda n: calibration_probability(aa_sd, pc.mean, pc_sd, n, margin), CALIBRATION_TARGET, 200)
-    reach = "more than 200 seeds" if needed is None else f"{needed} seeds"
-    return (f"At the spreads this record measured on {task} (A/A: {100 * aa_sd:.1f} points per seed; positive control: "
-            f"{100 * pc.mean:+.1f} points, {100 * pc_sd:.1f} per seed), a comparison with {seeds} seeds passes its "
-            f"calibration with probability {chance:.0%}, and {reach} would pass it with {CALIBRATION_TARGET:.0%} (two "
-            "estimates from this record's own seeds: a reading, not a guarantee).")
+    reach = "more than 200 seeds" if outlook.seeds_needed is None else f"{outlook.seeds_needed} seeds"
+    return (f"At the spreads this record measured on {task} (A/A: {100 * outlook.aa_sd:.1f} points per seed; positive "
+            f"control: {100 * outlook.positive_effect:+.1f} points, {100 * outlook.positive_sd:.1f} per seed), a "
+            f"comparison with {outlook.seeds} seeds passes its calibration with probability {outlook.probability:.0%}, "
+            f"and {reach} would pass it with {CALIBRATION_TARGET:.0%} (two estimates from this record's own seeds: a "
+            "reading, not a guarantee).")
 
 
 def trust_lines(results: dict[str, Any]) -> list[str]:
