@@ -19,7 +19,7 @@ from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassificatio
 from hf_variants.cli import main as cli_main
 from hf_variants.core.ideas import MatchedSize
 from hf_variants.core.overrides import format_overrides, parse_overrides
-from hf_variants.lab import compare, data_sources, findings, protocol, stages, statistics
+from hf_variants.lab import compare, data_sources, evidence, protocol, stages, statistics
 from hf_variants.lab import report as report_writer
 from hf_variants.lab.spec import SHARED_DATA_RULE, ModelSpec
 from hf_variants.settings.compare import DEFAULT_MARGIN_DECLARED, DEFAULT_MARGIN_REASON, DEFAULT_MODELS
@@ -842,7 +842,7 @@ def test_the_aa_check_counts_how_often_a_default_size_comparison_says_above_or_b
     """Six seeds at two rates make four groups of three: the replicate's first group at 0.001 is 10 points above
     (above), the others within a tenth of a point (equivalent): 1 in 4, 25% [0.6%, 81%] (Clopper–Pearson)."""
     results = every_rate_record()
-    counted = findings.aa_outcomes(results)
+    counted = evidence.aa_outcomes(results)
     assert counted == {"above its control": 1, "equivalent": 3}
     text = "\n".join(report_writer.aa_check_lines(results))
     assert "*Above* or *below* said 1 times in 4: 25% [1%, 81%]" in text and "nominal 5%" in text

@@ -12,7 +12,7 @@ import pytest
 import torch
 from scipy import stats as scipy_stats
 
-from hf_variants.lab import compare, data_sources, findings, report
+from hf_variants.lab import compare, data_sources, evidence, report
 from hf_variants.synthetic import _PREPOSITIONS, attractor_sentence, synthetic_attractor_number
 
 NOUNS = {"cat", "dog", "bird", "horse", "goat", "teacher", "doctor", "farmer", "writer"}
@@ -157,13 +157,13 @@ def test_the_calibration_outlook_is_the_chance_of_passing_at_the_measured_spread
     values = np.random.default_rng(1).normal(0.0, aa_sd, (200_000, 3))
     half = scipy_stats.t.ppf(0.95, 2) * values.std(axis=1, ddof=1) / np.sqrt(3)
     simulated = np.mean(np.abs(values.mean(axis=1)) + half < 0.02)
-    probability = findings.calibration_probability(aa_sd, -0.31, 0.03, 3, 0.02)
+    probability = evidence.calibration_probability(aa_sd, -0.31, 0.03, 3, 0.02)
     assert probability == pytest.approx(simulated, abs=0.01)  # the positive control is found almost surely
     assert f"a comparison with 3 seeds passes its calibration with probability {probability:.0%}" in text
     needed = next(n for n in range(2, 50) if statistics.equivalence_probability(aa_sd, n, 0.02) >= 0.9)
     assert f"and {needed} seeds would pass it with 90%" in text
     assert report.calibration_outlook({**results, "calibration": {}}, "attractor_number") == ""
-    at_six = findings.calibration_probability(aa_sd, -0.31, 0.03, 6, 0.02)  # another seed count than the record's
+    at_six = evidence.calibration_probability(aa_sd, -0.31, 0.03, 6, 0.02)  # another seed count than the record's
     assert (f"a comparison with 6 seeds passes its calibration with probability {at_six:.0%}"
             in report.calibration_outlook(results, "attractor_number", seeds=6))  # fmt: skip
 

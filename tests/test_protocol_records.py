@@ -132,7 +132,7 @@ def test_every_compared_run_has_the_status_of_the_one_rule_and_the_report_reads_
     """Each committed final run's recorded status is what ``verdicts.run_status`` gives its record, and the
     committed report is what the report renders from the committed records (so the verdicts over seeds
     read the runs through the one rule)."""
-    from hf_variants.lab.findings import declared_guessing_levels, run_outcomes
+    from hf_variants.lab.evidence import declared_guessing_levels, run_outcomes
     from hf_variants.lab.report import report_markdown
 
     recorded = json.loads(results.read_text())

@@ -110,7 +110,7 @@ POWER = EXPERIMENTS / "compare" / "power" / "results.json"
 def calibrated_power_rates() -> list[str]:
     """The learning rates at which the committed ``--preset power`` run is calibrated with every model at that rate
     (its report's "Each pair at every learning rate"); none without the record."""
-    from hf_variants.lab.findings import final_rates, not_calibrated
+    from hf_variants.lab.evidence import final_rates, not_calibrated
 
     if not POWER.is_file():
         return []
@@ -243,7 +243,7 @@ def forest_svg(rows: list[Finding], limit: float = 25.0) -> str:
 def main_job_sentence() -> str:
     """What the main job's budgets can say: the default 3 seeds' calibration (experiments/compare/default) and, with
     ``--preset power``, the BERT control against itself at the rates each chose, and where it is calibrated."""
-    from hf_variants.lab.findings import calibration_checks
+    from hf_variants.lab.evidence import calibration_checks
 
     default = json.loads((EXPERIMENTS / "compare" / "default" / "results.json").read_text(encoding="utf-8"))
     seeds = default["settings"]["num_seeds"]
@@ -388,7 +388,7 @@ def rendered() -> dict[Path, str]:
 
 def calibration_sentence(results: dict) -> str:
     """``Calibration: the positive control passed (…); the negative control failed (…).`` from a comparison's record."""
-    from hf_variants.lab.findings import calibration_checks
+    from hf_variants.lab.evidence import calibration_checks
 
     return "Calibration: " + "; ".join(f"the {kind} control {'passed' if passed else 'failed'} ({text})"
                                        for kind, _, passed, text in calibration_checks(results)) + "."  # fmt: skip
@@ -396,7 +396,7 @@ def calibration_sentence(results: dict) -> str:
 
 def pair_verdict_lines(results: dict) -> list[str]:
     """``- **variant**: its verdict.`` for every pair of a comparison's record, as its report judges it."""
-    from hf_variants.lab.findings import pair_comparisons
+    from hf_variants.lab.evidence import pair_comparisons
 
     return [f"- **{variant}**: {comparison.per_protocol.text}."
             for (variant, _, _), comparison in pair_comparisons(results).items()]  # fmt: skip
@@ -405,7 +405,7 @@ def pair_verdict_lines(results: dict) -> list[str]:
 def default_report_block(folder: Path = EXPERIMENTS / "compare" / "default") -> str:
     """README's account of the committed default `hf-variants compare`: its time, its calibration and each pair's
     verdict, read from its results.json, so that the front door says what its report says."""
-    from hf_variants.lab.findings import not_calibrated
+    from hf_variants.lab.evidence import not_calibrated
     from hf_variants.lab.report import calibration_outlook
 
     results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
@@ -440,7 +440,7 @@ def default_outlook(results: dict) -> str:
 
 def run_counts(results: dict) -> str:
     """``33 pretrainings, 66 held-out runs and 33 final runs`` of a comparison's record."""
-    from hf_variants.lab.findings import final_runs_by_rate, heldout_sweeps
+    from hf_variants.lab.evidence import final_runs_by_rate, heldout_sweeps
 
     tuned = [entry for model in results["models"].values() for entry in model["fine_tuning"].values()]
     pretrainings = sum(len(model.get("pretraining_runs", {})) for model in results["models"].values())
@@ -491,7 +491,7 @@ def aa_record_block(folder: Path = AA_RECORD) -> str:
 def power_preset_block(folder: Path = EXPERIMENTS / "compare" / "power") -> str:
     """docs/main-job.md's account of the committed `--preset power` run: its wall time, calibration, each pair's
     verdict at the chosen rates and at every common rate, and its A/A check (all read from its results.json)."""
-    from hf_variants.lab.findings import final_rates, pair_comparisons
+    from hf_variants.lab.evidence import final_rates, pair_comparisons
     from hf_variants.lab.report import aa_check_lines
 
     results = json.loads((folder / "results.json").read_text(encoding="utf-8"))

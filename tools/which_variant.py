@@ -46,7 +46,7 @@ def main_job_comparisons(results_file: Path, rate: str | None = None
     """(variant, task) → its comparison in a ``hf-variants compare`` report's ``results.json``
     (:func:`~.report.pair_comparisons`, the report's own family and margins): at the rates each side chose, or
     with both sides at ``rate`` (a record with final runs at every rate; the family is then its every-rate table)."""
-    from hf_variants.lab.findings import final_rates, pair_comparisons
+    from hf_variants.lab.evidence import final_rates, pair_comparisons
 
     results = json.loads(results_file.read_text(encoding="utf-8"))
     if rate is None:

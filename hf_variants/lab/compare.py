@@ -45,8 +45,8 @@ from ..storage.files import remove_path, write_text_atomic
 from ..tasks import EmbeddedLevels, get_task
 from . import verdicts
 from .data_sources import DataSource, resolve_data
+from .evidence import run_outcomes
 from .execution import quiet_libraries
-from .findings import run_outcomes
 from .measurement import analyse, classifier_from, final_run, headline_metric
 from .outcomes import ENGINE_RESULTS, read_outcome
 from .protocol import RATE_CHOICE, Outcomes, Run, run_protocol
@@ -375,7 +375,7 @@ def fine_tuning_entry(
 
 def training_seconds_of(entry: dict[str, Any]) -> float:
     """A model's training time: its pretrainings and every fine-tuning run it recorded."""
-    from .findings import final_runs_by_rate
+    from .evidence import final_runs_by_rate
 
     fine_tuning = [run.get("train_seconds", 0.0) for task in entry["fine_tuning"].values()
                    for runs in final_runs_by_rate(task).values() for run in runs.values()]  # fmt: skip

@@ -1,7 +1,7 @@
 """The main job's report (``report.md``) from its ``results.json``: whether the budget can be trusted (the
 calibration controls), each variant against its matched control with the paired interval and what it could
 detect, every run left out and why, all models, figures and the command (:func:`report_markdown`), rendered
-from what the record says (:mod:`.findings`). A pure function of the record, so a committed report re-renders
+from what the record says (:mod:`.evidence`). A pure function of the record, so a committed report re-renders
 from its results file."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from . import verdicts
-from .findings import (
+from .evidence import (
     CALIBRATION_TARGET,
     SEEDS_NEEDED_PROBABILITY,
     SENSITIVITY_MARGINS,
@@ -289,9 +289,9 @@ def verdict_rules(results: dict[str, Any], family: int) -> list[str]:
 
 
 def calibration_outlook(results: dict[str, Any], task: str, seeds: int | None = None) -> str:
-    """What the record's own spreads say of its calibration on ``task`` (:func:`~.findings.calibration_outlook_of`):
+    """What the record's own spreads say of its calibration on ``task`` (:func:`~.evidence.calibration_outlook_of`):
     the probability that a comparison with ``seeds`` seeds (default: the record's own) passes, and the fewest seeds
-    that pass with :data:`~.findings.CALIBRATION_TARGET`; empty without both controls' intervals on the task."""
+    that pass with :data:`~.evidence.CALIBRATION_TARGET`; empty without both controls' intervals on the task."""
     outlook = calibration_outlook_of(results, task, seeds)
     if outlook is None:
         return ""
