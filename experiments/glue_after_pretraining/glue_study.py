@@ -240,8 +240,11 @@ class FineTuningJob:
     def settings(self, run: Run) -> FineTuningRun:
         model = self.models[run.model]
         return self.protocol.run_settings(self.glue_dir, model.folder, run.task, run.learning_rate, run.seed,
-                                          self.work_dir / run.model / run.task / run.name,
-                                          random_init=model.random_init, heldout=run.heldout)  # fmt: skip
+                                          self.work(run), random_init=model.random_init,
+                                          heldout=run.heldout)  # fmt: skip
+
+    def work(self, run: Run) -> Path:
+        return self.work_dir / run.model / run.task / run.name
 
     def record(self, run: Run) -> Path:
         return self.record_dir / run.model / run.task / f"{run.name}.json"
@@ -255,7 +258,7 @@ class FineTuningJob:
         if (recorded := finished_run(self.record(run), settings)) is not None:
             return recorded
         run_glue.run(*settings)
-        return load_json(Path(settings[2].output_dir) / "results.json")
+        return load_json(self.work(run) / "results.json")
 
 
 def fine_tune(
@@ -277,7 +280,7 @@ def fine_tune(
         record = job.record(run)
         if not record.is_file():
             records.write_record(record, results, within=record_dir)
-            (Path(job.settings(run)[2].output_dir) / "model.safetensors").unlink(missing_ok=True)
+            (job.work(run) / "model.safetensors").unlink(missing_ok=True)  # keep the results, not the model
             if on_record is not None:
                 on_record(record)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -38,13 +39,18 @@ from .evidence import (
 from .statistics import mean_interval, paired_difference_if_any, proportion_interval
 
 
+def counted_rates_text(rates: Iterable[float], shown: Callable[[float], str] = "{:g}".format) -> str:
+    """Rates the seeds were trained at: one rate when all were, else each with its count (``1e-3 ×2, 3e-3 ×1``);
+    ``—`` for none. ``shown`` writes one rate."""
+    counted = Counter(rates)
+    if len(counted) <= 1:
+        return "—" if not counted else shown(next(iter(counted)))
+    return ", ".join(f"{shown(rate)} ×{count}" for rate, count in sorted(counted.items()))
+
+
 def chosen_rates_text(tuned: dict[str, Any]) -> str:
-    """The chosen rates of a model's seeds: ``1e-3`` when all chose it, else each with its count (``1e-3 ×2,
-    3e-3 ×1``)."""
-    counted = Counter(f"{rate:g}" for rate in chosen_rates(tuned).values())
-    if len(counted) == 1:
-        return next(iter(counted))
-    return ", ".join(f"{rate} ×{count}" for rate, count in sorted(counted.items(), key=lambda item: float(item[0])))
+    """The chosen rates of a model's seeds (:func:`counted_rates_text`)."""
+    return counted_rates_text(chosen_rates(tuned).values())
 
 
 def score_text(results: dict[str, Any], model: str, task: str) -> str:

@@ -10,13 +10,13 @@ pairs, never averaged in).
 from __future__ import annotations
 
 import math
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from . import verdicts
 from .grid import ROLES, load_grid, run_outcome
 from .protocol import RATE_CHOICE, RATE_CHOSEN_ONCE
+from .report import counted_rates_text
 from .statistics import mean_interval, paired_difference_if_any
 
 #: What each pair compares, in words (the control is the same model with the idea turned off).
@@ -88,10 +88,7 @@ def rate_text(chosen: float, swept: list[float]) -> str:
 def chosen_rates_text(cell: dict[str, Any], swept: list[float]) -> str:
     """The rates a cell's seeds were trained at as its sweeps chose them (:func:`rate_text`), each with how many
     seeds chose it when they differ; ``—`` before any choice."""
-    counts = Counter(cell["chosen"].values())
-    if len(counts) <= 1:
-        return "—" if not counts else rate_text(next(iter(counts)), swept)
-    return ", ".join(f"{rate_text(rate, swept)} ×{n}" for rate, n in sorted(counts.items()))
+    return counted_rates_text(cell["chosen"].values(), lambda rate: rate_text(rate, swept))
 
 
 def comparison_table(grid_dir: Path, tasks: list[str]) -> str:
