@@ -4,18 +4,22 @@
     path = export_onnx(model, "onnx-export")  # onnx-export/model.onnx; inputs input_ids, attention_mask
 
 Every variant exports except the N-ODE Transformer (its ODE solver is not a static graph: refused in one line by
-the scheme's ``static_graph_error``). TransJect's orthogonal weights are functions of parameters (the Cayley or
-matrix-exponential map of ``torch.nn.utils.parametrizations.orthogonal``) that evaluation computes again at every
-call; the exported copy holds their values instead (:func:`static_copy`), so the graph needs no linear solve.
+the scheme's ``static_graph_error``, by these functions and by the model's own forward when traced). TransJect's
+orthogonal weights are functions of parameters (the Cayley or matrix-exponential map of
+``torch.nn.utils.parametrizations.orthogonal``) that evaluation computes again at every call; the export traces
+the model inside its ``hold_parametrized_weights()`` block, where they are values, so the graph holds them as
+constants and needs no linear solve. That block is a method of the model, shipped with its remote code, so a
+model loaded with ``trust_remote_code=True`` exports the same way without this package (docs: "Serve with ONNX
+Runtime").
 """
 
 from __future__ import annotations
 
-import copy
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
-from torch.nn.utils import parametrize
 from transformers import PreTrainedModel
 
 from .core.composition import static_graph_error
@@ -35,27 +39,21 @@ def check_exportable(model: PreTrainedModel) -> None:
         raise ValueError(f"{config.model_type} cannot be exported as a static graph: {reason}.")
 
 
-def static_copy(model: PreTrainedModel) -> PreTrainedModel:
-    """A copy of ``model`` in evaluation mode whose parametrised weights (orthogonal matrices) are plain tensors
-    holding their present values: the same function, with no parametrisation left to compute in a graph."""
+@contextlib.contextmanager
+def held_for_export(model: PreTrainedModel) -> Iterator[PreTrainedModel]:
+    """``model`` in evaluation mode, without autograd, its parametrised weights held as constants
+    (``hold_parametrized_weights``); every module's mode is restored afterwards and the model keeps training
+    through its parametrisations."""
     check_exportable(model)
-    frozen = copy.deepcopy(model).eval()
-    for module in frozen.modules():
-        if parametrize.is_parametrized(module):
-            hold_present_values(module)
-    return frozen
-
-
-def hold_present_values(module: torch.nn.Module) -> None:
-    """Replace ``module``'s parametrised tensors by parameters holding their present values. Done by hand, not by
-    ``parametrize.remove_parametrizations``: that deletes the tensor's property from the parametrised class, which a
-    deep copy shares with the module it was copied from — the original would lose its weights."""
-    with torch.no_grad():
-        values = {name: getattr(module, name).detach().clone() for name in module.parametrizations}
-    module.__class__ = module.__class__.__bases__[0]  # this instance only: the class itself is left as it was
-    del module._modules["parametrizations"]
-    for name, value in values.items():
-        module.register_parameter(name, torch.nn.Parameter(value, requires_grad=False))
+    modes = {module: module.training for module in model.modules()}
+    hold = getattr(model, "hold_parametrized_weights", contextlib.nullcontext)  # another library's model: nothing
+    model.eval()
+    try:
+        with torch.no_grad(), hold():
+            yield model
+    finally:
+        for module, training in modes.items():
+            module.training = training
 
 
 def example_inputs(model: PreTrainedModel, batch_size: int = 2, length: int = 16) -> dict[str, torch.Tensor]:
@@ -69,22 +67,25 @@ def example_inputs(model: PreTrainedModel, batch_size: int = 2, length: int = 16
 
 def export_program(model: PreTrainedModel, inputs: dict[str, torch.Tensor] | None = None
                    ) -> torch.export.ExportedProgram:  # fmt: skip
-    """``torch.export`` of the model's static copy, with free batch and sequence dimensions."""
+    """``torch.export`` of the model in evaluation (:func:`held_for_export`), with free batch and sequence
+    dimensions."""
     inputs = inputs or example_inputs(model)
-    return torch.export.export(static_copy(model), (), kwargs=inputs, dynamic_shapes=DYNAMIC_SHAPES)
+    with held_for_export(model):
+        return torch.export.export(model, (), kwargs=inputs, dynamic_shapes=DYNAMIC_SHAPES)
 
 
 def export_onnx(model: PreTrainedModel, output_dir: str | Path, inputs: dict[str, torch.Tensor] | None = None) -> Path:
-    """``output_dir/model.onnx``: the model's static copy through torch's dynamo ONNX exporter (needs ``onnx`` and
-    ``onnxscript``: ``pip install "hf-variants[onnx]"``). Its inputs are ``input_ids`` and ``attention_mask`` of any
-    batch size and length, its outputs named as the model's output fields (``logits``, ``last_hidden_state``, ...).
-    The files are written inside ``output_dir`` (created), never through a link there."""
+    """``output_dir/model.onnx``: the model in evaluation (:func:`held_for_export`) through torch's dynamo ONNX
+    exporter (needs ``onnx`` and ``onnxscript``: ``pip install "hf-variants[onnx]"``). Its inputs are
+    ``input_ids`` and ``attention_mask`` of any batch size and length, its outputs named as the model's output
+    fields (``logits``, ``last_hidden_state``, ...). The files are written inside ``output_dir`` (created), never
+    through a link there."""
     inputs = inputs or example_inputs(model)
-    frozen = static_copy(model)
-    with torch.no_grad():
-        output_names = list(frozen(**inputs).keys())  # e.g. logits, or last_hidden_state and pooler_output
-    folder = make_folder(Path(output_dir), within=Path(output_dir))
-    with staged_into(folder) as staging:
-        torch.onnx.export(frozen, (), staging / "model.onnx", kwargs=inputs, dynamo=True, input_names=list(INPUT_NAMES),
-                          output_names=output_names, dynamic_shapes=DYNAMIC_SHAPES, verbose=False)  # fmt: skip
+    with held_for_export(model):
+        output_names = list(model(**inputs).keys())  # e.g. logits, or last_hidden_state and pooler_output
+        folder = make_folder(Path(output_dir), within=Path(output_dir))
+        with staged_into(folder) as staging:
+            torch.onnx.export(model, (), staging / "model.onnx", kwargs=inputs, dynamo=True,
+                              input_names=list(INPUT_NAMES), output_names=output_names,
+                              dynamic_shapes=DYNAMIC_SHAPES, verbose=False)  # fmt: skip
     return folder / "model.onnx"

@@ -9,7 +9,7 @@ needs ``tests/utils/``, which the sdist lacks; our configs are tested by our own
 
 Two helper modules the suite imports are not in the sdist (``tests/exporters/test_export.py`` and
 ``tests/generation/test_utils.py``); they are replaced by empty mixins: our encoders do not generate,
-and ``torch.export`` is tested by ``test_transformers_conformance.py`` itself.
+and ``torch.export`` is tested by ``tests/test_serving.py``.
 
 Set ``HF_VARIANTS_TRANSFORMERS_TESTS`` to a folder that holds an extracted sdist's ``tests/`` to
 use it instead of downloading (for a machine without the package index).

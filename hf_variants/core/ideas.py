@@ -114,7 +114,7 @@ class ConfigurableIdea:
     @classmethod
     def static_graph_error(cls, config: EncoderConfig) -> str | None:
         """Why this idea's forward cannot be traced into one static graph (``torch.export``, ONNX), or ``None``
-        when it can (orthogonal weights count as constants there: :func:`hf_variants.serving.static_copy`)."""
+        when it can (orthogonal weights count as constants there: ``hold_parametrized_weights``)."""
         return None
 
     @classmethod

@@ -60,6 +60,7 @@ from .composition import (
     gradient_checkpointing_error,
     has_attention_probabilities,
     parametrization_owners,
+    static_graph_error,
     weight_initializers,
 )
 from .configuration_encoder import EncoderConfig
@@ -72,7 +73,7 @@ from .inputs import (
     packed_documents,
     value_checks_enabled,
 )
-from .modeling_orthogonal_weights import check_orthogonal_weights_kept, held_orthogonal_weights
+from .modeling_orthogonal_weights import check_orthogonal_weights_kept, held_orthogonal_weights, weights_held
 from .outputs import (
     EncoderMaskedLMOutput,
     EncoderMultipleChoiceOutput,
@@ -329,6 +330,7 @@ class EncoderModel(EncoderPreTrainedModel):
         self.encoder = EncoderStack(config)
         self.has_attentions = has_attention_probabilities(config)
         self.packing_error = document_packing_error(config)
+        self.static_graph_error = static_graph_error(config)
         self.pooler = Pooler(config) if add_pooling_layer else None
         self.parametrized = any(parametrize.is_parametrized(m) for m in self.modules())
         self.post_init()
@@ -349,6 +351,8 @@ class EncoderModel(EncoderPreTrainedModel):
         :func:`record_outputs`); ``output_diagnostics`` the auxiliary loss and the pair's diagnostics;
         ``return_dict=False`` gives a tuple."""
         output_attentions = _requested_outputs(self.config, kwargs)
+        if torch.compiler.is_exporting():
+            self._check_exportable()
         if not self.training:
             check_finite_weights(self)
         with self._parametrized_weights_once():
@@ -390,6 +394,20 @@ class EncoderModel(EncoderPreTrainedModel):
             positions = torch.arange(seq_len, device=embeddings.device)[None] if position_ids is None else position_ids
             rotary = rotary_code(positions, self.config.attention_head_size, self.config.rope_theta, embeddings.dtype)
         return TokenLayout(padding_mask, documents, rotary)
+
+    def _check_exportable(self) -> None:
+        """Refuse in one line, when ``torch.export`` (and so the ONNX exporter) traces this forward, what one static
+        graph for serving cannot hold: a pair whose forward depends on its input's values (the N-ODE blocks'
+        solver), or orthogonal weights computed at each call (a linear solve or matrix exponential, which ONNX has
+        no operator for) rather than held as constants by :meth:`hold_parametrized_weights`."""
+        if self.static_graph_error is not None:
+            raise ValueError(f"{self.config.model_type} cannot be exported as a static graph: "
+                             f"{self.static_graph_error}.")  # fmt: skip
+        if self.parametrized and not weights_held(self):
+            raise ValueError(f"{self.config.model_type}'s orthogonal weights are computed from its parameters at each "
+                             "call (a linear solve, which ONNX has no operator for): export inside `with "
+                             "torch.no_grad(), model.hold_parametrized_weights():`, which holds them as "
+                             "constants.")  # fmt: skip
 
     def _parametrized_weights_once(self) -> contextlib.AbstractContextManager:
         """Parametrised weights computed once per forward pass, not once per use: together, outside the layers

@@ -202,6 +202,13 @@ class CayleyMap(torch.autograd.Function):
         return inverse.mT @ gradient @ inverse.mT
 
 
+def weights_held(model: nn.Module) -> bool:
+    """Whether every parametrised orthogonal weight of ``model`` is held by a :func:`held_orthogonal_weights`
+    block."""
+    return all(module.held is not None for module in model.modules()
+               if isinstance(module, OrthogonalWeight) and parametrize.is_parametrized(module, "weight"))  # fmt: skip
+
+
 def _batchable(linear: nn.Module) -> bool:
     """An :class:`OrthogonalWeight` whose weight is exactly this module's parametrisation (one orthogonal
     map with its base), not held by an enclosing block."""
