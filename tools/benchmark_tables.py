@@ -170,6 +170,38 @@ def streaming_table(record: dict) -> str:
     )
 
 
+def streaming_budget_table(record: dict) -> str:
+    """The budgeted kill-and-resume record (``streaming_budget.json``, ``benchmarks/benchmark_streaming_budget.py``)
+    as the table of docs/benchmarks.md: per process count, the uninterrupted and the killed-then-resumed runs."""
+    budget_gib, corpus_gib = record["budget_bytes"] / 2**30, record["corpus_bytes"] / 2**30
+    lines = ["| processes | run | exit | peak resident memory (largest process) | resumed run's weights |",
+             "|---:|---|---|---:|---|"]  # fmt: skip
+    for processes, result in record["processes"].items():
+        same = ("bit for bit the uninterrupted run's" if result["weights_equal"]
+                else f"differ (largest {result['largest_weight_difference']:.2g})")  # fmt: skip
+        same += (f"; the same loss at all {result['logged_losses']} logged steps" if result.get("losses_equal")
+                 else "; other losses")  # fmt: skip
+        for name, run in result["runs"].items():
+            exit_text = ("killed (SIGKILL)" if run["killed"] else "finished" if run["exit_code"] == 0
+                         else f"failed (code {run['exit_code']})")  # fmt: skip
+            if name == "resumed":
+                exit_text += ", resumed from its checkpoint" if run["resumed"] else ", did not resume"
+            lines.append(f"| {processes} | {name} | {exit_text} | {run['peak_rss_mib']:,.0f} MiB | "
+                         f"{same if name == 'resumed' else ''} |")  # fmt: skip
+    smaller = record["smaller_budget"]
+    binds = ("fails, out of memory" if smaller["exit_code"] != 0 and smaller["out_of_memory"]
+             else "does not fail: the budget does not bind")  # fmt: skip
+    return "\n".join(lines) + (
+        f"\n\nEvery process (the launcher's too) limited to {budget_gib:.1f} GiB of address space by the kernel "
+        f"(`RLIMIT_AS`); the corpus, {record['corpus']} repeated, is {corpus_gib:.1f} GiB: "
+        f"{record['corpus_over_budget']:.1f} times that budget. {record['steps']} steps of a tiny Macaron-BERT "
+        f"({record['model']}), global batch {record['global_batch']} (two processes: 4 each), blocks of "
+        f"{record['block']}, a checkpoint every 10 steps, killed after step {record['kill_at']}. The same "
+        f"one-process run under {smaller['budget_bytes'] / 2**30:.1f} GiB {binds}. Made by "
+        "`python benchmarks/benchmark_streaming_budget.py --train_file $DATA/wikitext-2/train.txt --output_dir OUT`.\n"
+    )
+
+
 def gradient_checkpointing_table(record: dict) -> str:
     """The gradient-checkpointing record (``gradient_checkpointing_benchmark.json``,
     ``benchmarks/benchmark_gradient_checkpointing.py``) as the table of docs/benchmarks.md."""

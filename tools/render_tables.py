@@ -31,6 +31,7 @@ from benchmark_tables import (
     packing_table,
     padding_table,
     pretrain_compile_table,
+    streaming_budget_table,
     streaming_table,
     transject_weights_table,
 )
@@ -227,6 +228,7 @@ BENCHMARK_BLOCKS = {
     "attention-benchmark": (BENCHMARK_RECORDS / "attention_benchmark.json", attention_benchmark_table),
     "packing-benchmark": (BENCHMARK_RECORDS / "packing_benchmark.json", packing_table),
     "streaming-benchmark": (BENCHMARK_RECORDS / "streaming_benchmark.json", streaming_table),
+    "streaming-budget": (BENCHMARK_RECORDS / "streaming_budget.json", streaming_budget_table),
     "gradient-checkpointing-benchmark": (BENCHMARK_RECORDS / "gradient_checkpointing_benchmark.json",
                                          gradient_checkpointing_table),
     "onnx-benchmark": (BENCHMARK_RECORDS / "onnx_benchmark.json", onnx_table),
