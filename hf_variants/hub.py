@@ -50,7 +50,7 @@ from huggingface_hub.utils import validate_repo_id
 from transformers import PreTrainedModel
 
 from .core.compatibility import supported_range
-from .core.composition import lora_target_modules, pair_modules, static_graph_error
+from .core.composition import lora_target_modules, pair_modules, parametrization_owners, static_graph_error
 from .core.registration import VARIANTS, Variant
 from .export_code import flatten_modules, registered_imports
 from .storage.files import (
@@ -321,6 +321,7 @@ def render_model_card(
         code_file_names=sorted(code_files),
         lora_targets=lora_target_modules(config),
         static_graph_error=static_graph_error(config),
+        parametrized=bool(parametrization_owners(config.attention_type, config.layer_scheme)),
         framework_versions=framework_versions(),
         hf_variants_version=_distribution_version("hf-variants"),
         repository_url=project_url("Repository"),
