@@ -22,7 +22,7 @@ from hf_variants.core.overrides import format_overrides, parse_overrides
 from hf_variants.lab import compare, data_sources, evidence, protocol, stages, statistics
 from hf_variants.lab import report as report_writer
 from hf_variants.lab.spec import SHARED_DATA_RULE, ModelSpec
-from hf_variants.settings.compare import DEFAULT_MARGIN_DECLARED, DEFAULT_MARGIN_REASON, DEFAULT_MODELS
+from hf_variants.settings.compare import DEFAULT_MARGIN_DECLARED, DEFAULT_MARGIN_REASON, DEFAULT_MODELS, DEFAULT_SEEDS
 from hf_variants.storage import run_folder
 from hf_variants.storage.files import CheckpointError
 
@@ -54,7 +54,7 @@ def report(tmp_path_factory) -> Path:
         str(CLI), "compare", "--output_dir", str(output), "--models", *MODELS, "--hidden_size", "32",
         "--head_size", "16", "--num_layers", "2", "--pretrain_steps", "6", "--finetune_steps", "6",
         "--pretrain_batch_size", "8", "--finetune_batch_size", "8", "--max_seq_length", "32",
-        "--analysis_sentences", "3", "--finetune_learning_rates", "1e-3", "3e-3", "--disable_tqdm",
+        "--analysis_sentences", "3", "--finetune_learning_rates", "1e-3", "3e-3", "--num_seeds", "3", "--disable_tqdm",
     ]  # fmt: skip
     completed = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=600)
     assert completed.returncode == 0, completed.stderr[-4000:]
@@ -853,6 +853,36 @@ def test_the_aa_check_counts_how_often_a_default_size_comparison_says_above_or_b
         tuned["runs_at_other_rates"] = {}
     fewer["settings"]["final_runs_at_every_rate"] = False
     assert report_writer.aa_check_lines(fewer) == []  # five seeds: fewer than two groups of three
+    pairs = every_rate_record()  # a record made when a default comparison had two seeds: groups of two
+    pairs["default_seeds"] = 2
+    assert sum(evidence.aa_outcomes(pairs).values()) == 6 and "into 6 disjoint groups of 2 seeds" in "\n".join(
+        report_writer.aa_check_lines(pairs))
+
+
+def test_a_slow_model_runs_its_own_seeds_with_its_control_and_the_report_says_so(tmp_path: Path) -> None:
+    """``--model_seeds macaron_bert=2`` over three seeds: Macaron and its matched control pretrain and fine-tune at
+    the first two seeds only (nothing is trained at the third), the other pair at all three, and the report's table
+    states the pair's own budget; a user's entry for a model not compared, or under two seeds, is one line."""
+    output = tmp_path / "compare"
+    completed = run_compare(output, "--models", "macaron_bert", "mgk_bert", "--num_seeds", "3",
+                            "--model_seeds", "macaron_bert=2")  # fmt: skip
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    results = json.loads((output / "results.json").read_text())
+    for name, seeds in (("macaron_bert", ["42", "43"]), ("control of macaron_bert", ["42", "43"]),
+                        ("mgk_bert", SEEDS), ("control of mgk_bert", SEEDS)):  # fmt: skip
+        entry = results["models"][name]
+        assert sorted(entry["pretraining_runs"]) == sorted(entry["fine_tuning"][TASK]["runs"]) == seeds, name
+    folder = output / "models" / ModelSpec.parse("macaron_bert").folder
+    assert not (folder / "mlm-seed44").exists() and not (folder / f"{TASK}-seed44").exists()
+    assert "(3 seeds; macaron_bert and its control: 2 seeds, their own budget (`--model_seeds`);" in (
+        output / "report.md").read_text()
+    for argv, said in ((["--models", "bert_control", "--model_seeds", "mgk_bert=3"], "names no model of --models"),
+                       (["--model_seeds", "node_transformer=1"], "at least 2 seeds")):  # fmt: skip
+        refused = run_compare(tmp_path / "refused", *argv)
+        assert refused.returncode == 2 and "argument --model_seeds: " in refused.stderr and said in refused.stderr
+    default = compare.parse_args(["--models", "bert_control"])  # the preset's N-ODE entry: inert without N-ODE
+    assert default.model_seeds is None and default.seeds_of("bert_control") == default.num_seeds
+    assert compare.parse_args([]).seeds_of("node_transformer") < compare.parse_args([]).num_seeds
 
 
 def test_final_runs_at_every_rate_train_every_seed_at_every_rate(tmp_path: Path) -> None:
@@ -864,6 +894,7 @@ def test_final_runs_at_every_rate_train_every_seed_at_every_rate(tmp_path: Path)
                             "--models", "macaron_bert", "--num_seeds", "2")  # fmt: skip
     assert completed.returncode == 0, completed.stderr[-4000:]
     results = json.loads((output / "results.json").read_text())
+    assert results["default_seeds"] == DEFAULT_SEEDS  # the A/A check's group size, as the record was made
     for name in ("macaron_bert", "control of macaron_bert"):
         tuned = results["models"][name]["fine_tuning"][TASK]
         at_rate = tuned["runs_at_every_rate"]

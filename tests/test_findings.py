@@ -28,6 +28,24 @@ def test_the_findings_page_is_first_after_home_and_under_two_thousand_words() ->
                 if line.startswith("- ")]) <= 10  # fmt: skip
 
 
+def test_the_current_protocols_table_holds_only_records_made_under_it() -> None:
+    """A condition shown apart as run under the current protocol is one: every model chose its rate inside each
+    replicate (or had one rate), its record declares each task's margin with its reason and date, and it carries both
+    calibration controls, its negative control sharing the data of the seed it is paired with."""
+    import json
+
+    from hf_variants.lab.protocol import RATE_CHOICE
+
+    current = [(label, folder) for label, folder, _ in findings.CONDITIONS if label in findings.CURRENT_PROTOCOL]
+    assert current
+    for label, folder in current:
+        results = json.loads((REPO_ROOT / folder / "results.json").read_text(encoding="utf-8"))
+        for name, model in results["models"].items():
+            assert {entry["rate_choice"] for entry in model["fine_tuning"].values()} == {RATE_CHOICE}, (label, name)
+        assert all({"points", "reason", "declared"} <= set(results["margins"][task]) for task in results["tasks"])
+        assert {"positive", "negative", "negative_shares"} <= set(results["calibration"]), label
+
+
 def test_the_committed_page_and_plot_are_what_the_records_give() -> None:
     """Re-derived: the page and the forest plot equal their rendering from the records, and every row of the table
     is a comparison of a committed condition, one panel per condition in the plot."""

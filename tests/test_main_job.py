@@ -15,6 +15,8 @@ from scipy import stats as scipy_stats
 from hf_variants.lab import compare, data_sources, evidence, report
 from hf_variants.synthetic import _PREPOSITIONS, attractor_sentence, synthetic_attractor_number
 
+from .helpers import REPO_ROOT
+
 NOUNS = {"cat", "dog", "bird", "horse", "goat", "teacher", "doctor", "farmer", "writer"}
 
 
@@ -166,6 +168,25 @@ def test_the_calibration_outlook_is_the_chance_of_passing_at_the_measured_spread
     at_six = evidence.calibration_probability(aa_sd, -0.31, 0.03, 6, 0.02)  # another seed count than the record's
     assert (f"a comparison with 6 seeds passes its calibration with probability {at_six:.0%}"
             in report.calibration_outlook(results, "attractor_number", seeds=6))  # fmt: skip
+
+
+def test_the_default_seeds_calibrate_nine_times_in_ten_at_the_committed_a_a_spread() -> None:
+    """The default's seed count is the power computation it claims: the committed A/A record ran at the default
+    budget, with groups of the default's size, and at the spreads it measured a default comparison passes its
+    calibration with probability ≥ 90%, and the default's seeds are the fewest that do."""
+    import json
+
+    from hf_variants.settings.compare import DEFAULT_SEEDS, PRESETS
+
+    record = json.loads((REPO_ROOT / "experiments" / "compare" / "aa" / "results.json").read_text(encoding="utf-8"))
+    budget = {name: value for name, value in PRESETS["minutes"].items() if name not in ("num_seeds", "model_seeds")}
+    assert {name: record["settings"][name] for name in budget} == budget
+    assert evidence.default_seeds(record) == DEFAULT_SEEDS
+    assert len(record["models"]["bert_control"]["pretraining_runs"]) >= 48
+    for task in record["tasks"]:
+        outlook = evidence.calibration_outlook_of(record, task, seeds=DEFAULT_SEEDS)
+        assert outlook.probability >= evidence.CALIBRATION_TARGET
+        assert outlook.seeds_needed == DEFAULT_SEEDS  # the fewest that do
 
 
 def test_the_report_says_what_its_negative_control_shared_with_the_baseline() -> None:

@@ -69,7 +69,7 @@ CLAIMS: dict[tuple[str, str | None], Claim] = {
 }
 #: Where a paper's claimed effect on a task lies against this row's 95% interval, at this size (:func:`reading`).
 INSIDE, ABOVE_IT, BELOW_IT = "inside the interval", "above the interval", "below the interval"
-ELSEWHERE, NO_INTERVAL, NO_CLAIM = "claimed on other tasks", "no interval", "no claim"
+ELSEWHERE, NO_INTERVAL, NO_CLAIM = "claimed elsewhere", "no interval", "no claim"
 
 
 def claim_of(spec: str, task: str) -> Claim | None:
@@ -119,8 +119,9 @@ def calibrated_power_rates() -> list[str]:
 
 
 #: Each condition: its label, where its records are, and its comparisons (one Holm family each). The main job's
-#: rows are its 16-seed run with both sides at each rate where that run is calibrated.
+#: rows are its default run, and its 16-seed run with both sides at each rate where that run is calibrated.
 CONDITIONS = [
+    ("main job, default", "experiments/compare/default", main_job("default")),
     *[(f"main job, 16 seeds, both at {rate}", "experiments/compare/power", main_job("power", rate))
       for rate in calibrated_power_rates()],
     ("from scratch", "experiments/never_from_scratch/scratch", study(STUDY, "scratch")),
@@ -129,6 +130,10 @@ CONDITIONS = [
     ("self-pretrained, GPU size", "experiments/never_from_scratch_gpu/self_pretrained",
      study(GPU_STUDY, "self_pretrained")),
 ]  # fmt: skip
+#: The conditions whose records ran under the current protocol (each seed's own rate choice, or one rate common to
+#: both sides; the margin declared before the first run; both calibration controls): a table of their own, apart from
+#: the older records'. ``tests/test_findings.py`` checks each against its record.
+CURRENT_PROTOCOL = ("main job, default",)
 
 
 @dataclass(frozen=True)
@@ -173,15 +178,14 @@ def counting_every_run(row: Finding) -> str:
 
 def table(rows: list[Finding]) -> str:
     lines = ["| idea | task | condition | variant − control [95% interval] | learned (variant, control) | verdict | "
-             "counting every run, where it reads otherwise | the paper's claim, in its setting | the claimed effect, "
-             "against this interval |",
+             "counting every run | the paper's claim | its effect against the interval |",
              "|---|---|---|---:|---|---|---|---|---|"]  # fmt: skip
     for row in rows:
         learned = ", ".join(f"{k}/{n}" for k, n in row.comparison.learned.values())
         claim = claim_of(row.spec, row.task)
         lines.append(f"| {row.spec} | {row.task} | {row.condition} | {effect_text(row.verdict)} | {learned} | "
                      f"{verdict_words(row.verdict)} | {counting_every_run(row)} | "
-                     f"{'—' if claim is None else claim.short} | {row.reading} |")
+                     f"{'—' if claim is None else claim.short} | {'—' if row.reading == ELSEWHERE else row.reading} |")
     return "\n".join(lines) + "\n"
 
 
@@ -241,24 +245,15 @@ def forest_svg(rows: list[Finding], limit: float = 25.0) -> str:
 
 
 def main_job_sentence() -> str:
-    """What the main job's budgets can say: the default 3 seeds' calibration (experiments/compare/default) and, with
-    ``--preset power``, the BERT control against itself at the rates each chose, and where it is calibrated."""
+    """Whether the main job's default budget is calibrated (experiments/compare/default)."""
     from hf_variants.lab.evidence import calibration_checks
 
     default = json.loads((EXPERIMENTS / "compare" / "default" / "results.json").read_text(encoding="utf-8"))
     seeds = default["settings"]["num_seeds"]
     failed = [kind for kind, _, passed, _ in calibration_checks(default) if not passed]
-    said = (f"At its default {seeds} seeds the main job is " + (
-        "calibrated." if not failed else f"not calibrated (its {' and '.join(failed)} control failed), so none of "
-        "its pairs is comparable."))  # fmt: skip
-    if POWER.is_file():
-        power = json.loads(POWER.read_text(encoding="utf-8"))
-        negative = next((text for kind, _, passed, text in calibration_checks(power) if kind == "negative"), None)
-        rates = calibrated_power_rates()
-        said += (f" At 16 seeds (`--preset power`), each model choosing its rate once, the BERT control against "
-                 f"itself under other seeds read {negative.split(': ', 1)[1]}; with every model at one rate it is "
-                 f"calibrated at {', '.join(rates) or 'no rate'}, and the main-job rows are those.")  # fmt: skip
-    return said
+    return f"At its default {seeds} seeds the main job is " + (
+        "calibrated." if not failed else f"not calibrated (its {' and '.join(failed)} "
+        "control failed), so none of its pairs is comparable.")  # fmt: skip
 
 
 def throughput_sentence() -> str:
@@ -312,28 +307,31 @@ def sentences(rows: list[Finding]) -> list[str]:
                                                + ")" for r in failures) + ".")  # fmt: skip
     said.append(main_job_sentence())
     said.append(throughput_sentence())
-    said.append("For your own data and size: `hf-variants compare --preset power --data_dir DIR --models ...`.")
+    said.append("For your own data and size: `hf-variants compare --data_dir DIR --models ...`.")
     return said[:10]
 
 
 INTRO = """\
 # Findings
 
-What the committed experiments found about each idea against its **matched control** (the same model with only
-the idea turned off); [Results](results.md) has each study.
+What the committed records found about each idea against its **matched control** (the same model with only the
+idea turned off); [Results](results.md) has each study.
 
 **How to read a row.** Variant − control in accuracy points, paired by seed (a *seed*: one whole replicate), with
-its 95% interval. Verdicts (`hf_variants.lab.verdicts.verdict`): *above* or *below its control* (paired t-test,
+its 95% interval. Verdicts: *above* or *below its control* (paired t-test,
 Holm-adjusted over a condition's pairs, p < 0.05); *equivalent within ±2* (two one-sided tests, Holm-adjusted the
-same way); *not resolved* (neither: not evidence of no effect); *not comparable* (fewer than two seeds where both
+same way); *not resolved* (neither; not evidence of no effect); *not comparable* (fewer than two seeds where both
 learned). *Learned k/n*: runs that learned ([Concepts](concepts.md#what-a-run-shows)). *Counting every run*
 scores a run that did not learn at the guessing level; shown where it reads otherwise.
-The last column places the paper's claimed effect against the interval at this size; the papers ran larger models,
-so no row confirms or refutes their claims.
+The last column places the paper's claimed effect against the interval; the papers ran larger models, so no row
+confirms or refutes their claims.
 
+"""
+#: What sets the older records apart (the second table).
+OLDER = """\
 **These records predate the current protocol** ([Concepts](concepts.md)): each side chose its learning rate once
-(the main job's rows: both at one rate), the ±2 margin was fixed after they were made, and only the main job's
-condition carries calibration controls.
+(the main job's: both at one rate), the ±2 margin was fixed after the runs, and only the main job carries
+calibration controls.
 """
 
 
@@ -345,7 +343,7 @@ def condition_text(labels: list[str], folder: str) -> str:
     if folder.startswith("experiments/compare/"):
         results = json.loads((records_folder(folder) / "results.json").read_text(encoding="utf-8"))
         settings = results["settings"]
-        return (f"*{label}*: `{results['command']}` on its embedded agreement-attraction task, "
+        return (f"*{label}*: `{results['command']}` on the embedded task, "
                 f"{count(settings['num_layers'], 'layer', 'layers')}, hidden {settings['hidden_size']}, "
                 f"{settings['max_seq_length']} tokens, "
                 f"{settings['pretrain_steps']} MLM steps and {settings['finetune_steps']} fine-tuning steps, "
@@ -371,11 +369,13 @@ def findings_page(rows: list[Finding]) -> str:
                                       if label in {row.condition for row in rows}))  # fmt: skip
     return (f"{INTRO}\n## What it found\n\n" + "\n".join(f"- {sentence}" for sentence in sentences(rows))
             + "\n\n## Every comparison\n\n**Conditions.**\n\n" + "\n".join(f"- {text}" for text in conditions)
-            + "\n\n![Forest plot: each pair's interval against 0 and the margin, one panel "
-            "per condition](findings/forest.svg)\n\n" + table(rows)
-            + "\n**The papers' claims**, in their own settings (the column: the effect claimed on the task, else the "
-            "claim's direction elsewhere; TransJect's are from its reviewed manuscript; MLK's paper compares it with "
-            "linear attention):\n\n" + claims_list()
+            + "\n\n![Forest plot: each pair's interval against 0 and the margin]"
+            "(findings/forest.svg)\n\n### Under the current protocol\n\n"
+            + table([row for row in rows if row.condition in CURRENT_PROTOCOL])
+            + f"\n### Older records\n\n{OLDER}\n"
+            + table([row for row in rows if row.condition not in CURRENT_PROTOCOL])
+            + "\n**The papers' claims**, in their own settings (TransJect's from its reviewed manuscript; MLK's paper "
+            "compares it with linear attention):\n\n" + claims_list()
             + f"\nRendered by `python tools/render_tables.py` from {sources} and "
             "`benchmarks/records/model_benchmark.json`.\n")  # fmt: skip
 
@@ -395,10 +395,15 @@ def calibration_sentence(results: dict) -> str:
 
 
 def pair_verdict_lines(results: dict) -> list[str]:
-    """``- **variant**: its verdict.`` for every pair of a comparison's record, as its report judges it."""
+    """``- **variant**: its verdict.`` for every pair of a comparison's record, as its report judges it; where a run
+    did not learn, with the learned counts and the verdict counting every run (the report's conclusion)."""
     from hf_variants.lab.evidence import pair_comparisons
 
-    return [f"- **{variant}**: {comparison.per_protocol.text}."
+    def said(comparison: verdicts.PairComparison) -> str:
+        every_run_learned = all(k == n for k, n in comparison.learned.values())
+        return comparison.per_protocol.text if every_run_learned else comparison.text
+
+    return [f"- **{variant}**: {said(comparison)}."
             for (variant, _, _), comparison in pair_comparisons(results).items()]  # fmt: skip
 
 
@@ -420,22 +425,24 @@ def default_report_block(folder: Path = EXPERIMENTS / "compare" / "default") -> 
     if (AA_RECORD / "results.json").is_file():
         aa = json.loads((AA_RECORD / "results.json").read_text(encoding="utf-8"))
         seeds = len(aa["models"][aa["calibration"]["baseline"]]["pretraining_runs"])
-        lines += ["", f"How often the default calibrates (the A/A record: {seeds} seeds at its budget). "
-                  f"{default_outlook(aa)}"]  # fmt: skip
-        sources += " and `experiments/compare/aa/results.json`"
+        lines += ["", f"How often the default calibrates (the A/A record: {seeds} seeds at its budget, on the "
+                  f"default's data). {default_outlook(aa)} {calibrated_runs()}"]  # fmt: skip
+        sources += ", `experiments/compare/aa/results.json` and the default command's runs at other seeds"
     return "\n".join(lines) + f"\n\nRendered by `python tools/render_tables.py` from {sources}.\n"
 
 
-#: The A/A record: the BERT control and its two calibration controls over 48 seeds at the default budget.
+#: The A/A record: the BERT control and its two calibration controls over many seeds at the default budget.
 AA_RECORD = EXPERIMENTS / "compare" / "aa"
 
 
 def default_outlook(results: dict) -> str:
-    """A record's calibration outlook (its measured spreads) for a comparison of the default's seed count."""
+    """A record's calibration outlook (its measured spreads) for a comparison of the default's seed count when the
+    record was made."""
+    from hf_variants.lab.evidence import default_seeds
     from hf_variants.lab.report import calibration_outlook
-    from hf_variants.settings.compare import DEFAULT_SEEDS
 
-    return " ".join(filter(None, (calibration_outlook(results, task, DEFAULT_SEEDS) for task in results["tasks"])))
+    seeds = default_seeds(results)
+    return " ".join(filter(None, (calibration_outlook(results, task, seeds) for task in results["tasks"])))
 
 
 def run_counts(results: dict) -> str:
@@ -449,13 +456,28 @@ def run_counts(results: dict) -> str:
     return f"{pretrainings} pretrainings, {heldout} held-out runs and {final} final runs"
 
 
-def default_runs_block(folders: tuple[str, ...] = ("default", "seed7")) -> str:
-    """docs/main-job.md's account of the committed default-budget runs: per run its command, its runs, calibration
-    with the record's own calibration outlook, and each pair's verdict, and for the first (the default, timed with
-    nothing else running) its time (all read from its results.json)."""
+#: The committed runs of the default command: at its own seed, then at other ``--seed`` values (other data draws).
+DEFAULT_RUNS = ("default", "seed7", "seed11", "seed13")
+
+
+def calibrated_runs(folders: tuple[str, ...] = DEFAULT_RUNS) -> str:
+    """``Calibrated in **k of n** runs (seeds …).`` of the committed default runs."""
+    from hf_variants.lab.evidence import not_calibrated
+
+    records = [json.loads((EXPERIMENTS / "compare" / name / "results.json").read_text(encoding="utf-8"))
+               for name in folders]  # fmt: skip
+    calibrated = sum(not_calibrated(results) is None for results in records)
+    return (f"Calibrated in **{calibrated} of {len(records)}** runs of the default command (seeds "
+            f"{', '.join(str(results['settings']['seed']) for results in records)}; another seed draws other data).")
+
+
+def default_runs_block(folders: tuple[str, ...] = DEFAULT_RUNS) -> str:
+    """docs/main-job.md's account of the committed default-budget runs: how many passed their calibration, then per
+    run its command, its runs, calibration with the record's own calibration outlook, and each pair's verdict, and for
+    the first (the default, timed with nothing else running) its time (all read from its results.json)."""
     from hf_variants.lab.report import calibration_outlook, without_output_folder
 
-    paragraphs = []
+    paragraphs = [calibrated_runs(folders), ""]
     for index, name in enumerate(folders):
         results = without_output_folder(json.loads((EXPERIMENTS / "compare" / name / "results.json").read_text(
             encoding="utf-8")))
@@ -480,10 +502,10 @@ def aa_record_block(folder: Path = AA_RECORD) -> str:
     from hf_variants.lab.report import aa_check_lines
 
     results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
-    minutes, seconds = divmod(round(results["wall_seconds"]), 60)
+    clocks = sum(model["training_seconds"] for model in results["models"].values())
     aa = [line for line in aa_check_lines(results) if line and not line.startswith("#")]  # says what the A/A shares
-    lines = [f"`{results['command']}` took {minutes} min {seconds} s ({run_counts(results)}). "
-             f"{calibration_sentence(results)}", "", *aa, "", default_outlook(results)]  # fmt: skip
+    lines = [f"`{results['command']}`: {run_counts(results)}, {clocks / 60:.0f} min of training by the runs' own "
+             f"clocks. {calibration_sentence(results)}", "", *aa, "", default_outlook(results)]  # fmt: skip
     return "\n".join(lines) + ("\n\nRendered by `python tools/render_tables.py` from "
                                "`experiments/compare/aa/results.json`.\n")
 

@@ -92,9 +92,11 @@ def named_twice(specs: Sequence[ModelSpec]) -> list[str]:
     return sorted({name for name in names if names.count(name) > 1})
 
 
-def fine_tuning_seeds(args: CompareArguments) -> list[int]:
-    """``--seed``, ``--seed + 1``, … (``--num_seeds`` of them)."""
-    return [args.seed + offset for offset in range(args.num_seeds)]
+def fine_tuning_seeds(args: CompareArguments, spec: ModelSpec | None = None) -> list[int]:
+    """``--seed``, ``--seed + 1``, … (``--num_seeds`` of them; for a model that ``--model_seeds`` gives fewer, and
+    its matched control, the first of them)."""
+    count = args.num_seeds if spec is None else args.seeds_of((spec.control_of or spec).name)
+    return [args.seed + offset for offset in range(count)]
 
 
 def held_out(task: str, result: dict[str, Any]) -> verdicts.HeldOutRun:
@@ -110,7 +112,8 @@ def train_all(
     time: each model's pretraining at every seed; from each, per task, its held-out runs on that seed's held-out
     slice, then that seed's final run at the rate they chose (with ``--final_runs_at_every_rate``, its final runs
     at every rate). Seed by seed, every model: a seed's held-out runs start while the later seeds pretrain."""
-    replicates = [(spec, seed + spec.seed_offset) for seed in fine_tuning_seeds(args) for spec in specs]
+    replicates = [(spec, seed + spec.seed_offset) for seed in fine_tuning_seeds(args) for spec in specs
+                  if seed in fine_tuning_seeds(args, spec)]  # fmt: skip
     return run_protocol(replicates, tasks, args.finetune_learning_rates, partial(train, args, source, tokenizer),
                         held_out, pretrained=True, workers=args.workers,
                         every_rate=bool(args.final_runs_at_every_rate), finished=finished)  # fmt: skip
@@ -229,6 +232,7 @@ def compare_models(args: CompareArguments, argv: Sequence[str] | None) -> dict[s
         "calibration": calibration,
         "settings": {k: _setting(v) for k, v in vars(args).items()},
         "margins": margins_of(args, tasks),
+        "default_seeds": compare_settings.DEFAULT_SEEDS,  # the size of the A/A check's groups
         "tokenizer": tokenizer_name,
         "models": models,
         "figures": figures.write_all(args.output_dir, models, analyses, tasks[0]),
@@ -285,9 +289,9 @@ def train_with_progress(
     sweep_runs = len(args.finetune_learning_rates) if len(args.finetune_learning_rates) > 1 else 0
     final_rates = len(args.finetune_learning_rates) if args.final_runs_at_every_rate else 1
     # pretrainings; per seed and task its held-out runs and final runs
-    runs_per_model = args.num_seeds * (1 + len(tasks) * (sweep_runs + final_rates))
-    overall = tqdm(total=len(specs) * runs_per_model, desc="compare (all models)",
-                   position=0, disable=args.disable_tqdm, unit="run")  # fmt: skip
+    runs_per_seed = 1 + len(tasks) * (sweep_runs + final_rates)
+    runs = sum(len(fine_tuning_seeds(args, spec)) for spec in specs) * runs_per_seed
+    overall = tqdm(total=runs, desc="compare (all models)", position=0, disable=args.disable_tqdm, unit="run")
 
     def finished(run: Run, result: dict[str, Any]) -> None:
         what = f"MLM pretraining, seed {run.seed}" if run.task is None else folder_name(run)
@@ -309,7 +313,8 @@ def model_entry(args: CompareArguments, spec: ModelSpec, outcomes: Outcomes) -> 
     from transformers import AutoModelForMaskedLM
 
     model_dir = args.output_dir / "models" / spec.folder
-    pretrainings = {seed: outcomes.results[Run(spec, seed=seed + spec.seed_offset)] for seed in fine_tuning_seeds(args)}
+    pretrainings = {seed: outcomes.results[Run(spec, seed=seed + spec.seed_offset)]
+                    for seed in fine_tuning_seeds(args, spec)}  # fmt: skip
     mlm, first_mlm = pretrainings[args.seed], model_dir / f"mlm-seed{args.seed + spec.seed_offset}"
     reloaded_mlm = AutoModelForMaskedLM.from_pretrained(first_mlm)
     attention_type, layer_scheme = spec.pair()
@@ -339,7 +344,7 @@ def fine_tuning_entry(
     """Step 6: a model's fine-tuning on one task — per seed the rate its held-out runs chose, with every held-out
     rate's score and loss; the final runs at the chosen rates (measured on the task's dev split; with
     ``--final_runs_at_every_rate``, at every rate too) and what they learned over the seeds."""
-    seeds = {str(seed): seed + spec.seed_offset for seed in fine_tuning_seeds(args)}
+    seeds = {str(seed): seed + spec.seed_offset for seed in fine_tuning_seeds(args, spec)}
     chosen = {name: outcomes.choices[spec, task, seed] for name, seed in seeds.items()}
     every_rate = bool(args.final_runs_at_every_rate)
 

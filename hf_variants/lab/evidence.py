@@ -165,13 +165,22 @@ SENSITIVITY_MARGINS = (1.0, 2.0, 3.0)
 SEEDS_NEEDED_PROBABILITY = 0.8
 
 
+#: The seeds of a default comparison when the records that do not say (:func:`default_seeds`) were made.
+EARLIER_DEFAULT_SEEDS = 3
+
+
+def default_seeds(results: dict[str, Any]) -> int:
+    """The seeds of a default comparison when ``results`` was made (its ``default_seeds``, written from
+    :data:`~hf_variants.settings.compare.DEFAULT_SEEDS`): the size of the groups its A/A check judges."""
+    return int(results.get("default_seeds", EARLIER_DEFAULT_SEEDS))
+
+
 def aa_outcomes(results: dict[str, Any]) -> Counter[str]:
     """The A/A check: the negative control (:func:`negative_control_rule`) against the BERT control, its seeds
-    split into disjoint groups of a default-size comparison's seed count (:data:`~hf_variants.settings.compare.
-    DEFAULT_SEEDS`), at every rate the final runs were made at; outcome → how many groups' verdicts (each alone,
-    unadjusted) said it. Nothing differs between the two, so every *above* or *below* is a false positive."""
-    from ..settings.compare import DEFAULT_SEEDS
-
+    split into disjoint groups of a default-size comparison's seed count (:func:`default_seeds`), at every rate
+    the final runs were made at; outcome → how many groups' verdicts (each alone, unadjusted) said it. Nothing
+    differs between the two, so every *above* or *below* is a false positive."""
+    size = default_seeds(results)
     calibration = results.get("calibration") or {}
     counted: Counter[str] = Counter()
     if "negative" not in calibration:
@@ -182,10 +191,10 @@ def aa_outcomes(results: dict[str, Any]) -> Counter[str]:
             replica = outcomes_of(results, calibration["negative"], task, rate)
             baseline = outcomes_of(results, calibration["baseline"], task, rate)
             seeds = sorted(replica.keys() & baseline.keys(), key=int)
-            if len(seeds) < 2 * DEFAULT_SEEDS:
+            if len(seeds) < 2 * size:
                 continue
-            for start in range(0, len(seeds) - DEFAULT_SEEDS + 1, DEFAULT_SEEDS):
-                group = seeds[start : start + DEFAULT_SEEDS]
+            for start in range(0, len(seeds) - size + 1, size):
+                group = seeds[start : start + size]
                 comparison = verdicts.compare_pair({s: replica[s] for s in group}, {s: baseline[s] for s in group},
                                                    margin[task])  # fmt: skip
                 counted[comparison.per_protocol.outcome] += 1

@@ -23,6 +23,7 @@ from .evidence import (
     chosen_each_seed,
     chosen_rates,
     declared_guessing_levels,
+    default_seeds,
     final_rates,
     final_runs_by_rate,
     guessing_level,
@@ -136,9 +137,13 @@ def answer_lines(results: dict[str, Any]) -> list[str]:
             note += rate_choice_note(results, (variant, control), task)
             note += seeds_needed_note(pp) + sensitivity_note(at_margins, (variant, control, task))
             conclusions.append(f"- {task}: {variant} — {comparison.text}.{note}")
-    seeds = len(models[pairs[0][0]]["fine_tuning"][tasks[0]]["runs"])
+    runs = {variant: len(models[variant]["fine_tuning"][tasks[0]]["runs"]) for variant, _ in pairs}
+    seeds = max(runs.values())
+    own = "".join(f"; {variant} and its control: {count} seeds, their own budget (`--model_seeds`)"
+                  for variant, count in runs.items() if count < seeds)  # fmt: skip
     metrics = ", ".join(sorted({models[pairs[0][0]]["fine_tuning"][t]["metric"] for t in tasks}))
-    lines += ["", f"Dev {metrics} ×100 ({seeds} seeds; each seed is a whole replicate: its own pretraining, then its "
+    lines += ["", f"Dev {metrics} ×100 ({seeds} seeds{own}; "
+              "each seed is a whole replicate: its own pretraining, then its "
               "fine-tuning). *variant* and *control*: mean ± 95% half-width over the seeds where both learned, the "
               "seeds the difference is paired over. *variant − control*: the seed-paired difference over those "
               "seeds, bold when its 95% interval excludes 0. *Counting every run* (intention to treat): the same "
@@ -251,8 +256,6 @@ def negative_control_rule(results: dict[str, Any]) -> str:
 def aa_check_lines(results: dict[str, Any]) -> list[str]:
     """The A/A check's section (:func:`aa_outcomes`): the observed false-positive rate of a default-size
     comparison beside the nominal 5%, with its exact interval; empty with too few seeds."""
-    from ..settings.compare import DEFAULT_SEEDS
-
     counted = aa_outcomes(results)
     groups = sum(counted.values())
     if not groups:
@@ -262,12 +265,11 @@ def aa_check_lines(results: dict[str, Any]) -> list[str]:
     said = ", ".join(f"{outcome} {count}" for outcome, count in counted.most_common())
     return ["## A/A check: a default-size comparison where nothing differs", "",
             f"The BERT control against its own replicates ({negative_control_rule(results)}), split into {groups} "
-            "disjoint groups of "
-            f"{DEFAULT_SEEDS} seeds (a default comparison's size) at every rate the final runs were made at, each "
-            f"group judged alone by the verdict rule. Verdicts: {said}. *Above* or *below* said {positives} times in "
-            f"{groups}: {100 * positives / groups:.0f}% [{100 * low:.0f}%, {100 * high:.0f}%] (95% exact interval), "
-            f"against the test's nominal {100 * verdicts.ALPHA:.0f}%. Groups share nothing, but the rates' groups "
-            "share their pretrainings.", ""]  # fmt: skip
+            f"disjoint groups of {default_seeds(results)} seeds (a default comparison's size) at every rate the "
+            f"final runs were made at, each group judged alone by the verdict rule. Verdicts: {said}. *Above* or "
+            f"*below* said {positives} times in {groups}: {100 * positives / groups:.0f}% [{100 * low:.0f}%, "
+            f"{100 * high:.0f}%] (95% exact interval), against the test's nominal {100 * verdicts.ALPHA:.0f}%. "
+            "Groups share nothing, but the rates' groups share their pretrainings.", ""]  # fmt: skip
 
 
 def verdict_rules(results: dict[str, Any], family: int) -> list[str]:

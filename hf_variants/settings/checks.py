@@ -60,6 +60,22 @@ def seed_range() -> Callable[[str], int]:
                    "a seed")  # fmt: skip
 
 
+def model_seed_count() -> Callable[[str], str]:
+    """A slow model's own seed count: ``model=N`` with N ≥ 2 (the fewest an interval needs); returned as written
+    (:meth:`~hf_variants.settings.compare.CompareArguments.seeds_of` reads it)."""
+
+    def parse(text: str) -> str:
+        model, _, number = text.rpartition("=")
+        if not model:
+            raise argparse.ArgumentTypeError(f"{text!r} must be MODEL=N (a model of --models and its seed count)")
+        if _number(int, number) < 2:
+            raise argparse.ArgumentTypeError(f"{text}: a model needs at least 2 seeds for an interval")
+        return text
+
+    parse.__name__ = "a model's seeds"
+    return parse
+
+
 def task_margin() -> Callable[[str], str]:
     """An equivalence margin in points of a task's metric: ``2`` (every task) or ``task=2`` (one task),
     the number above 0; returned as written (:meth:`~hf_variants.settings.compare.CompareArguments.margin`
