@@ -426,7 +426,7 @@ def default_report_block(folder: Path = EXPERIMENTS / "compare" / "default") -> 
         aa = json.loads((AA_RECORD / "results.json").read_text(encoding="utf-8"))
         seeds = len(aa["models"][aa["calibration"]["baseline"]]["pretraining_runs"])
         lines += ["", f"How often the default calibrates (the A/A record: {seeds} seeds at its budget, on the "
-                  f"default's data). {default_outlook(aa)} {calibrated_runs()}"]  # fmt: skip
+                  f"default's data). {default_outlook(aa)} {calibrated_runs(default_runs())}"]  # fmt: skip
         sources += ", `experiments/compare/aa/results.json` and the default command's runs at other seeds"
     return "\n".join(lines) + f"\n\nRendered by `python tools/render_tables.py` from {sources}.\n"
 
@@ -460,12 +460,16 @@ def run_counts(results: dict) -> str:
 DEFAULT_RUNS = ("default", "seed7", "seed11", "seed13")
 
 
-def calibrated_runs(folders: tuple[str, ...] = DEFAULT_RUNS) -> str:
-    """``Calibrated in **k of n** runs (seeds …).`` of the committed default runs."""
+def default_runs(folders: tuple[str, ...] = DEFAULT_RUNS) -> list[dict]:
+    """The committed default runs' records."""
+    return [json.loads((EXPERIMENTS / "compare" / name / "results.json").read_text(encoding="utf-8"))
+            for name in folders]  # fmt: skip
+
+
+def calibrated_runs(records: list[dict]) -> str:
+    """``Calibrated in **k of n** runs (seeds …).`` of the default runs' records."""
     from hf_variants.lab.evidence import not_calibrated
 
-    records = [json.loads((EXPERIMENTS / "compare" / name / "results.json").read_text(encoding="utf-8"))
-               for name in folders]  # fmt: skip
     calibrated = sum(not_calibrated(results) is None for results in records)
     return (f"Calibrated in **{calibrated} of {len(records)}** runs of the default command (seeds "
             f"{', '.join(str(results['settings']['seed']) for results in records)}; another seed draws other data).")
@@ -477,10 +481,10 @@ def default_runs_block(folders: tuple[str, ...] = DEFAULT_RUNS) -> str:
     the first (the default, timed with nothing else running) its time (all read from its results.json)."""
     from hf_variants.lab.report import calibration_outlook, without_output_folder
 
-    paragraphs = [calibrated_runs(folders), ""]
-    for index, name in enumerate(folders):
-        results = without_output_folder(json.loads((EXPERIMENTS / "compare" / name / "results.json").read_text(
-            encoding="utf-8")))
+    records = default_runs(folders)
+    paragraphs = [calibrated_runs(records), ""]
+    for index, record in enumerate(records):
+        results = without_output_folder(record)
         minutes, seconds = divmod(round(results["wall_seconds"]), 60)
         longest = max(results["models"].items(), key=lambda item: item[1]["training_seconds"])
         clocks = sum(model["training_seconds"] for model in results["models"].values())

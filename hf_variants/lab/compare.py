@@ -112,8 +112,9 @@ def train_all(
     time: each model's pretraining at every seed; from each, per task, its held-out runs on that seed's held-out
     slice, then that seed's final run at the rate they chose (with ``--final_runs_at_every_rate``, its final runs
     at every rate). Seed by seed, every model: a seed's held-out runs start while the later seeds pretrain."""
+    own = {spec: fine_tuning_seeds(args, spec) for spec in specs}
     replicates = [(spec, seed + spec.seed_offset) for seed in fine_tuning_seeds(args) for spec in specs
-                  if seed in fine_tuning_seeds(args, spec)]  # fmt: skip
+                  if seed in own[spec]]  # fmt: skip
     return run_protocol(replicates, tasks, args.finetune_learning_rates, partial(train, args, source, tokenizer),
                         held_out, pretrained=True, workers=args.workers,
                         every_rate=bool(args.final_runs_at_every_rate), finished=finished)  # fmt: skip

@@ -252,8 +252,7 @@ class CompareArguments(Settings):
     def seeds_of(self, model: str) -> int:
         """How many seeds ``model`` (a variant's name; its matched control runs the same) runs: its ``--model_seeds``
         entry, at most ``num_seeds``, else ``num_seeds``."""
-        counts = dict(entry.rpartition("=")[::2] for entry in self.model_seeds or [])
-        return min(int(counts.get(model, self.num_seeds)), self.num_seeds)
+        return min(int(keyed(self.model_seeds).get(model, self.num_seeds)), self.num_seeds)
 
     def margin_reason(self) -> str:
         """Why the margins are what they are: the default's reason, or that ``--equivalence_margin`` declared them."""
@@ -277,10 +276,16 @@ def declared_margins(args: CompareArguments, tasks: list[str], declared_on: str)
             for task in tasks}  # fmt: skip
 
 
+def keyed(entries: list[str] | None) -> dict[str, str]:
+    """``key=value`` entries of a list setting (``--equivalence_margin``, ``--model_seeds``) by key; an entry without
+    a key under ``""``."""
+    return dict(entry.rpartition("=")[::2] for entry in entries or [])
+
+
 def equivalence_margin(settings: dict, task: str) -> float:
     """The margin of ``task`` in points from a comparison's settings (a :class:`CompareArguments`' fields, or
     those a results file records; a record without the setting gets the default)."""
-    entries = dict(entry.rpartition("=")[::2] for entry in settings.get("equivalence_margin") or [])
+    entries = keyed(settings.get("equivalence_margin"))
     return float(entries.get(task, entries.get("", DEFAULT_EQUIVALENCE_MARGIN)))
 
 
