@@ -12,6 +12,7 @@ rendered from this record (``tools/render_tables.py``), so a page never says lon
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -27,6 +28,12 @@ ROOT = Path(__file__).resolve().parents[1]
 #: The pages whose run time the docs state: docs path → the blocks that make up the run ("python" or "bash").
 PAGES = ("docs/quickstart.md", "docs/tutorial-csv.md", "docs/tutorial-pretraining.md")
 BLOCK = re.compile(r"```(python|bash)\n(.*?)```", re.DOTALL)
+
+
+def blocks_digest(text: str) -> str:
+    """The SHA-256 of a page's code blocks in order (kind and code): what its run time was measured on. The
+    rendered run time is refused once the page's blocks differ (``tools/render_tables.py``)."""
+    return hashlib.sha256(json.dumps(BLOCK.findall(text)).encode("utf-8")).hexdigest()
 
 
 def run_page(page: Path, folder: Path) -> dict[str, float]:
@@ -45,7 +52,8 @@ def run_page(page: Path, folder: Path) -> dict[str, float]:
     wall = time.perf_counter() - started
     cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
-    return {"wall_seconds": round(wall, 1), "cpu_seconds": round(cpu, 1)}
+    return {"wall_seconds": round(wall, 1), "cpu_seconds": round(cpu, 1),
+            "blocks_sha256": blocks_digest(page.read_text(encoding="utf-8"))}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> dict:

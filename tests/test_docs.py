@@ -169,3 +169,17 @@ def test_the_command_line_reference_documents_every_flag_of_every_command() -> N
             for flag in action.option_strings:
                 if flag not in ("-h", "--help") and "-" not in flag[2:]:
                     assert f"`{flag}`" in page, (name, flag)
+
+
+def test_a_stated_page_time_belongs_to_the_page_as_it_is() -> None:
+    """Each page's run time is rendered from a record that names the code blocks it was measured on: the committed
+    record matches the pages, prose may change without re-timing, a changed block may not (the render refuses)."""
+    pages = load_script("benchmarks/benchmark_pages")
+    record = json.loads((REPO_ROOT / "benchmarks" / "records" / "page_times.json").read_text(encoding="utf-8"))
+    assert sorted(record["pages"]) == sorted(pages.PAGES)
+    for name, times in record["pages"].items():
+        text = (REPO_ROOT / name).read_text(encoding="utf-8")
+        assert times["blocks_sha256"] == pages.blocks_digest(text), f"{name} changed since it was timed"
+        assert pages.blocks_digest(text.replace("\n\n", "\n\nOne more sentence of prose.\n\n", 1)) == times[
+            "blocks_sha256"]
+        assert pages.blocks_digest(text + "\n```bash\necho one more step\n```\n") != times["blocks_sha256"]

@@ -261,7 +261,7 @@ def throughput_sentence() -> str:
     shares = {row["model"]: row["throughput_vs_control"] for row in rows
               if row["hidden"] == 256 and row["length"] == 128 and row.get("throughput_vs_control")}  # fmt: skip
     shown = ", ".join(f"{name} {shares[name]:.2f}×" for name in VARIANTS if name in shares)
-    return f"Training speed (tokens/s) against the matched control at hidden 256, 128 tokens, on a CPU: {shown}."
+    return f"Training speed (tokens/s) against the matched control (hidden 256, 128 tokens, CPU): {shown}."
 
 
 def count(n: int, one: str, many: str) -> str:
@@ -299,7 +299,7 @@ def sentences(rows: list[Finding]) -> list[str]:
     placed = readings[ABOVE_IT] + readings[INSIDE] + readings[BELOW_IT]
     said.append(f"Of the {count(placed, 'row', 'rows')} whose paper claims an effect on its task, the claimed effect "
                 f"lies above the interval in {readings[ABOVE_IT]}, inside it in {readings[INSIDE]} and below it in "
-                f"{readings[BELOW_IT]}, at these sizes (the papers' settings are larger).")  # fmt: skip
+                f"{readings[BELOW_IT]}, at these sizes.")  # fmt: skip
     if failures:
         said.append("Where the two sides learned at different rates (Fisher's exact p < 0.05), the failure rate is "
                     "the finding: " + "; ".join(f"{r.spec} on {r.task} ({r.condition}: "
@@ -314,8 +314,8 @@ def sentences(rows: list[Finding]) -> list[str]:
 INTRO = """\
 # Findings
 
-What the committed records found about each idea against its **matched control** (the same model with only the
-idea turned off); [Results](results.md) has each study.
+What the committed records found about each idea against its **matched control** (the same model without the
+idea); [Results](results.md) has each study.
 
 **How to read a row.** Variant − control in accuracy points, paired by seed (a *seed*: one whole replicate), with
 its 95% interval. Verdicts: *above* or *below its control* (paired t-test,
@@ -323,15 +323,14 @@ Holm-adjusted over a condition's pairs, p < 0.05); *equivalent within ±2* (two 
 same way); *not resolved* (neither; not evidence of no effect); *not comparable* (fewer than two seeds where both
 learned). *Learned k/n*: runs that learned ([Concepts](concepts.md#what-a-run-shows)). *Counting every run*
 scores a run that did not learn at the guessing level; shown where it reads otherwise.
-The last column places the paper's claimed effect against the interval; the papers ran larger models, so no row
-confirms or refutes their claims.
+The last column places the paper's claimed effect against the interval; the papers' models were larger, so no row
+settles a claim.
 
 """
 #: What sets the older records apart (the second table).
 OLDER = """\
 **These records predate the current protocol** ([Concepts](concepts.md)): each side chose its learning rate once
-(the main job's: both at one rate), the ±2 margin was fixed after the runs, and only the main job carries
-calibration controls.
+(or both ran at one), the ±2 margin was fixed after the runs, and only the main job carries calibration controls.
 """
 
 
@@ -467,12 +466,23 @@ def default_runs(folders: tuple[str, ...] = DEFAULT_RUNS) -> list[dict]:
 
 
 def calibrated_runs(records: list[dict]) -> str:
-    """``Calibrated in **k of n** runs (seeds …).`` of the default runs' records."""
-    from hf_variants.lab.evidence import not_calibrated
+    """``Calibrated in **k of n** runs (seeds …).`` of the default runs' records, and the probability that a
+    default-size comparison calibrates at the spreads each run measured on its own data draw, with their mean."""
+    from hf_variants.lab.evidence import calibration_across_draws, default_seeds, not_calibrated
 
     calibrated = sum(not_calibrated(results) is None for results in records)
-    return (f"Calibrated in **{calibrated} of {len(records)}** runs of the default command (seeds "
-            f"{', '.join(str(results['settings']['seed']) for results in records)}; another seed draws other data).")
+    lines = [f"Calibrated in **{calibrated} of {len(records)}** runs of the default command (seeds "
+             f"{', '.join(str(results['settings']['seed']) for results in records)}; another seed draws other "
+             "data)."]  # fmt: skip
+    seeds = default_seeds(records[0])
+    for task in records[0]["tasks"]:
+        chances = calibration_across_draws(records, task, seeds)
+        if chances:
+            lines.append(f"At the spreads each of these runs measured on its own data ({task}), a comparison of "
+                         f"{seeds} seeds passes its calibration with probability "
+                         f"{', '.join(f'{chance:.0%}' for chance in chances)}: {sum(chances) / len(chances):.0%} "
+                         "for a draw taken at random among these.")  # fmt: skip
+    return " ".join(lines)
 
 
 def default_runs_block(folders: tuple[str, ...] = DEFAULT_RUNS) -> str:

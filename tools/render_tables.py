@@ -68,6 +68,8 @@ EXPERIMENTS = ROOT / "experiments"
 #: The GLUE studies' tables live beside their drivers (``experiments/glue_after_pretraining/glue_study.py``).
 sys.path.append(str(EXPERIMENTS / "glue_after_pretraining"))
 glue_study = importlib.import_module("glue_study")
+sys.path.append(str(ROOT / "benchmarks"))
+benchmark_pages = importlib.import_module("benchmark_pages")
 BENCHMARK_RECORDS = ROOT / "benchmarks" / "records"
 GRID = EXPERIMENTS / "classification"
 TASKS = ["ag_news", "listops", "imdb"]
@@ -351,6 +353,10 @@ def rendered_pages() -> dict[Path, str]:
         timed = json.loads(PAGE_TIMES.read_text(encoding="utf-8"))
         for name, times in timed["pages"].items():
             page = ROOT / name
+            if times.get("blocks_sha256") != benchmark_pages.blocks_digest(page.read_text(encoding="utf-8")):
+                raise SystemExit(f"{name}: its code blocks are not those its run time was measured on "
+                                 f"({PAGE_TIMES.relative_to(ROOT)}); time it again with "
+                                 "benchmarks/benchmark_pages.py, with nothing else running.")  # fmt: skip
             pages[page] = fill_blocks(pages.get(page, page.read_text(encoding="utf-8")),
                                       {"page-time": page_time_block(times, timed["cpu_count"])}, page)  # fmt: skip
     for model_type in hf_variants.VARIANTS:  # a variant's page is its model card, readable on GitHub too

@@ -47,7 +47,7 @@ from . import verdicts
 from .data_sources import DataSource, resolve_data
 from .evidence import run_outcomes
 from .execution import quiet_libraries
-from .measurement import analyse, classifier_from, final_run, headline_metric
+from .measurement import DevSet, analyse, classifier_from, dev_set, final_run, headline_metric
 from .outcomes import ENGINE_RESULTS, read_outcome
 from .protocol import RATE_CHOICE, Outcomes, Run, run_protocol
 from .report import report_markdown
@@ -213,12 +213,13 @@ def compare_models(args: CompareArguments, argv: Sequence[str] | None) -> dict[s
     outcomes = train_with_progress(args, source, tokenizer_name, specs, tasks)
     training_seconds = time.perf_counter() - training_started
 
+    dev_sets = {task: dev_set(tokenizer, source, task, args.max_seq_length) for task in tasks}  # read once
     models: dict[str, dict[str, Any]] = {}
     analyses: dict[str, dict[str, Any]] = {}
     for spec in specs:
         entry = model_entry(args, spec, outcomes)
         for task in tasks:
-            entry["fine_tuning"][task] = fine_tuning_entry(args, source, tokenizer, spec, task, outcomes, levels)
+            entry["fine_tuning"][task] = fine_tuning_entry(args, dev_sets[task], spec, outcomes, levels)
         entry["training_seconds"] = training_seconds_of(entry)
         summary = analysis_of(args, spec, entry, outcomes, tokenizer, sentences)
         if summary is not None:
@@ -339,19 +340,19 @@ def model_entry(args: CompareArguments, spec: ModelSpec, outcomes: Outcomes) -> 
 
 
 def fine_tuning_entry(
-    args: CompareArguments, source: DataSource, tokenizer, spec: ModelSpec, task: str,
-    outcomes: Outcomes, levels: EmbeddedLevels,
-) -> dict[str, Any]:  # fmt: skip
+    args: CompareArguments, dev: DevSet, spec: ModelSpec, outcomes: Outcomes, levels: EmbeddedLevels
+) -> dict[str, Any]:
     """Step 6: a model's fine-tuning on one task — per seed the rate its held-out runs chose, with every held-out
     rate's score and loss; the final runs at the chosen rates (measured on the task's dev split; with
     ``--final_runs_at_every_rate``, at every rate too) and what they learned over the seeds."""
+    task = dev.task
     seeds = {str(seed): seed + spec.seed_offset for seed in fine_tuning_seeds(args, spec)}
     chosen = {name: outcomes.choices[spec, task, seed] for name, seed in seeds.items()}
     every_rate = bool(args.final_runs_at_every_rate)
 
     def measured(rate: float, seed: int) -> dict[str, Any]:
         run = Run(spec, task, rate, seed, every_rate=every_rate)
-        return {**final_run(args, source, tokenizer, spec, run, outcomes.results), "learning_rate": rate}
+        return {**final_run(args, dev, spec, run, outcomes.results), "learning_rate": rate}
 
     if every_rate:
         at_rate = {f"{r:g}": {name: measured(r, seed) for name, seed in seeds.items()}

@@ -290,3 +290,12 @@ def calibration_outlook_of(results: dict[str, Any], task: str, seeds: int | None
     chance = calibration_probability(aa.sd, pc.mean, pc.sd, seeds, margin)
     needed = fewest_seeds(lambda n: calibration_probability(aa.sd, pc.mean, pc.sd, n, margin), CALIBRATION_TARGET, 200)
     return CalibrationOutlook(aa.sd, pc.mean, pc.sd, seeds, chance, needed)
+
+
+def calibration_across_draws(records: Sequence[dict[str, Any]], task: str, seeds: int) -> list[float] | None:
+    """For comparisons made on different data draws (``--seed``), the probability that a comparison of ``seeds``
+    seeds passes its calibration on ``task``, each at the spreads its own record measured: the spread of a
+    user's fresh run includes the draw, which one record's seeds never vary. Their mean is the chance for a draw
+    taken at random among these. None where a record lacks either control's interval."""
+    outlooks = [calibration_outlook_of(results, task, seeds) for results in records]
+    return None if None in outlooks else [outlook.probability for outlook in outlooks]

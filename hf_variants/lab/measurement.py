@@ -5,6 +5,7 @@ function evaluations, distance ratios)."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,26 +34,43 @@ def headline(task: str, metrics: dict[str, float]) -> tuple[str, float]:
     return name, metrics[name]
 
 
-def recomputed_metric(
-    model, tokenizer, source: DataSource, task: str, max_length: int
-) -> tuple[dict[str, float], np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class DevSet:
+    """A task's dev set as every reloaded classifier of a comparison reads it: tokenized once, in batches of 64
+    padded to their longest example, with its labels."""
+
+    task: str
+    synthetic: bool  # scored by accuracy (the embedded tasks) or by the GLUE task's metrics
+    batches: list[dict[str, torch.Tensor]]
+    labels: np.ndarray
+
+
+def dev_set(tokenizer, source: DataSource, task: str, max_length: int) -> DevSet:
+    """``task``'s dev set, tokenized as the fine-tuning engine's evaluation reads it (truncated to ``max_length``)."""
+    first, second, labels = source.dev_split(task)
+    batches = []
+    for start in range(0, len(first), 64):
+        texts = (first[start : start + 64],) + ((second[start : start + 64],) if second else ())
+        batches.append(dict(tokenizer(*texts, padding=True, truncation=True, max_length=max_length,
+                                      return_tensors="pt")))  # fmt: skip
+    return DevSet(task, source.kind == "synthetic", batches, labels)
+
+
+def recomputed_metric(model, dev: DevSet) -> tuple[dict[str, float], np.ndarray, np.ndarray]:
     """The dev metrics of a reloaded classifier, computed here (batch by batch, no Trainer), with its
     predictions and the dev labels."""
     from ..glue import compute_glue_metrics
 
-    first, second, labels = source.dev_split(task)
     predictions = []
     model.eval()
     with torch.no_grad():
-        for start in range(0, len(first), 64):
-            texts = (first[start : start + 64],) + ((second[start : start + 64],) if second else ())
-            batch = tokenizer(*texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+        for batch in dev.batches:
             logits = model(**batch).logits.float()
             predictions.append(logits[:, 0] if model.config.num_labels == 1 else logits.argmax(-1))
     predicted = torch.cat(predictions).numpy()
-    if source.kind == "synthetic":
-        return {"accuracy": float((predicted == labels).mean())}, predicted, labels
-    return compute_glue_metrics(task, predicted, labels), predicted, labels
+    if dev.synthetic:
+        return {"accuracy": float((predicted == dev.labels).mean())}, predicted, dev.labels
+    return compute_glue_metrics(dev.task, predicted, dev.labels), predicted, dev.labels
 
 
 def learning_verdict(model, predicted: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
@@ -90,8 +108,7 @@ def classifier_from(folder: Path, **kwargs: Any):
 
 
 def final_run(
-    args: CompareArguments, source: DataSource, tokenizer, spec: ModelSpec, run: Run,
-    outcomes: dict[Run, dict[str, Any]],
+    args: CompareArguments, dev: DevSet, spec: ModelSpec, run: Run, outcomes: dict[Run, dict[str, Any]]
 ) -> dict[str, Any]:
     """One final fine-tuning run's record: its dev score, recomputed from the model reloaded with
     ``AutoModelForSequenceClassification`` (an error when the two differ), whether it learned
@@ -103,7 +120,7 @@ def final_run(
         return {"failed": result["failed"], "status": verdicts.FAILED}
     folder = args.output_dir / "models" / spec.folder / folder_name(run)
     classifier = classifier_from(folder)
-    recomputed, predicted, labels = recomputed_metric(classifier, tokenizer, source, run.task, args.max_seq_length)
+    recomputed, predicted, labels = recomputed_metric(classifier, dev)
     reported = result["eval"]["validation"]
     metric, value = headline(run.task, reported)
     if abs(recomputed[metric] - value) > 1e-6:
