@@ -513,3 +513,17 @@ def test_every_study_reads_its_records_through_the_one_reader() -> None:
                 if path != reader and (lines := outcome_constructions(path))}  # fmt: skip
     assert builders == {}
     assert outcome_constructions(reader)  # the scan finds the reader's
+
+
+def test_no_tracked_file_is_over_two_megabytes() -> None:
+    """Committed records are kept compact (data lives in the shared data folder, read by path): a file over 2 MB
+    in the checkout is named here."""
+    import subprocess
+
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO_ROOT, capture_output=True, text=True)
+    if tracked.returncode:
+        pytest.skip("not a git checkout")
+    paths = [REPO_ROOT / name for name in tracked.stdout.split("\0") if name]
+    assert len(paths) > 100
+    large = [path.relative_to(REPO_ROOT) for path in paths if path.is_file() and path.stat().st_size > 2_000_000]
+    assert large == []

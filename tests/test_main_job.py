@@ -15,7 +15,7 @@ from scipy import stats as scipy_stats
 from hf_variants.lab import compare, data_sources, evidence, report
 from hf_variants.synthetic import _PREPOSITIONS, attractor_sentence, synthetic_attractor_number
 
-from .helpers import REPO_ROOT
+from .helpers import REPO_ROOT, load_script
 
 NOUNS = {"cat", "dog", "bird", "horse", "goat", "teacher", "doctor", "farmer", "writer"}
 
@@ -182,7 +182,7 @@ def test_the_default_seeds_calibrate_nine_times_in_ten_on_the_committed_records(
     def record(name: str) -> dict:
         return json.loads((REPO_ROOT / "experiments" / "compare" / name / "results.json").read_text(encoding="utf-8"))
 
-    aa, runs = record("aa"), [record(name) for name in ("default", "seed7", "seed11", "seed13")]
+    aa, runs = record("aa"), [record(name) for name in load_script("tools/findings").DEFAULT_RUNS]
     budget = {name: value for name, value in PRESETS["minutes"].items() if name not in ("num_seeds", "model_seeds")}
     for results in (aa, *runs):
         assert {name: results["settings"][name] for name in budget} == budget
