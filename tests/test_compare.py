@@ -859,6 +859,33 @@ def test_the_aa_check_counts_how_often_a_default_size_comparison_says_above_or_b
         report_writer.aa_check_lines(pairs))
 
 
+def test_the_resampled_aa_rate_is_the_share_of_all_groups_a_t_test_calls_different() -> None:
+    """Groups of three drawn at random from six seeds at each rate: the share said *above* or *below* is, within the
+    draw's error, the share of all 20 three-seed subsets whose paired differences a t-test (scipy) finds different
+    at p < 0.05 — counted here over every subset at both rates."""
+    from itertools import combinations
+
+    from scipy import stats
+
+    results = every_rate_record()
+    models = results["models"]
+    different = total = 0
+    for rate in ("0.001", "0.003"):
+        def at(name: str, rate: str = rate) -> list[float]:
+            tuned = models[name]["fine_tuning"][TASK]
+            runs = tuned["runs"] if rate == f"{tuned['learning_rate']:g}" else tuned["runs_at_other_rates"][rate]
+            return [runs[seed]["value"] for seed in sorted(runs, key=int)]
+
+        differences = [r - b for r, b in zip(at("bert_control (other seeds)"), at("bert_control"), strict=True)]
+        for group in combinations(differences, 3):
+            p = stats.ttest_1samp(group, 0.0).pvalue
+            different += bool(p < 0.05)  # nan (no spread) is not a difference
+            total += 1
+    rate, seeds = evidence.aa_resampled_rate(results)
+    assert seeds == 6 and abs(rate - different / total) < 0.03, (rate, different, total)
+    assert f"{100 * rate:.1f}% of the time" in "\n".join(report_writer.aa_check_lines(results))
+
+
 def test_a_slow_model_runs_its_own_seeds_with_its_control_and_the_report_says_so(tmp_path: Path) -> None:
     """``--model_seeds macaron_bert=2`` over three seeds: Macaron and its matched control pretrain and fine-tune at
     the first two seeds only (nothing is trained at the third), the other pair at all three, and the report's table

@@ -14,9 +14,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import torch
 
 from hf_variants.lab.grid import Grid, GridSettings, SelfPretraining, held_out_run, load_grid
-from hf_variants.lab.spec import ModelSpec, spec_folder
+from hf_variants.lab.grid_evidence import calibration_checks, grid_comparisons
+from hf_variants.lab.spec import ModelSpec, calibration_pairs, spec_folder
 from hf_variants.lab.statistics import mean_interval, paired_difference, predicts_one_class
 from hf_variants.lab.tables import comparison_table, rate_text, summarize_role
 from hf_variants.lab.text_classification import load_task
@@ -135,6 +137,7 @@ def tiny_settings(**overrides) -> GridSettings:
         batch_size=8,
         max_length=24,
         vocab_size=200,
+        calibration=False,  # the protocol's mechanics; the calibration controls have their own test
     )
     return GridSettings(**{**fields, **overrides})
 
@@ -291,6 +294,114 @@ def test_a_cell_whose_model_an_earlier_cell_trains_copies_its_runs(tmp_path: Pat
         f"{minutes('macaron_bert__layer_norm_position-post', 'control')} |",
         f"| scratch | ag_news | mgk_bert | {runs} / {twin} | — | {minutes('mgk_bert', 'variant')} / {twin} |",
     ]
+
+
+def test_a_grid_runs_its_calibration_controls_and_a_task_whose_controls_fail_makes_no_verdict(
+        tmp_path: Path, monkeypatch) -> None:  # fmt: skip
+    """Beside its pairs a grid runs the positive control (the BERT control without token mixing) and the A/A control
+    (the BERT control initialised from other seeds, on its seed's data order) against the BERT control, under the
+    same protocol; the task's pairs get a verdict only where the positive control came out below and the A/A was
+    equivalent (the controls' final runs planted here with known outcomes, both ways)."""
+    import hf_variants.lab.grid as grid_module
+
+    learnable_ag_news(tmp_path / "data")
+    seeds_trained: dict[tuple[str, str], set[tuple[int, int | None]]] = {}
+    train_and_evaluate = grid_module.train_and_evaluate
+
+    def recording(config, tokenizer, train, evaluation, settings, **kwargs):
+        key = (config.model_type, config.attention_type)
+        seeds_trained.setdefault(key, set()).add((settings.seed, kwargs.get("initialisation_seed")))
+        return train_and_evaluate(config, tokenizer, train, evaluation, settings, **kwargs)
+
+    monkeypatch.setattr(grid_module, "train_and_evaluate", recording)
+    settings = tiny_settings(pairs=("mgk_bert",), calibration=True)
+    Grid(settings, tmp_path / "data", tmp_path / "out").run()
+    folder = tmp_path / "out" / "ag_news"
+    positive, negative = calibration_pairs()["positive"], calibration_pairs()["negative"]
+    assert json.loads((folder / "run_fingerprint.json").read_text())["calibration"] == calibration_pairs()
+    for pair in (positive, negative):
+        for role in ("variant", "control"):
+            names = sorted(p.name for p in (folder / spec_folder(pair) / role).glob("*.json"))
+            assert names == sorted([f"sweep-lr{r:g}-seed{s}.json" for r in settings.learning_rates
+                                    for s in settings.seeds] + [f"seed{s}.json" for s in settings.seeds])  # fmt: skip
+    replica = json.loads((folder / spec_folder(negative) / "variant" / "seed2.json").read_text())
+    assert replica["initialisation_seed"] == 1002 and replica["seed"] == 2 and "same_model_as" not in replica
+    assert (replica["model_type"], replica["attention_type"]) == ("bert_control", "softmax")
+    bag = json.loads((folder / spec_folder(positive) / "variant" / "seed1.json").read_text())
+    assert bag["attention_type"] == "mean" and bag["layer_scheme"] == "lie_trotter"
+    # the replica's weights come from other seeds, its data order from its own; every other model's both from its own.
+    # The BERT control itself is not trained again: MGK-BERT's control is the same model (its records are copies).
+    assert seeds_trained.pop(("bert_control", "softmax")) == {(s, s + 1000) for s in settings.seeds}
+    assert set(seeds_trained) == {("mgk_bert", "mgk"), ("mgk_bert", "softmax"), ("bert_control", "mean")}
+    assert all(pairs == {(s, s) for s in settings.seeds} for pairs in seeds_trained.values())
+    control = json.loads((folder / spec_folder(negative) / "control" / "seed1.json").read_text())
+    assert control["same_model_as"] == "mgk_bert control"
+
+    grid = load_grid(folder)
+    assert grid["calibration"] == calibration_pairs() and [kind for kind, _, _ in calibration_checks(grid)] == [
+        "positive", "negative"]
+
+    def plant(pair: str, role: str, accuracies: list[float]) -> None:
+        for seed, accuracy in zip(settings.seeds, accuracies, strict=True):
+            path = folder / spec_folder(pair) / role / f"seed{seed}.json"
+            path.write_text(json.dumps(json.loads(path.read_text()) | {"status": "finished", "accuracy": accuracy,
+                                                                      "predicts_one_class": False}))  # fmt: skip
+
+    plant("mgk_bert", "variant", [0.80, 0.83])  # the pair itself: comparable whenever the task is calibrated
+    plant("mgk_bert", "control", [0.79, 0.80])
+    plant(positive, "control", [0.90, 0.91])
+    plant(negative, "control", [0.90, 0.91])
+    plant(negative, "variant", [0.901, 0.909])  # equivalent within ±2 points at two seeds
+    plant(positive, "variant", [0.90, 0.92])  # a bag of words as good as attention: this task cannot tell
+    (reason,) = {comparison.per_protocol.why_not for comparison in
+                 grid_comparisons(tmp_path / "out", ["ag_news"]).values()}  # fmt: skip
+    assert reason.startswith("this task is not calibrated: the positive control failed"), reason
+    assert "not calibrated" in comparison_table(tmp_path / "out", ["ag_news"])
+    plant(positive, "variant", [0.50, 0.52])  # far below: the task needs token mixing, and the grid sees it
+    assert [passed for _, passed, _ in calibration_checks(load_grid(folder))] == [True, True]
+    (comparison,) = grid_comparisons(tmp_path / "out", ["ag_news"]).values()
+    assert comparison.per_protocol.why_not is None
+    assert "ag_news: calibrated (positive control below" in comparison_table(tmp_path / "out", ["ag_news"])
+    # a grid recorded before the controls existed names none, and its pairs keep their verdicts
+    fingerprint = folder / "run_fingerprint.json"
+    fingerprint.write_text(json.dumps({k: v for k, v in json.loads(fingerprint.read_text()).items()
+                                       if k != "calibration"}))  # fmt: skip
+    plant(positive, "variant", [0.90, 0.92])
+    assert load_grid(folder)["calibration"] == {} and list(grid_comparisons(tmp_path / "out", ["ag_news"])) == [
+        ("mgk_bert", "ag_news")]
+    assert next(iter(grid_comparisons(tmp_path / "out", ["ag_news"]).values())).per_protocol.why_not is None
+
+
+def test_an_initialisation_seed_changes_the_weights_only() -> None:
+    """``initialisation_seed`` draws the new weights from its own seed: a run's starting weights are those of a run
+    at that seed, not those of the run's own seed (which keeps the data order and dropout)."""
+    from transformers import TrainerCallback
+
+    from hf_variants.lab.grid_training import EncodedSplit, RunSettings, train_and_evaluate
+    from hf_variants.tokenization import train_wordpiece_tokenizer
+
+    class FirstWeights(TrainerCallback):
+        def __init__(self) -> None:
+            self.weights: dict[str, torch.Tensor] = {}
+
+        def on_train_begin(self, args, state, control, model=None, **kwargs):
+            self.weights = {name: value.detach().clone() for name, value in model.state_dict().items()}
+
+    texts = [f"word{i % 7} filler text {i}" for i in range(32)]
+    tokenizer = train_wordpiece_tokenizer(texts, vocab_size=60)
+    data = EncodedSplit.encode(tokenizer, texts, [i % 2 for i in range(32)], 12)
+    config = ModelSpec.parse("bert_control").config(tiny_settings().sizes, vocab_size=len(tokenizer), num_labels=2,
+                                                    pad_token_id=tokenizer.pad_token_id)  # fmt: skip
+
+    def first_weights(seed: int, initialisation_seed: int | None) -> dict[str, torch.Tensor]:
+        watcher = FirstWeights()
+        train_and_evaluate(config, tokenizer, data, data, RunSettings(learning_rate=1e-3, warmup_ratio=0.0, steps=1,
+                           batch_size=8, seed=seed), callbacks=[watcher], initialisation_seed=initialisation_seed)
+        return watcher.weights
+
+    replica, at_its_seed, at_the_run_seed = first_weights(1, 1001), first_weights(1001, None), first_weights(1, None)
+    assert all(torch.equal(replica[name], at_its_seed[name]) for name in replica)
+    assert not all(torch.equal(replica[name], at_the_run_seed[name]) for name in replica)
 
 
 def test_self_pretraining_sees_only_each_runs_training_inputs(tmp_path: Path, monkeypatch, capfd) -> None:

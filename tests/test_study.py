@@ -14,6 +14,7 @@ import pytest
 
 from hf_variants.lab.grid import Grid
 from hf_variants.lab.protocol import RATE_CHOICE
+from hf_variants.lab.spec import calibration_pairs
 from hf_variants.lab.study import load_study
 
 from .helpers import REPO_ROOT, committed_records, load_script, run_python
@@ -24,14 +25,16 @@ COMMITTED_GRID = committed_records("classification")
 
 @pytest.mark.parametrize("task", ["ag_news", "listops", "imdb"])
 def test_the_from_scratch_study_is_the_committed_grids_settings(task: str) -> None:
-    """The shipped file declares what the committed grid was run with. Since then the engine that trains each run
-    and the rate rule changed (the grid's fingerprint names both): the committed grid swept once, at its
-    ``sweep_seed``, and is read under that rule; the study run again is another grid."""
+    """The shipped file declares what the committed grid was run with. Since then the engine that trains each run,
+    the rate rule and the calibration controls came (the grid's fingerprint names each): the committed grid swept
+    once, at its ``sweep_seed``, ran no calibration control, and is read under that rule; the study run again is
+    another grid, with its controls."""
     (settings,) = [s for _, s in load_study("classification_from_scratch").grids if s.task == task]
     committed = json.loads((COMMITTED_GRID / task / "run_fingerprint.json").read_text())
-    assert "rate_choice" not in committed and committed.pop("sweep_seed") == 0
-    assert {k: v for k, v in settings.fingerprint().items() if k != "engine"} == committed
-    assert Grid(settings, Path("data"), Path("out")).fingerprint()["rate_choice"] == RATE_CHOICE
+    assert "rate_choice" not in committed and "calibration" not in committed and committed.pop("sweep_seed") == 0
+    assert {k: v for k, v in settings.fingerprint().items() if k not in ("engine", "calibration")} == committed
+    again = Grid(settings, Path("data"), Path("out")).fingerprint()
+    assert again["rate_choice"] == RATE_CHOICE and again["calibration"] == calibration_pairs()
 
 
 def test_the_pilot_studys_committed_folders_are_its_study_files_settings() -> None:
@@ -45,7 +48,8 @@ def test_the_pilot_studys_committed_folders_are_its_study_files_settings() -> No
     for condition, settings in grids:
         fingerprint = json.loads((pilot / condition / settings.task / "run_fingerprint.json").read_text())
         assert "rate_choice" not in fingerprint and fingerprint.pop("sweep_seed") == 0
-        assert settings.fingerprint() == fingerprint, condition
+        assert "calibration" not in fingerprint and settings.calibration  # ran without; run again, with them
+        assert replace(settings, calibration=False).fingerprint() == fingerprint, condition
     sparse = replace(grids[-1][1], pretraining=replace(grids[-1][1].pretraining, sparse_prediction=True))
     assert sparse.fingerprint()["pretraining"]["sparse_prediction"] is True  # a sparse grid is another grid
 
@@ -107,6 +111,7 @@ def test_the_worked_example_of_a_new_study_runs(tmp_path: Path) -> None:
     result = run_python(code, cwd=tmp_path, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "| ag_news | MGK attention vs softmax (same heads, head_dim) |" in result.stdout, result.stdout[-3000:]
+    assert re.search(r"\nag_news: (calibrated|\*\*not calibrated\*\*) \(positive control ", result.stdout)
     for condition in ("scratch", "self_pretrained"):
         cell = tmp_path / "results" / condition / "ag_news" / "mgk_bert" / "variant"
         records = sorted(path.name for path in cell.iterdir())
@@ -114,6 +119,9 @@ def test_the_worked_example_of_a_new_study_runs(tmp_path: Path) -> None:
     seed = json.loads((tmp_path / "results" / "self_pretrained" / "ag_news" / "mgk_bert" / "control" / "seed2.json")
                       .read_text())  # fmt: skip
     assert seed["pretraining"]["corpus"] == "train" and seed["status"] in ("finished", "diverged")
+    replica = tmp_path / "models" / "self_pretrained" / "ag_news" / "bert_control_other_seeds" / "variant"
+    pretraining = json.loads((replica / "pretrained-train-seed1" / "run_fingerprint.json").read_text())
+    assert (pretraining["seed"], pretraining["data_seed"]) == (1001, 1)  # the A/A replica: other weights, same masks
     assert not list((tmp_path / "results").rglob("*.safetensors"))  # models live under models/, not the results
     assert list((tmp_path / "models" / "self_pretrained").rglob("model.safetensors"))
 

@@ -284,7 +284,7 @@ def test_a_grid_that_recorded_no_run_never_blocks_its_correction(finished_grid: 
                                                                  caplog) -> None:  # fmt: skip
     """A folder whose grid stopped before its first run's record (other settings) is replaced, with a warning."""
     cell = copy_grid(finished_grid, tmp_path)
-    for path in cell.glob("s*.json"):  # sweep-lr*, seed*: as if it stopped before its first run finished
+    for path in cell.parent.parent.glob("*/*/s*.json"):  # every cell's sweep-lr*, seed*: stopped before its first run
         path.unlink()
     rerun(tmp_path, replace={**SMALLEST, "seeds": (2,)})
     assert "recorded no run" in caplog.text

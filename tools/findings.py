@@ -13,9 +13,10 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from records import unpacked
-from which_variant import VARIANTS, grid_comparisons, main_job_comparisons
+from which_variant import VARIANTS, main_job_comparisons
 
 from hf_variants.lab import verdicts
+from hf_variants.lab.grid_evidence import grid_comparisons
 from hf_variants.lab.report import verdict_words
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -330,7 +331,7 @@ settles a claim.
 #: What sets the older records apart (the second table).
 OLDER = """\
 **These records predate the current protocol** ([Concepts](concepts.md)): each side chose its learning rate once
-(or both ran at one), the ±2 margin was fixed after the runs, and only the main job carries calibration controls.
+(or both ran at one), the ±2 margin was fixed after the runs, and the studies ran no calibration controls.
 """
 
 

@@ -6,15 +6,13 @@ read from the committed records, never typed by hand (the docs renderer writes i
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from never_from_scratch import SCRATCH, conditions
 
 from hf_variants.lab import verdicts
-from hf_variants.lab.grid import load_grid
-from hf_variants.lab.grid import run_outcome as grid_run_outcome
+from hf_variants.lab.grid_evidence import grid_comparisons
 from hf_variants.lab.report import verdict_words
 
 #: The variants, each at its paper's default, in the order of the pages.
@@ -64,30 +62,10 @@ def main_job_verdicts(results_file: Path) -> dict[str, list[str]]:
     return found
 
 
-def grid_comparisons(grid_dir: Path, tasks: list[str], keep: Callable[[str], bool] = VARIANTS.__contains__
-                     ) -> dict[tuple[str, str], verdicts.PairComparison]:  # fmt: skip
-    """(pair, task) → its comparison on a grid, for the pairs ``keep`` keeps (by default the variants at their
-    default settings), the grid's pairs over all ``tasks`` one family (Holm), each task's failures counted at its
-    majority share."""
-    pairs, guessing = {}, {}
-    for task in tasks:
-        if not (grid_dir / task / "run_fingerprint.json").is_file():
-            continue
-        grid = load_grid(grid_dir / task)
-        for spec, roles in grid["cells"].items():
-            if not keep(spec) or not roles["variant"]["seeds"] or not roles["control"]["seeds"]:
-                continue
-            pairs[spec, task] = tuple({seed: grid_run_outcome(record, grid["data"])
-                                       for seed, record in roles[role]["seeds"].items()}
-                                      for role in ("variant", "control"))  # fmt: skip
-            guessing[spec, task] = (grid["data"] or {}).get("test_majority_share")
-    return verdicts.compare_pairs(pairs, guessing=guessing)
-
-
 def grid_verdicts(grid_dir: Path, tasks: list[str], label: str = "") -> dict[str, list[str]]:
     """Variant → its verdict on each task of a grid (``task{label}: verdict``, :func:`grid_comparisons`)."""
     found: dict[str, list[str]] = {}
-    for (spec, task), comparison in grid_comparisons(grid_dir, tasks).items():
+    for (spec, task), comparison in grid_comparisons(grid_dir, tasks, keep=VARIANTS.__contains__).items():
         found.setdefault(spec, []).append(cell_text(f"{task}{label}", comparison))
     return found
 

@@ -5,8 +5,9 @@ from the committed records."""
 
 from __future__ import annotations
 
+import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -181,24 +182,45 @@ def aa_outcomes(results: dict[str, Any]) -> Counter[str]:
     the final runs were made at; outcome → how many groups' verdicts (each alone, unadjusted) said it. Nothing
     differs between the two, so every *above* or *below* is a false positive."""
     size = default_seeds(results)
-    calibration = results.get("calibration") or {}
     counted: Counter[str] = Counter()
+    for seeds, judge in aa_pairings(results):
+        for start in range(0, len(seeds) - size + 1, size):
+            counted[judge(seeds[start : start + size])] += 1
+    return counted
+
+
+def aa_pairings(results: dict[str, Any]) -> Iterator[tuple[list[str], Callable[[Sequence[str]], str]]]:
+    """For each task and each rate the final runs were made at (:func:`final_rates`; the chosen ones when there
+    are none), with at least two default-size groups of seeds where the negative control and the BERT control
+    both ran: those seeds, and the verdict's outcome (alone, unadjusted) of the two over a group of them."""
+    calibration, size, margin = results.get("calibration") or {}, default_seeds(results), margins(results)
     if "negative" not in calibration:
-        return counted
-    margin = margins(results)
+        return
     for task in results["tasks"]:
         for rate in final_rates(results) or [None]:
             replica = outcomes_of(results, calibration["negative"], task, rate)
             baseline = outcomes_of(results, calibration["baseline"], task, rate)
             seeds = sorted(replica.keys() & baseline.keys(), key=int)
-            if len(seeds) < 2 * size:
-                continue
-            for start in range(0, len(seeds) - size + 1, size):
-                group = seeds[start : start + size]
-                comparison = verdicts.compare_pair({s: replica[s] for s in group}, {s: baseline[s] for s in group},
-                                                   margin[task])  # fmt: skip
-                counted[comparison.per_protocol.outcome] += 1
-    return counted
+            if len(seeds) >= 2 * size:
+                yield seeds, lambda group, r=replica, b=baseline, m=margin[task]: verdicts.compare_pair(
+                    {s: r[s] for s in group}, {s: b[s] for s in group}, m).per_protocol.outcome  # fmt: skip
+
+
+#: How many random default-size groups :func:`aa_resampled_rate` draws, and the seed of the draw.
+AA_RESAMPLES, AA_RESAMPLE_SEED = 2000, 0
+
+
+def aa_resampled_rate(results: dict[str, Any]) -> tuple[float, int] | None:
+    """The share of default-size groups drawn at random from the A/A check's seeds — :data:`AA_RESAMPLES` at each
+    task and rate that :func:`aa_outcomes` judges, paired as it pairs them (:func:`aa_pairings`) — whose verdict
+    says *above* or *below*; with the fewest seeds a draw was made from. The groups overlap, so this reads the rate
+    at the spread of this record's seeds: a precise reading of one record, not a count of independent comparisons.
+    None where :func:`aa_outcomes` judges no group."""
+    size, draw, said, fewest = default_seeds(results), random.Random(AA_RESAMPLE_SEED), [], None
+    for seeds, judge in aa_pairings(results):
+        fewest = len(seeds) if fewest is None else min(fewest, len(seeds))
+        said += [judge(draw.sample(seeds, size)) in (verdicts.ABOVE, verdicts.BELOW) for _ in range(AA_RESAMPLES)]
+    return None if not said else (sum(said) / len(said), fewest)
 
 
 def positive_control_verdicts(results: dict[str, Any], rate: str | None = None) -> dict[str, verdicts.PairComparison]:

@@ -10,6 +10,12 @@ Layout of ``output_dir/<task>/`` (small JSON files, written as each run finishes
     <pair>/<role>/seed<s>.json               trained on the whole training split at the rate seed s's
                                              sweep chose, scored on the test split
 
+Beside the study's pairs, a grid runs its calibration controls as two more pairs, under the same protocol
+(:func:`~.spec.calibration_pairs`, unless its settings turn ``calibration`` off): the BERT control without token
+mixing against the BERT control (the *positive* control: it must come out below), and the BERT control initialised
+from other seeds, on the same data order, against the BERT control (the *negative*, A/A control: it must be
+equivalent); their verdicts decide whether the task's pairs get one (:mod:`.grid_evidence`).
+
 The chosen rate is the protocol's (:func:`~.verdicts.choose_learning_rate`: the best held-out accuracy
 among runs that learned, ties to the smaller rate, the smallest when every run failed); the test split is
 never seen before the choice. Grids recorded before the protocol chose once per cell (``sweep-lr<lr>.json`` at
@@ -67,7 +73,7 @@ from .grid_training import EncodedSplit, RunSettings, stop_status, stop_summary,
 from .outcomes import GRID_RUN, read_outcome
 from .protocol import RATE_CHOICE, RATE_CHOSEN_ONCE, Run, choose, run_protocol
 from .records import write_record
-from .spec import ModelSpec, spec_folder
+from .spec import ModelSpec, calibration_pairs, spec_folder
 from .statistics import majority_share
 from .text_classification import GRID_TASKS, TextClassificationData, load_task
 from .verdicts import HeldOutRun, RunOutcome
@@ -95,7 +101,16 @@ def check_outcome(value: Any) -> str | None:
     return None
 
 
-#: What :func:`load_grid` reads of a grid's saved settings: its model specs, seeds and rates.
+def check_calibration(value: Any) -> str | None:
+    """A grid's recorded calibration controls: kind → its pair's spec."""
+    if not isinstance(value, dict) or not value or not set(value) <= {"positive", "negative"} or not all(
+            isinstance(spec, str) for spec in value.values()):  # fmt: skip
+        return "must name the calibration controls' pairs (an object: positive and negative → a model spec)"
+    return None
+
+
+#: What :func:`load_grid` reads of a grid's saved settings: its model specs, seeds and rates, and its calibration
+#: controls' pairs where it ran them.
 SAVED_GRID: Schema = {"pairs": list_of(text), "seeds": list_of(integer_at_least(0)),
                       "learning_rates": list_of(number_in(0, float("inf"), low_open=True))}  # fmt: skip
 #: A self-pretraining that stopped (kept beside its run folder): its outcome and the run it was.
@@ -159,6 +174,13 @@ def run_outcome(record: dict[str, Any], data: dict[str, Any] | None = None) -> R
                         examples=data.get(f"{split}_examples"))  # fmt: skip
 
 
+def cell_model(spec: str, role: str) -> ModelSpec:
+    """The model of a grid's cell: the pair's spec (a calibration control's replica included,
+    :meth:`~.spec.ModelSpec.replica`) as the variant, or its matched control."""
+    variant = ModelSpec.parse(spec)
+    return variant.control() if role == "control" else variant
+
+
 def held_out_run(record: dict[str, Any]) -> HeldOutRun:
     """A sweep record as the protocol's learning-rate choice sees it."""
     return run_outcome(record).held_out()
@@ -176,6 +198,9 @@ class Grid:
             raise ValueError(f"task {settings.task!r}: choose one of {', '.join(GRID_TASKS)}.")
         check_models(settings)
         self.settings = settings
+        #: kind → the calibration control's pair (:func:`~.spec.calibration_pairs`); run after the study's pairs
+        self.calibration = calibration_pairs() if settings.calibration else {}
+        self.pairs = list(dict.fromkeys([*settings.pairs, *self.calibration.values()]))
         self.overwrite = False  # set by run(overwrite=...): the self-pretraining runs of a replaced grid are replaced
         self.data_dir = data_dir
         self.output_dir, self.work_root = output_dir, work_dir
@@ -218,8 +243,7 @@ class Grid:
         }
 
     def config(self, spec: str, role: str):
-        variant = ModelSpec.from_text(spec)
-        return (variant.control() if role == "control" else variant).config(
+        return cell_model(spec, role).config(
             self.settings.sizes,
             vocab_size=self.vocab_size,
             num_labels=self.data.num_labels,
@@ -234,9 +258,10 @@ class Grid:
         instead of training it again."""
         first: dict[str, tuple[str, str]] = {}
         twins = {}
-        for spec in self.settings.pairs:
-            for role in ROLES:
-                identity = json.dumps(model_identity(self.config(spec, role)), sort_keys=True)
+        for spec in self.pairs:
+            for role in ROLES:  # the same model from other seeds (an A/A replica) is another model's runs
+                identity = json.dumps([model_identity(self.config(spec, role)), cell_model(spec, role).seed_offset],
+                                      sort_keys=True)  # fmt: skip
                 if identity in first:
                     twins[spec, role] = first[identity]
                 first.setdefault(identity, (spec, role))
@@ -266,16 +291,17 @@ class Grid:
         train, evaluation = (self.encoded["fit"], self.encoded["held_out"]) if phase == "sweep" else (
             self.encoded["train"], self.encoded["test"])  # fmt: skip
         config = self.config(spec, role)
+        initialisation_seed = seed + cell_model(spec, role).seed_offset  # the data order stays the seed's own
         started = time.time()
         pretrained, pretraining, result = None, {}, None
         if s.pretraining is not None:
             corpus = "fit" if phase == "sweep" else "train"
-            pretrained, pretraining, result = self.pretrain(spec, role, corpus, seed, config)
+            pretrained, pretraining, result = self.pretrain(spec, role, corpus, seed, config, initialisation_seed)
         if result is None:
             result = train_and_evaluate(config, self.tokenizer, train, evaluation, RunSettings(
                 learning_rate=learning_rate, warmup_ratio=s.warmup_ratio, steps=s.steps, batch_size=s.batch_size,
                 seed=seed,
-            ), initial_weights=pretrained)  # fmt: skip
+            ), initial_weights=pretrained, initialisation_seed=initialisation_seed)  # fmt: skip
         record = {
             "task": s.task, "pair": spec, "role": role, "phase": phase, "learning_rate": learning_rate,
             "warmup_ratio": s.warmup_ratio, "seed": seed, "steps": s.steps, "batch_size": s.batch_size,
@@ -283,6 +309,7 @@ class Grid:
             "model_type": config.model_type, "attention_type": config.attention_type,
             "layer_scheme": config.layer_scheme, "config": config.to_diff_dict(), **pretraining, **result,
             "wall_seconds": round(time.time() - started, 1),
+            **({"initialisation_seed": initialisation_seed} if initialisation_seed != seed else {}),
         }  # fmt: skip
         write_record(path, record, within=self.folder)
         shown = f"{result['accuracy']:.3f}" if result["status"] == "finished" else result["status"]
@@ -290,10 +317,11 @@ class Grid:
         return record
 
     def pretrain(
-        self, spec: str, role: str, corpus: str, seed: int, config: Any
+        self, spec: str, role: str, corpus: str, seed: int, config: Any, initialisation_seed: int
     ) -> tuple[Path | None, dict[str, Any], dict[str, Any] | None]:
         """The run's model self-pretrained on ``corpus`` (``"fit"``: the training split without its held-out
-        slice; ``"train"``: all of it) at ``seed`` (:class:`SelfPretraining`), what the record keeps of it, and
+        slice; ``"train"``: all of it) at ``seed`` (its data order and masks; its weights from
+        ``initialisation_seed``) (:class:`SelfPretraining`), what the record keeps of it, and
         ``None`` — or, when the pretraining stopped on a non-finite step or a solver failure, ``(None, {}, the
         run's outcome)``. The engine resumes its own run folder, and returns a finished one's results without
         training; a stopped one's outcome is kept beside its folder (``…-stopped.json``), so the held-out runs
@@ -322,7 +350,8 @@ class Grid:
             config_name=str(config_dir), tokenizer_name=str(tokenizer_dir), train_file=str(corpus_file),
             validation_split_percentage=p.validation_percentage, line_by_line=True, max_seq_length=s.max_length,
             mlm_probability=p.mlm_probability, per_device_train_batch_size=s.batch_size, learning_rate=p.learning_rate,
-            lr_scheduler_type="linear", num_warmup_steps=p.warmup_ratio, max_train_steps=p.steps, seed=seed,
+            lr_scheduler_type="linear", num_warmup_steps=p.warmup_ratio, max_train_steps=p.steps,
+            seed=initialisation_seed, data_seed=None if initialisation_seed == seed else seed,
             logging_steps=max(1, p.steps // 20), max_eval_samples=512, output_dir=folder, disable_tqdm=True,
             report_to=["csv"],  # the loss every logging_steps in metrics.csv: a long pretraining's progress
             overwrite_output_dir=self.overwrite,
@@ -381,9 +410,10 @@ class Grid:
         write_json(saved_file, self.fingerprint(), within=self.folder)  # the folder is this grid's now
 
     def fingerprint(self) -> dict[str, Any]:
-        """The grid's identity: its settings and the protocol's rate rule (a grid recorded under another rule is
-        another grid)."""
-        return self.settings.fingerprint() | {"rate_choice": RATE_CHOICE}
+        """The grid's identity: its settings, its calibration controls' pairs and the protocol's rate rule (a grid
+        recorded under another rule is another grid)."""
+        calibration = {"calibration": self.calibration} if self.calibration else {}
+        return self.settings.fingerprint() | calibration | {"rate_choice": RATE_CHOICE}
 
     def run(self, on_record: Callable[[Path], None] | None = None, roles: Sequence[str] = ROLES,
             overwrite: bool = False) -> None:  # fmt: skip
@@ -412,7 +442,7 @@ class Grid:
                     on_record(path.parent)
                 return record
 
-            cells = [(spec, role) for spec in s.pairs for role in ROLES if role in roles]
+            cells = [(spec, role) for spec in self.pairs for role in ROLES if role in roles]
             run_protocol([(cell, seed) for seed in s.seeds for cell in cells], [s.task], s.learning_rates, train,
                          lambda task, record: held_out_run(record), pretrained=False)  # fmt: skip
         finally:
@@ -433,8 +463,10 @@ def grid_records(folder: Path) -> list[Path]:
 
 
 def load_grid(folder: Path) -> dict[str, Any]:
-    """The results of one task folder: ``{"settings", "data", "cells": {pair: {role: {"rate_choice", "sweeps",
-    "chosen", "seeds", "planned_seeds"}}}}`` — only what is on disk: per seed its held-out runs by rate
+    """The results of one task folder: ``{"settings", "data", "calibration": {kind: pair}, "cells": {pair: {role:
+    {"rate_choice", "sweeps", "chosen", "seeds", "planned_seeds"}}}}`` (the calibration controls' pairs among the
+    cells, after the study's; none in a grid recorded without them) — only what is on disk: per seed its held-out
+    runs by rate
     (``sweeps``) and the rate they chose (``chosen``, for a seed whose sweep is whole), its final run (``seeds``),
     and how many seeds the grid's settings run. A grid recorded under :data:`~.protocol.RATE_CHOSEN_ONCE` has one
     sweep, at its ``sweep_seed``, and its recorded choice stands for every seed. Every record is parsed through its
@@ -443,12 +475,15 @@ def load_grid(folder: Path) -> dict[str, Any]:
     if not exists(settings_file):
         raise CheckpointError(f"{folder} holds no grid ({settings_file.name} is missing).")
     settings = parse_record(settings_file, SAVED_GRID)
+    calibration = settings.get("calibration", {})
+    if calibration:
+        check_record(settings, {"calibration": check_calibration}, settings_file)
     rule = settings.get("rate_choice", RATE_CHOSEN_ONCE)  # absent: recorded before the rule was
     if rule not in (RATE_CHOICE, RATE_CHOSEN_ONCE):
         raise CheckpointError(f"{settings_file}: field 'rate_choice' holds {rule!r}, not {RATE_CHOICE!r}: the record "
                               "is damaged.")  # fmt: skip
     cells: dict[str, dict[str, Any]] = {}
-    for spec in settings["pairs"]:
+    for spec in dict.fromkeys([*settings["pairs"], *calibration.values()]):
         for role in ROLES:
             cells.setdefault(spec, {})[role] = load_cell(folder / spec_folder(spec) / role, settings, rule)
     data = {}
@@ -456,7 +491,7 @@ def load_grid(folder: Path) -> dict[str, Any]:
         data = parse_record(folder / "data.json", ANY_OBJECT, fix=REMEDY)
         check_record(data, {name: check for name, check in DATA_RECORD.items() if name in data}, folder / "data.json",
                      fix=REMEDY)  # fmt: skip
-    return {"settings": settings, "data": data, "cells": cells}
+    return {"settings": settings, "data": data, "calibration": calibration, "cells": cells}
 
 
 def load_cell(cell: Path, settings: dict[str, Any], rule: str) -> dict[str, Any]:

@@ -144,6 +144,7 @@ def train_and_evaluate(
     callbacks: Sequence[TrainerCallback] = (),
     measure: Callable[[PreTrainedModel], dict] | None = None,
     initial_weights: str | Path | None = None,
+    initialisation_seed: int | None = None,
 ) -> dict:
     """Train a fresh model of ``config`` (or, from ``initial_weights``, a pretrained encoder of that config with a
     new classification head) on ``train`` and evaluate it on ``evaluation`` (both encoded by
@@ -152,8 +153,10 @@ def train_and_evaluate(
     curve — :data:`CURVE_POINTS` window means —, timing, parameter count).
 
     A study that watches the training passes Trainer ``callbacks`` (they see the model at each event);
-    one that measures the trained model passes ``measure``, whose fields join a finished run's record."""
-    torch.manual_seed(settings.seed)
+    one that measures the trained model passes ``measure``, whose fields join a finished run's record.
+    ``initialisation_seed``: the seed of the new weights (the encoder's, or a pretrained encoder's new head) when it is
+    not ``settings.seed``, which then seeds the data order and dropout only (an A/A replica's run)."""
+    torch.manual_seed(settings.seed if initialisation_seed is None else initialisation_seed)
     if initial_weights is None:
         model = AutoModelForSequenceClassification.from_config(config)
     else:

@@ -14,10 +14,12 @@ from typing import Any
 
 from . import verdicts
 from .evidence import (
+    AA_RESAMPLES,
     CALIBRATION_TARGET,
     SEEDS_NEEDED_PROBABILITY,
     SENSITIVITY_MARGINS,
     aa_outcomes,
+    aa_resampled_rate,
     calibration_checks,
     calibration_outlook_of,
     chosen_each_seed,
@@ -269,7 +271,19 @@ def aa_check_lines(results: dict[str, Any]) -> list[str]:
             f"final runs were made at, each group judged alone by the verdict rule. Verdicts: {said}. *Above* or "
             f"*below* said {positives} times in {groups}: {100 * positives / groups:.0f}% [{100 * low:.0f}%, "
             f"{100 * high:.0f}%] (95% exact interval), against the test's nominal {100 * verdicts.ALPHA:.0f}%. "
-            "Groups share nothing, but the rates' groups share their pretrainings.", ""]  # fmt: skip
+            "Groups share nothing, but the rates' groups share their pretrainings." + resampled_text(results),
+            ""]  # fmt: skip
+
+
+def resampled_text(results: dict[str, Any]) -> str:
+    """The A/A rate read from random default-size groups of the record's seeds (:func:`aa_resampled_rate`)."""
+    resampled = aa_resampled_rate(results)
+    if resampled is None:
+        return ""
+    rate, seeds = resampled
+    return (f" Drawn at random from the same seeds ({seeds}), {AA_RESAMPLES:,} times at each rate, a default-size "
+            f"group says *above* or *below* {100 * rate:.1f}% of the time (overlapping groups: a reading of this "
+            "record's spread, not independent comparisons).")
 
 
 def verdict_rules(results: dict[str, Any], family: int) -> list[str]:

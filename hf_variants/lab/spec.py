@@ -190,3 +190,12 @@ def with_calibration_controls(
         calibration |= {"positive": baseline.without_token_mixing().name, "positive_tasks": positive_tasks}
         added.insert(0, baseline.without_token_mixing())
     return [*([] if baseline in specs else [baseline]), *specs, *added], calibration
+
+
+def calibration_pairs() -> dict[str, str]:
+    """The two pairs a study's grid runs beside its own, as a variant against its control under the same protocol
+    (:mod:`.grid`): ``positive``, the BERT control without token mixing against the BERT control (its matched
+    control: softmax attention), which must come out below; ``negative`` (the A/A), the BERT control initialised from
+    other seeds against the BERT control, which must be equivalent within the margin."""
+    baseline = ModelSpec(BASELINE)
+    return {"positive": baseline.without_token_mixing().name, "negative": baseline.replica().name}

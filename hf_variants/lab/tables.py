@@ -15,6 +15,7 @@ from typing import Any
 
 from . import verdicts
 from .grid import ROLES, load_grid, run_outcome
+from .grid_evidence import calibration_checks
 from .protocol import RATE_CHOICE, RATE_CHOSEN_ONCE
 from .report import counted_rates_text
 from .statistics import mean_interval, paired_difference_if_any
@@ -26,6 +27,12 @@ PAIR_LABELS = {
     "mgk_bert": "MGK attention vs softmax (same heads, head_dim)",
     "transject": "TransJect (orthogonal attention + injective layers) vs softmax BERT layers, same embeddings",
     "node_transformer": "N-ODE blocks vs vanilla eq. (1) blocks (same modules)",
+}
+#: What each calibration control's pair compares (:func:`~.spec.calibration_pairs`), and what it must show.
+CALIBRATION_LABELS = {
+    "bert_control:attention_type=mean": "calibration, positive: no token mixing vs BERT control (must be below)",
+    "bert_control (other seeds)": "calibration, A/A: BERT control from other seeds vs BERT control (must be "
+    "equivalent)",
 }
 #: The pairs every comparison runs: each variant at its default (paper) settings, and Macaron at both
 #: LayerNorm placements; each is compared with its matched control (``core.composition.matched_control``).
@@ -100,20 +107,32 @@ def comparison_table(grid_dir: Path, tasks: list[str]) -> str:
     ]
     for task, grid in task_grids(grid_dir, tasks):
         for spec, roles in grid["cells"].items():
+            label = {**PAIR_LABELS, **CALIBRATION_LABELS}.get(spec, spec)
             if not roles["variant"]["seeds"] or not roles["control"]["seeds"]:
-                lines.append(f"| {task} | {PAIR_LABELS.get(spec, spec)} | not run yet | not run yet | — | | |")
+                lines.append(f"| {task} | {label} | not run yet | not run yet | — | | |")
                 continue
             variant, control = (summarize_role(roles[r], grid["data"]) for r in ROLES)
             swept = grid["settings"]["learning_rates"]
             rates = " / ".join(chosen_rates_text(roles[r], swept) for r in ROLES)
             lines.append(
-                f"| {task} | {PAIR_LABELS.get(spec, spec)} | {variant['text']} | {control['text']} | "
+                f"| {task} | {label} | {variant['text']} | {control['text']} | "
                 f"{difference_text(variant['learned'], control['learned'])} | {rates} | "
                 f"{PAPER_NUMBERS.get((spec.partition(':')[0], task), '—')} |"
             )
     lines += ["", "\\* the largest learning rate swept: a larger one might have scored higher on the held-out slice; "
               "† the smallest: a smaller one might have."]
+    lines += [calibration_text(task, grid) for task, grid in task_grids(grid_dir, tasks) if grid["calibration"]]
     return "\n".join(lines) + "\n"
+
+
+def calibration_text(task: str, grid: dict[str, Any]) -> str:
+    """Whether a task's grid is calibrated, each control's verdict with it (:func:`~.grid_evidence.calibration_checks`);
+    a task that is not makes no verdict."""
+    checks = calibration_checks(grid)
+    said = "; ".join(f"{kind} control {text}" for kind, _, text in checks)
+    if all(passed for _, passed, _ in checks):
+        return f"\n{task}: calibrated ({said})."
+    return f"\n{task}: **not calibrated** ({said}): no pair on it gets a verdict."
 
 
 def sweep_table(grid_dir: Path, tasks: list[str]) -> str:

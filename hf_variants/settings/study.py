@@ -78,6 +78,11 @@ class GridSettings(Settings):
     pretraining: SelfPretraining | None = setting(
         None, help="None: every run from random initialisation; else each run's model is self-pretrained first."
     )
+    calibration: bool = setting(
+        True, help="Run the calibration controls beside the pairs (hf_variants.lab.spec.calibration_pairs): the BERT "
+        "control without token mixing (must come out below it) and from other seeds (must be equivalent); a task "
+        "whose controls fail makes no verdict. false: none, and no verdict says it was calibrated.",
+    )  # fmt: skip
 
     def problems(self) -> list[str]:
         if len(set(self.seeds)) != len(self.seeds) or len(set(self.learning_rates)) != len(self.learning_rates):
@@ -86,8 +91,11 @@ class GridSettings(Settings):
 
     def fingerprint(self) -> dict[str, Any]:
         """The settings as JSON; a from-scratch grid's is what it was before self-pretraining existed (no
-        ``pretraining`` key), so its folders resume."""
+        ``pretraining`` key), and one without calibration controls what it was before they existed, so their folders
+        resume."""
         fingerprint = json.loads(json.dumps(dataclasses.asdict(self)))
+        if not self.calibration:  # as before the controls existed, so those folders resume
+            del fingerprint["calibration"]
         if self.pretraining is None:
             del fingerprint["pretraining"]
         elif not self.pretraining.sparse_prediction:  # as before the switch existed, so those folders resume
