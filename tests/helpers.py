@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import psutil
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -39,9 +40,10 @@ def run_launcher(
     command: list[str], *, cwd: Path, env: dict[str, str], timeout: int = 300
 ) -> subprocess.CompletedProcess:
     """Run a launcher command (``accelerate launch ...``) in a session of its own. If it still runs after
-    ``timeout`` seconds, every process of that session (launcher and workers) is sent SIGABRT, on which Python's
-    faulthandler (switched on here) prints each one's stacks, then killed; the test fails with those stacks, so a
-    hung launch fails in minutes and says where it hung, instead of holding an xdist worker."""
+    ``timeout`` seconds, every process it started (launcher and workers, found by descent: one that left the session
+    too) is sent SIGABRT, on which Python's faulthandler (switched on here) prints each one's stacks, then killed;
+    the test fails with those stacks, so a hung launch fails in minutes and says where it hung, instead of holding
+    an xdist worker — even when a process that outlives the kill keeps its output pipes open."""
     process = subprocess.Popen(
         command,
         stdin=subprocess.DEVNULL,
@@ -55,17 +57,30 @@ def run_launcher(
     try:
         stdout, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):  # it may end between the timeout and the signal
-            os.killpg(process.pid, signal.SIGABRT)
-        try:
-            stdout, stderr = process.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            stdout, stderr = process.communicate()
+        started = launched_processes(process.pid)  # before any dies: an orphan's parent is no longer the launcher
+        stdout, stderr = "", ""
+        for stop in (signal.SIGABRT, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError):  # the session, and what left it
+                os.killpg(process.pid, stop)
+            for each in started:
+                with contextlib.suppress(psutil.Error):  # it may end between the listing and the signal
+                    each.send_signal(stop)
+            try:
+                stdout, stderr = process.communicate(timeout=30)
+                break
+            except subprocess.TimeoutExpired:
+                continue
         pytest.fail(f"{' '.join(command[:2])} still ran after {timeout} s; its output, then its stacks:\n"
                     f"{stdout[-3000:]}\n{stderr[-12000:]}")  # fmt: skip
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def launched_processes(pid: int) -> list[psutil.Process]:
+    """The process ``pid`` and every process it started, however far down and in whatever session."""
+    with contextlib.suppress(psutil.Error):
+        launcher = psutil.Process(pid)
+        return [launcher, *launcher.children(recursive=True)]
+    return []
 
 
 def load_script(name: str) -> ModuleType:

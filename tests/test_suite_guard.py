@@ -33,3 +33,32 @@ def test_a_test_that_hangs_fails_by_name_and_the_suite_goes_on(tmp_path: Path) -
     assert "FAILED test_planted.py::test_waits_forever" in result.stdout
     assert re.search(r"Failed: Timeout \(?>3\.0s", result.stdout) and "threading.Event().wait()" in result.stdout
     assert "1 failed, 1 passed" in result.stdout  # once: not run again in another worker
+
+
+#: A launch that hangs: it starts a process in a session of its own that keeps the launch's output pipes open,
+#: then waits forever itself (a worker that outlives a killed launcher leaves the pipes open the same way).
+LEAVES_A_STRAGGLER = """
+import subprocess, sys, threading
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+print("launched", flush=True)
+threading.Event().wait()
+"""
+
+
+def test_a_hung_launch_fails_in_bounded_time_even_when_a_process_left_its_session(tmp_path: Path) -> None:
+    """tests.helpers.run_launcher kills what the launch started, however far down and in whatever session, and the
+    test fails with its output, instead of waiting on pipes a straggler holds open."""
+    import time
+
+    import psutil
+    import pytest
+
+    from .helpers import run_launcher
+
+    started = time.monotonic()
+    with pytest.raises(pytest.fail.Exception, match=r"still ran after 3 s; its output, then its stacks:\nlaunched"):
+        run_launcher([sys.executable, "-c", LEAVES_A_STRAGGLER], cwd=tmp_path, env={}, timeout=3)
+    assert time.monotonic() - started < 60
+    stragglers = [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] and
+                  p.info["cmdline"][-1] == "import time; time.sleep(600)"]  # fmt: skip
+    assert not [p for p in stragglers if p.status() != psutil.STATUS_ZOMBIE]
