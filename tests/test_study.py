@@ -54,6 +54,30 @@ def test_the_pilot_studys_committed_folders_are_its_study_files_settings() -> No
     assert sparse.fingerprint()["pretraining"]["sparse_prediction"] is True  # a sparse grid is another grid
 
 
+def test_the_committed_calibration_of_the_from_scratch_budget_is_its_study_files_grid() -> None:
+    """The from-scratch condition's calibration controls, run again under the current protocol: the committed folder is
+    the grid its study file makes (the shipped study, the BERT control as its one pair), with both controls, and the
+    findings page reads it."""
+    from hf_variants.lab.grid import load_grid
+    from hf_variants.lab.grid_evidence import calibration_checks
+
+    folder = committed_records("never_from_scratch_calibration") / "scratch" / "ag_news"
+    study_file = REPO_ROOT / "experiments" / "never_from_scratch_calibration" / "calibration.toml"
+    (settings,) = [s for c, s in load_study(study_file).grids if (c, s.task) == ("scratch", "ag_news")]
+    made = Grid(settings, Path("data"), Path("out")).fingerprint()
+    assert json.loads((folder / "run_fingerprint.json").read_text()) == made
+    grid = load_grid(folder)
+    checks = calibration_checks(grid)
+    assert [kind for kind, _, _ in checks] == ["positive", "negative"]
+    assert all(len(grid["cells"][pair][role]["seeds"]) == 5 for pair in grid["calibration"].values()
+               for role in ("variant", "control"))  # fmt: skip
+    page = (REPO_ROOT / "docs" / "findings.md").read_text()
+    told = "calibrated" if all(passed for _, passed, _ in checks) else "**not calibrated**"
+    positive = checks[0][2].difference.difference_text(100, bold=False)
+    assert f"{told} on ag_news (positive {positive}; A/A " in page
+    assert "`experiments/never_from_scratch_calibration/scratch`" in page
+
+
 def test_conditions_and_extends_give_one_grid_per_condition_and_task() -> None:
     study = load_study("never_from_scratch")
     assert [(condition, s.task) for condition, s in study.grids][:2] == [("scratch", "ag_news"), ("scratch", "listops")]
@@ -93,6 +117,21 @@ def test_a_wrong_study_file_is_named_before_anything_runs(tmp_path: Path, text: 
     path.write_text(text.replace("'bad'", repr(str(path))))
     with pytest.raises(ValueError, match=message):
         load_study(path)
+
+
+def test_extends_reads_a_path_beside_its_file_and_a_folder_never_hides_a_shipped_study(tmp_path: Path,
+                                                                                      monkeypatch) -> None:  # fmt: skip
+    """A study that extends ``base.toml`` reads the file beside it, wherever the command runs; a folder in the working
+    directory named like a shipped study (a study's own output folder, say) is not a study and hides nothing."""
+    (tmp_path / "studies").mkdir()
+    (tmp_path / "studies" / "base.toml").write_text("extends = 'never_from_scratch'\nseeds = [7]\n")
+    (tmp_path / "studies" / "child.toml").write_text("extends = 'base.toml'\npairs = ['mgk_bert']\n")
+    (tmp_path / "never_from_scratch" / "scratch").mkdir(parents=True)  # an output folder of that name
+    monkeypatch.chdir(tmp_path)
+    grids = load_study(tmp_path / "studies" / "child.toml").grids
+    assert {(s.seeds, s.pairs) for _, s in grids} == {((7,), ("mgk_bert",))}
+    assert tmp_path not in load_study("never_from_scratch").path.parents  # the shipped one
+    assert {s.seeds for _, s in load_study("never_from_scratch").grids} == {(1, 2, 3, 4, 5)}
 
 
 def test_an_unknown_study_name_lists_the_shipped_ones() -> None:

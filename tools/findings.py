@@ -50,7 +50,7 @@ class Claim:
         """The claim in a table cell: the claimed effect on this task, else the claimed direction in general."""
         if self.points is not None:
             return f"{self.points:+.1f} ({self.text.rpartition('(')[2].rstrip(')')})"
-        return {1: "a gain", -1: "a loss", 0: "none"}[self.direction] + " (other tasks)"
+        return {1: "gain", -1: "loss", 0: "none"}[self.direction] + " elsewhere"
 
 
 #: (idea, task) → the paper's claim on that task; (idea, None) → its claim in general.
@@ -178,8 +178,8 @@ def counting_every_run(row: Finding) -> str:
 
 
 def table(rows: list[Finding]) -> str:
-    lines = ["| idea | task | condition | variant − control [95% interval] | learned (variant, control) | verdict | "
-             "counting every run | the paper's claim | its effect against the interval |",
+    lines = ["| idea | task | condition | difference [95% interval] | learned | verdict | counting every run | "
+             "paper's claim | claim vs interval |",
              "|---|---|---|---:|---|---|---|---|---|"]  # fmt: skip
     for row in rows:
         learned = ", ".join(f"{k}/{n}" for k, n in row.comparison.learned.values())
@@ -252,9 +252,16 @@ def main_job_sentence() -> str:
     default = json.loads((EXPERIMENTS / "compare" / "default" / "results.json").read_text(encoding="utf-8"))
     seeds = default["settings"]["num_seeds"]
     failed = [kind for kind, _, passed, _ in calibration_checks(default) if not passed]
-    return f"At its default {seeds} seeds the main job is " + (
-        "calibrated." if not failed else f"not calibrated (its {' and '.join(failed)} "
-        "control failed), so none of its pairs is comparable.")  # fmt: skip
+    sentence = f"At its default {seeds} seeds the main job is " + (
+        "calibrated" if not failed else f"not calibrated (its {' and '.join(failed)} control failed)")
+    later = {label: calibration_afterwards(folder) for label, folder, _ in CONDITIONS
+             if folder in CALIBRATED_AFTERWARDS}  # fmt: skip
+    for label, told in later.items():
+        calibrated = [task for task, (passed, _) in told.items() if passed]
+        not_calibrated = [task for task, (passed, _) in told.items() if not passed]
+        sentence += (f"; the {label} budget is not calibrated on {' or '.join(not_calibrated)}" if not_calibrated
+                     else "") + (f", calibrated on {' and '.join(calibrated)}" if calibrated else "")  # fmt: skip
+    return sentence + "."
 
 
 def throughput_sentence() -> str:
@@ -318,14 +325,15 @@ INTRO = """\
 What the committed records found about each idea against its **matched control** (the same model without the
 idea); [Results](results.md) has each study.
 
-**How to read a row.** Variant − control in accuracy points, paired by seed (a *seed*: one whole replicate), with
-its 95% interval. Verdicts: *above* or *below its control* (paired t-test,
-Holm-adjusted over a condition's pairs, p < 0.05); *equivalent within ±2* (two one-sided tests, Holm-adjusted the
-same way); *not resolved* (neither; not evidence of no effect); *not comparable* (fewer than two seeds where both
-learned). *Learned k/n*: runs that learned ([Concepts](concepts.md#what-a-run-shows)). *Counting every run*
-scores a run that did not learn at the guessing level; shown where it reads otherwise.
-The last column places the paper's claimed effect against the interval; the papers' models were larger, so no row
-settles a claim.
+**How to read a row.** The difference: variant − control in accuracy points, paired by seed (a *seed*: one whole
+replicate), with its 95% interval. Verdicts: *above* or *below its control* (paired t-test, Holm-adjusted over a
+condition's pairs, p < 0.05); *equivalent within ±2* (two one-sided tests, Holm-adjusted the same way); *not
+resolved* (neither; not evidence of no effect); *not comparable* (fewer than two seeds where both learned, or a
+failed calibration). *Learned*: variant's and control's runs that learned
+([Concepts](concepts.md#what-a-run-shows)). *Counting every run* scores a run that did not learn at the guessing
+level; shown where it reads otherwise. *Gain elsewhere*: the paper claims a gain, on other tasks only. The last
+column places the paper's claimed effect against the interval; the papers' models were larger, so no row settles a
+claim.
 
 """
 #: What sets the older records apart (the second table).
@@ -358,15 +366,56 @@ def condition_text(labels: list[str], folder: str) -> str:
             f"{lengths}.")  # fmt: skip
 
 
+#: An older condition whose budget was calibrated afterwards, under the current protocol: its folder → the folder of
+#: the study run again with its calibration controls alone (``--pairs bert_control``; the command in its study file).
+CALIBRATED_AFTERWARDS = {"experiments/never_from_scratch/scratch": "experiments/never_from_scratch_calibration/scratch"}
+
+
+def calibration_afterwards(folder: str) -> dict[str, tuple[bool, str]]:
+    """What the calibration controls said of an older condition's budget, run afterwards
+    (:data:`CALIBRATED_AFTERWARDS`): task → whether that budget is calibrated there, and its controls' intervals (with,
+    for an A/A not resolved, the seeds that would pass it)."""
+    from hf_variants.lab.evidence import SEEDS_NEEDED_PROBABILITY
+    from hf_variants.lab.grid import load_grid
+    from hf_variants.lab.grid_evidence import calibration_checks
+    from hf_variants.lab.statistics import seeds_for_equivalence
+
+    def said(kind: str, verdict: verdicts.Verdict) -> str:
+        text = f"{'A/A' if kind == 'negative' else kind} {verdict.difference.difference_text(100, bold=False)}"
+        if kind == "negative" and verdict.outcome == verdicts.NOT_RESOLVED:  # what would make it pass
+            needed = seeds_for_equivalence(verdict.difference.sd, verdict.margin, SEEDS_NEEDED_PROBABILITY)
+            text += f" ({'over 1,000' if needed is None else needed} seeds would pass it)"
+        return text
+
+    later = CALIBRATED_AFTERWARDS.get(folder)
+    told = {}
+    for task in STUDY_TASKS if later else []:
+        if (records_folder(later) / task / "run_fingerprint.json").is_file():
+            checks = calibration_checks(load_grid(records_folder(later) / task))
+            told[task] = (all(p for _, p, _ in checks), "; ".join(said(kind, verdict) for kind, _, verdict in checks))
+    return told
+
+
+def calibration_clause(folder: str) -> str:
+    """A condition's calibration, run afterwards (:func:`calibration_afterwards`), after its description."""
+    told = calibration_afterwards(folder)
+    if not told:
+        return ""
+    return " Its calibration controls, run afterwards under the current protocol: " + ", ".join(
+        f"{'calibrated' if passed else '**not calibrated**'} on {task} ({text})"
+        for task, (passed, text) in told.items()) + "."  # fmt: skip
+
+
 def findings_page(rows: list[Finding]) -> str:
     shown = {row.condition for row in rows}
     by_folder: dict[str, list[str]] = {}
     for label, folder, _ in CONDITIONS:
         if label in shown:
             by_folder.setdefault(folder, []).append(label)
-    conditions = [condition_text(labels, folder) for folder, labels in by_folder.items()]
-    sources = ", ".join(dict.fromkeys(f"`{folder}`" for label, folder, _ in CONDITIONS
-                                      if label in {row.condition for row in rows}))  # fmt: skip
+    conditions = [condition_text(labels, folder) + calibration_clause(folder) for folder, labels in by_folder.items()]
+    shown_folders = [folder for label, folder, _ in CONDITIONS if label in shown]
+    sources = ", ".join(dict.fromkeys(f"`{folder}`" for folder in [*shown_folders, *(
+        CALIBRATED_AFTERWARDS[folder] for folder in shown_folders if folder in CALIBRATED_AFTERWARDS)]))  # fmt: skip
     return (f"{INTRO}\n## What it found\n\n" + "\n".join(f"- {sentence}" for sentence in sentences(rows))
             + "\n\n## Every comparison\n\n**Conditions.**\n\n" + "\n".join(f"- {text}" for text in conditions)
             + "\n\n![Forest plot: each pair's interval against 0 and the margin]"

@@ -26,8 +26,8 @@ def cell_outcomes(grid: dict[str, Any], pair: str, role: str) -> dict[int, verdi
     return {seed: run_outcome(record, grid["data"]) for seed, record in grid["cells"][pair][role]["seeds"].items()}
 
 
-def calibration_checks(grid: dict[str, Any]) -> list[tuple[str, bool, str]]:
-    """``(control, passed, verdict text)`` for each calibration control the grid ran, as the main job judges its
+def calibration_checks(grid: dict[str, Any]) -> list[tuple[str, bool, verdicts.Verdict]]:
+    """``(control, passed, verdict)`` for each calibration control the grid ran, as the main job judges its
     own (:func:`~.evidence.calibration_checks`): the positive control (every finished run counts: a model that
     cannot learn the task is what it shows) passes when it comes out below the BERT control; the negative control
     (the runs that learned, as every verdict counts) when it is equivalent to it within the margin. A control
@@ -37,14 +37,15 @@ def calibration_checks(grid: dict[str, Any]) -> list[tuple[str, bool, str]]:
         counted = verdicts.finished_values if kind == "positive" else verdicts.learned_values
         verdict = verdicts.compare_pair(cell_outcomes(grid, pair, "variant"), cell_outcomes(grid, pair, "control"),
                                         counted=counted).per_protocol  # fmt: skip
-        checks.append((kind, verdict.outcome == CALIBRATION_PASSES[kind], verdict.text))
+        checks.append((kind, verdict.outcome == CALIBRATION_PASSES[kind], verdict))
     return checks
 
 
 def not_calibrated(grid: dict[str, Any]) -> str | None:
     """Why no pair of the grid gets a verdict (a calibration control failed); None when none did, or when the grid
     ran none."""
-    failed = [f"the {kind} control failed ({text})" for kind, passed, text in calibration_checks(grid) if not passed]
+    failed = [f"the {kind} control failed ({verdict.text})" for kind, passed, verdict in calibration_checks(grid)
+              if not passed]  # fmt: skip
     return f"this task is not calibrated: {'; '.join(failed)}" if failed else None
 
 

@@ -10,7 +10,8 @@ three tables::
     [pretraining]            optional: self-pretraining (hf_variants.lab.grid.SelfPretraining)
     [conditions.<name>]      optional: several grids, each these fields changed (its results under <name>/)
 
-``extends = "<study>"`` starts from another study's fields (tables merged key by key). Every value goes through
+``extends = "<study>"`` starts from another study's fields (tables merged key by key): a shipped study's name, or a
+``.toml`` path read beside the file that names it. Every value goes through
 the field's declared check (:class:`~hf_variants.settings.study.GridSettings`: type, range, model specs — the same
 check as the flag that replaces it); an unknown field, task or condition, a private or special name, a value out of
 range, a file too large or nested too deeply is one error naming the file, the table and the key, before anything
@@ -69,10 +70,14 @@ class Study:
         return list(dict.fromkeys(settings.task for _, settings in self.grids))
 
 
-def study_path(name_or_path: str | Path) -> Path:
-    """A study file: a path as given, else the package's study of that name."""
+def study_path(name_or_path: str | Path, beside: Path | None = None) -> Path:
+    """A study file: a path (a ``.toml`` name, or a file that is there), else the package's study of that name — a
+    folder of that name is not a study, so it never hides one. ``beside``: the folder a relative path is read from
+    (an ``extends`` is read beside the file that names it, wherever the command runs)."""
     path = Path(name_or_path)
-    if path.suffix == ".toml" or path.exists():
+    if beside is not None and not path.is_absolute():
+        path = beside / path
+    if path.suffix == ".toml" or path.is_file():
         return path
     shipped = STUDIES_FOLDER / f"{name_or_path}.toml"
     if not shipped.is_file():
@@ -113,7 +118,9 @@ def read_fields(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
     parent = data.pop("extends", None)
     if parent is not None and not isinstance(parent, str):
         raise ValueError(f"{path}: extends = {parent!r} is not the name or path of a study.")
-    return merged(read_fields(study_path(parent), (*seen, path.resolve())), data) if parent else data
+    if parent is None:
+        return data
+    return merged(read_fields(study_path(parent, beside=path.parent), (*seen, path.resolve())), data)
 
 
 def check_shape(path: Path, value: Any, where: str = "", depth: int = 0) -> None:

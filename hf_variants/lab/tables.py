@@ -129,7 +129,7 @@ def calibration_text(task: str, grid: dict[str, Any]) -> str:
     """Whether a task's grid is calibrated, each control's verdict with it (:func:`~.grid_evidence.calibration_checks`);
     a task that is not makes no verdict."""
     checks = calibration_checks(grid)
-    said = "; ".join(f"{kind} control {text}" for kind, _, text in checks)
+    said = "; ".join(f"{kind} control {verdict.text}" for kind, _, verdict in checks)
     if all(passed for _, passed, _ in checks):
         return f"\n{task}: calibrated ({said})."
     return f"\n{task}: **not calibrated** ({said}): no pair on it gets a verdict."

@@ -107,7 +107,8 @@ DESCRIPTION = f"""\
 Run a study: every variant of the study file against its matched control on each of its text-classification
 tasks: at each seed, each model's learning rate chosen on a held-out slice of the training split, then that
 seed's final run at it, scored on the test split; with [conditions], once per condition (e.g. from scratch and
-self-pretrained).
+self-pretrained). Each task also runs the two calibration controls (the BERT control without token mixing and from
+other seeds, against the BERT control): a task they fail gives no pair a verdict.
 
 STUDY is the name of a study the package ships (classification_from_scratch, never_from_scratch) or the path of
 a .toml file of your own (its fields: docs "Extending", a new study). The flags below narrow or replace its
