@@ -379,6 +379,9 @@ def test_the_study_command_runs_the_smallest_cell_of_the_from_scratch_study(tmp_
     fingerprint = json.loads((tmp_path / "records" / "ag_news" / "run_fingerprint.json").read_text())
     assert fingerprint["steps"] == settings.steps and fingerprint["pairs"] == ["mgk_bert"]
     assert not (tmp_path / "records" / "ag_news" / "mgk_bert" / "variant").exists()  # --roles control only
+    # its last line: no verdict yet, the calibration controls' variants not having run
+    assert result.stdout.splitlines()[-1].startswith(f"{Path('records') / 'ag_news'}: not calibrated (positive control "
+                                                     "not comparable: fewer than 2 seeds")  # fmt: skip
     modified = (cell / "seed1.json").stat().st_mtime_ns
     again = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and (cell / "seed1.json").stat().st_mtime_ns == modified  # resumed, not rerun

@@ -37,7 +37,8 @@ from ..settings.arguments import checked_value
 from ..settings.study import ROLES, GridSettings, SelfPretraining, build_parser, parse_args
 from ..storage.files import path_component, require_regular_file
 from ..training.memory import limit_address_space
-from .grid import Grid, check_models
+from .grid import Grid, check_models, load_grid
+from .tables import calibration_text
 from .text_classification import GRID_TASKS
 
 if sys.version_info >= (3, 11):
@@ -305,5 +306,11 @@ def main(argv: list[str] | None = None) -> list[Path]:
         limit_address_space(args.memory_limit_gib)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    return run_study(study, args.data_dir, args.output_dir, args.work_dir, tasks=args.tasks,
-                     conditions=args.conditions, roles=args.roles, overwrite=args.overwrite_output_dir)  # fmt: skip
+    folders = run_study(study, args.data_dir, args.output_dir, args.work_dir, tasks=args.tasks,
+                        conditions=args.conditions, roles=args.roles, overwrite=args.overwrite_output_dir)  # fmt: skip
+    for folder in folders:  # whether each task's pairs can get a verdict (its calibration controls')
+        grid = load_grid(folder)
+        if grid["calibration"]:
+            print(f"{folder}: " + calibration_text(folder.name, grid).strip().removeprefix(f"{folder.name}: ")
+                  .replace("**", ""))  # fmt: skip
+    return folders
