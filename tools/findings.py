@@ -5,6 +5,7 @@ study from scratch and self-pretrained, the same at GPU size) through the one ve
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
 from collections.abc import Callable
@@ -371,6 +372,7 @@ def condition_text(labels: list[str], folder: str) -> str:
 CALIBRATED_AFTERWARDS = {"experiments/never_from_scratch/scratch": "experiments/never_from_scratch_calibration/scratch"}
 
 
+@functools.cache  # read by the page's sentence and by its condition's line
 def calibration_afterwards(folder: str) -> dict[str, tuple[bool, str]]:
     """What the calibration controls said of an older condition's budget, run afterwards
     (:data:`CALIBRATED_AFTERWARDS`): task → whether that budget is calibrated there, and its controls' intervals (with,

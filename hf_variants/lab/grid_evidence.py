@@ -41,6 +41,13 @@ def calibration_checks(grid: dict[str, Any]) -> list[tuple[str, bool, verdicts.V
     return checks
 
 
+def calibration_summary(grid: dict[str, Any]) -> tuple[bool, str]:
+    """Whether the grid is calibrated, and each control's verdict in words (``positive control below its
+    control: …; negative control …``): the one account of a grid's calibration that a table or a command gives."""
+    checks = calibration_checks(grid)
+    return all(passed for _, passed, _ in checks), "; ".join(f"{kind} control {v.text}" for kind, _, v in checks)
+
+
 def not_calibrated(grid: dict[str, Any]) -> str | None:
     """Why no pair of the grid gets a verdict (a calibration control failed); None when none did, or when the grid
     ran none."""

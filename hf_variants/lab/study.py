@@ -38,7 +38,7 @@ from ..settings.study import ROLES, GridSettings, SelfPretraining, build_parser,
 from ..storage.files import path_component, require_regular_file
 from ..training.memory import limit_address_space
 from .grid import Grid, check_models, load_grid
-from .tables import calibration_text
+from .grid_evidence import calibration_summary
 from .text_classification import GRID_TASKS
 
 if sys.version_info >= (3, 11):
@@ -311,6 +311,6 @@ def main(argv: list[str] | None = None) -> list[Path]:
     for folder in folders:  # whether each task's pairs can get a verdict (its calibration controls')
         grid = load_grid(folder)
         if grid["calibration"]:
-            print(f"{folder}: " + calibration_text(folder.name, grid).strip().removeprefix(f"{folder.name}: ")
-                  .replace("**", ""))  # fmt: skip
+            passed, said = calibration_summary(grid)
+            print(f"{folder}: {'calibrated' if passed else 'not calibrated'} ({said})")
     return folders

@@ -15,7 +15,7 @@ from typing import Any
 
 from . import verdicts
 from .grid import ROLES, load_grid, run_outcome
-from .grid_evidence import calibration_checks
+from .grid_evidence import calibration_summary
 from .protocol import RATE_CHOICE, RATE_CHOSEN_ONCE
 from .report import counted_rates_text
 from .statistics import mean_interval, paired_difference_if_any
@@ -105,7 +105,8 @@ def comparison_table(grid_dir: Path, tasks: list[str]) -> str:
         "(variant / control) | paper (their setting) |",
         "|---|---|---:|---:|---:|---|---|",
     ]
-    for task, grid in task_grids(grid_dir, tasks):
+    grids = task_grids(grid_dir, tasks)
+    for task, grid in grids:
         for spec, roles in grid["cells"].items():
             label = {**PAIR_LABELS, **CALIBRATION_LABELS}.get(spec, spec)
             if not roles["variant"]["seeds"] or not roles["control"]["seeds"]:
@@ -121,16 +122,15 @@ def comparison_table(grid_dir: Path, tasks: list[str]) -> str:
             )
     lines += ["", "\\* the largest learning rate swept: a larger one might have scored higher on the held-out slice; "
               "† the smallest: a smaller one might have."]
-    lines += [calibration_text(task, grid) for task, grid in task_grids(grid_dir, tasks) if grid["calibration"]]
+    lines += [calibration_text(task, grid) for task, grid in grids if grid["calibration"]]
     return "\n".join(lines) + "\n"
 
 
 def calibration_text(task: str, grid: dict[str, Any]) -> str:
-    """Whether a task's grid is calibrated, each control's verdict with it (:func:`~.grid_evidence.calibration_checks`);
-    a task that is not makes no verdict."""
-    checks = calibration_checks(grid)
-    said = "; ".join(f"{kind} control {verdict.text}" for kind, _, verdict in checks)
-    if all(passed for _, passed, _ in checks):
+    """Whether a task's grid is calibrated, each control's verdict with it
+    (:func:`~.grid_evidence.calibration_summary`); a task that is not makes no verdict."""
+    passed, said = calibration_summary(grid)
+    if passed:
         return f"\n{task}: calibrated ({said})."
     return f"\n{task}: **not calibrated** ({said}): no pair on it gets a verdict."
 
