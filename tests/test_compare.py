@@ -859,6 +859,23 @@ def test_the_aa_check_counts_how_often_a_default_size_comparison_says_above_or_b
         report_writer.aa_check_lines(pairs))
 
 
+def test_aa_records_of_other_data_draws_pool_their_disjoint_groups() -> None:
+    """Two records (another ``--seed``: other data, no run shared) pool their groups: the four groups of three above
+    (one said *above*) and a record whose six seeds at two rates all agree to a tenth of a point (four groups, none
+    said) give 1 in 8. Records whose default sizes differ are refused: their groups are not one comparison's size."""
+    results, quiet = every_rate_record(), every_rate_record()
+    replica = quiet["models"]["bert_control (other seeds)"]["fine_tuning"][TASK]
+    baseline = quiet["models"]["bert_control"]["fine_tuning"][TASK]
+    others = zip(replica["runs_at_other_rates"].values(), baseline["runs_at_other_rates"].values(), strict=True)
+    for runs, base in ((replica["runs"], baseline["runs"]), *others):
+        for seed, run in runs.items():
+            run["value"] = base[seed]["value"] + (0.001 if int(seed) % 2 else -0.001)
+    assert evidence.aa_false_positives([quiet]) == (0, 4)
+    assert evidence.aa_false_positives([results, quiet]) == (1, 8)
+    with pytest.raises(ValueError, match=r"differ in size \(\[2, 3\] seeds\)"):
+        evidence.aa_false_positives([results, {**quiet, "default_seeds": 2}])
+
+
 def test_the_resampled_aa_rate_is_the_share_of_all_groups_a_t_test_calls_different() -> None:
     """Groups of three drawn at random from six seeds at each rate: the share said *above* or *below* is, within the
     draw's error, the share of all 20 three-seed subsets whose paired differences a t-test (scipy) finds different

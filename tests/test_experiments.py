@@ -370,6 +370,7 @@ def test_a_grid_runs_its_calibration_controls_and_a_task_whose_controls_fail_mak
     assert load_grid(folder)["calibration"] == {} and list(grid_comparisons(tmp_path / "out", ["ag_news"])) == [
         ("mgk_bert", "ag_news")]
     assert next(iter(grid_comparisons(tmp_path / "out", ["ag_news"]).values())).per_protocol.why_not is None
+    assert "No calibration controls ran on ag_news:" in comparison_table(tmp_path / "out", ["ag_news"])
 
 
 def test_an_initialisation_seed_changes_the_weights_only() -> None:

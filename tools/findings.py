@@ -472,18 +472,47 @@ def default_report_block(folder: Path = EXPERIMENTS / "compare" / "default") -> 
     outlook = " ".join(filter(None, (calibration_outlook(results, task) for task in results["tasks"])))
     lines = [f"The committed default run took {minutes} min {seconds} s inside the comparison on a 2-core CPU. "
              f"{calibration_sentence(results)} {outlook} {verdict}", "", *pair_verdict_lines(results)]  # fmt: skip
-    sources = "`experiments/compare/default/results.json`"
-    if (AA_RECORD / "results.json").is_file():
-        aa = json.loads((AA_RECORD / "results.json").read_text(encoding="utf-8"))
-        seeds = len(aa["models"][aa["calibration"]["baseline"]]["pretraining_runs"])
-        lines += ["", f"How often the default calibrates (the A/A record: {seeds} seeds at its budget, on the "
-                  f"default's data). {default_outlook(aa)} {calibrated_runs(default_runs())}"]  # fmt: skip
-        sources += ", `experiments/compare/aa/results.json` and the default command's runs at other seeds"
-    return "\n".join(lines) + f"\n\nRendered by `python tools/render_tables.py` from {sources}.\n"
+    aa = aa_records()
+    drawn = ", ".join(f"{len(results['models'][results['calibration']['baseline']]['pretraining_runs'])} seeds at "
+                      f"`--seed` {results['settings']['seed']}" for results in aa)  # fmt: skip
+    outlook = default_outlook(aa[0])
+    lines += ["", f"How often the default calibrates (the A/A records at its budget: {drawn}). On the default's data, "
+              f"{outlook[:1].lower()}{outlook[1:]} {pooled_aa_sentence(aa)} {calibrated_runs(default_runs())}"]  # fmt: skip
+    return "\n".join(lines) + ("\n\nRendered by `python tools/render_tables.py` from "
+                               f"`experiments/compare/default/results.json`, {aa_sources()} and the default command's "
+                               "runs at other seeds.\n")  # fmt: skip
 
 
-#: The A/A record: the BERT control and its two calibration controls over many seeds at the default budget.
-AA_RECORD = EXPERIMENTS / "compare" / "aa"
+#: The A/A records: the BERT control and its two calibration controls over many seeds at the default budget, each
+#: on its own data draw (``--seed``): the default's, then another.
+AA_RECORDS = ("aa", "aa-seed1000")
+
+
+def aa_records(folders: tuple[str, ...] = AA_RECORDS) -> list[dict]:
+    """The committed A/A records (``experiments/compare/<folder>/results.json``)."""
+    return [json.loads((EXPERIMENTS / "compare" / name / "results.json").read_text(encoding="utf-8"))
+            for name in folders]  # fmt: skip
+
+
+def aa_sources(folders: tuple[str, ...] = AA_RECORDS) -> str:
+    """The A/A records' files, as a rendered block names its sources."""
+    return ", ".join(f"`experiments/compare/{name}/results.json`" for name in folders)
+
+
+def pooled_aa_sentence(records: list[dict]) -> str:
+    """The default's false-positive rate over every A/A record's disjoint default-size groups
+    (:func:`~hf_variants.lab.evidence.aa_false_positives`), with its exact interval."""
+    from hf_variants.lab.evidence import aa_false_positives, default_seeds
+    from hf_variants.lab.statistics import proportion_interval
+
+    said, groups = aa_false_positives(records)
+    low, high = proportion_interval(said, groups)
+    draws = ", ".join(str(results["settings"]["seed"]) for results in records)
+    return (f"Over the A/A records' {groups} disjoint groups of {default_seeds(records[0])} seeds (data drawn at "
+            f"`--seed` {draws}; no two groups share a run, a record's groups share its data), *above* or *below* was "
+            f"said {said} times: the default's false-positive rate is **{100 * said / groups:.1f}% "
+            f"[{100 * low:.1f}%, {100 * high:.1f}%]** (95% exact interval), against the test's nominal "
+            f"{100 * verdicts.ALPHA:.0f}%.")  # fmt: skip
 
 
 def default_outlook(results: dict) -> str:
@@ -561,19 +590,22 @@ def default_runs_block(folders: tuple[str, ...] = DEFAULT_RUNS) -> str:
     return "\n".join(paragraphs) + f"\nRendered by `python tools/render_tables.py` from {sources}.\n"
 
 
-def aa_record_block(folder: Path = AA_RECORD) -> str:
-    """docs/main-job.md's account of the committed A/A record (the BERT control and its two calibration controls
-    over many seeds at the default budget): the false-positive rate of its disjoint default-size groups, and the
-    probability that a default comparison passes its calibration at the spreads it measured."""
+def aa_record_block(folders: tuple[str, ...] = AA_RECORDS) -> str:
+    """docs/main-job.md's account of the committed A/A records (the BERT control and its two calibration controls
+    over many seeds at the default budget, each on its own data draw): per record, the false-positive rate of its
+    disjoint default-size groups and the probability that a default comparison passes its calibration at the spreads
+    it measured; then the rate over all of them."""
     from hf_variants.lab.report import aa_check_lines
 
-    results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
-    clocks = sum(model["training_seconds"] for model in results["models"].values())
-    aa = [line for line in aa_check_lines(results) if line and not line.startswith("#")]  # says what the A/A shares
-    lines = [f"`{results['command']}`: {run_counts(results)}, {clocks / 60:.0f} min of training by the runs' own "
-             f"clocks. {calibration_sentence(results)}", "", *aa, "", default_outlook(results)]  # fmt: skip
-    return "\n".join(lines) + ("\n\nRendered by `python tools/render_tables.py` from "
-                               "`experiments/compare/aa/results.json`.\n")
+    records, lines = aa_records(folders), []
+    for results in records:
+        clocks = sum(model["training_seconds"] for model in results["models"].values())
+        aa = [line for line in aa_check_lines(results) if line and not line.startswith("#")]  # says what A/A shares
+        lines += [f"`{results['command']}`: {run_counts(results)}, {clocks / 60:.0f} min of training by the runs' "
+                  f"own clocks. {calibration_sentence(results)}", "", *aa, "", default_outlook(results),
+                  ""]  # fmt: skip
+    lines.append(pooled_aa_sentence(records))
+    return "\n".join(lines) + f"\n\nRendered by `python tools/render_tables.py` from {aa_sources(folders)}.\n"
 
 
 def power_preset_block(folder: Path = EXPERIMENTS / "compare" / "power") -> str:

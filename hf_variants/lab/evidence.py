@@ -189,6 +189,17 @@ def aa_outcomes(results: dict[str, Any]) -> Counter[str]:
     return counted
 
 
+def aa_false_positives(records: Sequence[dict[str, Any]]) -> tuple[int, int]:
+    """The A/A checks of several records pooled (:func:`aa_outcomes`; each record its own data draw, ``--seed``, so
+    no two of their groups share a run): how many disjoint default-size groups said *above* or *below*, of how many.
+    A ``ValueError`` when the records' default sizes differ: their groups would not be one comparison's size."""
+    sizes = {default_seeds(results) for results in records}
+    if len(sizes) > 1:
+        raise ValueError(f"aa_false_positives: the records' default comparisons differ in size ({sorted(sizes)} seeds)")
+    counted = sum((aa_outcomes(results) for results in records), Counter[str]())
+    return counted[verdicts.ABOVE] + counted[verdicts.BELOW], sum(counted.values())
+
+
 def aa_pairings(results: dict[str, Any]) -> Iterator[tuple[list[str], Callable[[Sequence[str]], str]]]:
     """For each task and each rate the final runs were made at (:func:`final_rates`; the chosen ones when there
     are none), with at least two default-size groups of seeds where the negative control and the BERT control

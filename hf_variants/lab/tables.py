@@ -123,6 +123,10 @@ def comparison_table(grid_dir: Path, tasks: list[str]) -> str:
     lines += ["", "\\* the largest learning rate swept: a larger one might have scored higher on the held-out slice; "
               "† the smallest: a smaller one might have."]
     lines += [calibration_text(task, grid) for task, grid in grids if grid["calibration"]]
+    uncalibrated = [task for task, grid in grids if not grid["calibration"]]
+    if uncalibrated:  # ``calibration = false``, or a grid made before every study ran its controls
+        lines.append(f"\nNo calibration controls ran on {', '.join(uncalibrated)}: nothing shows that this budget "
+                     "sees an effect the size of no token mixing's, or that its seeds' noise stays inside the margin.")
     return "\n".join(lines) + "\n"
 
 
