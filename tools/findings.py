@@ -97,8 +97,8 @@ def reading(verdict: verdicts.Verdict, claim: Claim | None) -> str:
     return ABOVE_IT if claimed > d.high else BELOW_IT if claimed < d.low else INSIDE
 
 
-def main_job(folder: str, rate: str | None = None) -> Callable[[], dict[tuple[str, str], verdicts.PairComparison]]:
-    return lambda: main_job_comparisons(EXPERIMENTS / "compare" / folder / "results.json", rate)
+def main_job(folder: str) -> Callable[[], dict[tuple[str, str], verdicts.PairComparison]]:
+    return lambda: main_job_comparisons(EXPERIMENTS / "compare" / folder / "results.json")
 
 
 def study(folder: Path, condition: str) -> Callable[[], dict[tuple[str, str], verdicts.PairComparison]]:
@@ -106,26 +106,11 @@ def study(folder: Path, condition: str) -> Callable[[], dict[tuple[str, str], ve
                                     keep=lambda spec: spec.partition(":")[0] in VARIANTS)  # fmt: skip
 
 
-POWER = EXPERIMENTS / "compare" / "power" / "results.json"
-
-
-def calibrated_power_rates() -> list[str]:
-    """The learning rates at which the committed ``--preset power`` run is calibrated with every model at that rate
-    (its report's "Each pair at every learning rate"); none without the record."""
-    from hf_variants.lab.evidence import final_rates, not_calibrated
-
-    if not POWER.is_file():
-        return []
-    results = json.loads(POWER.read_text(encoding="utf-8"))
-    return [rate for rate in final_rates(results) if not_calibrated(results, rate) is None]
-
-
 #: Each condition: its label, where its records are, and its comparisons (one Holm family each). The main job's
-#: rows are its default run, and its 16-seed run with both sides at each rate where that run is calibrated.
+#: rows are its default run and its 16-seed run (``--preset power``), each pair at the rates each seed chose.
 CONDITIONS = [
     ("main job, default", "experiments/compare/default", main_job("default")),
-    *[(f"main job, 16 seeds, both at {rate}", "experiments/compare/power", main_job("power", rate))
-      for rate in calibrated_power_rates()],
+    ("main job, 16 seeds", "experiments/compare/power", main_job("power")),
     ("from scratch", "experiments/never_from_scratch/scratch", study(STUDY, "scratch")),
     ("self-pretrained", "experiments/never_from_scratch/self_pretrained", study(STUDY, "self_pretrained")),
     ("from scratch, GPU size", "experiments/never_from_scratch_gpu/scratch", study(GPU_STUDY, "scratch")),
@@ -135,7 +120,7 @@ CONDITIONS = [
 #: The conditions whose records ran under the current protocol (each seed's own rate choice, or one rate common to
 #: both sides; the margin declared before the first run; both calibration controls): a table of their own, apart from
 #: the older records'. ``tests/test_findings.py`` checks each against its record.
-CURRENT_PROTOCOL = ("main job, default",)
+CURRENT_PROTOCOL = ("main job, default", "main job, 16 seeds")
 
 
 @dataclass(frozen=True)
@@ -247,14 +232,21 @@ def forest_svg(rows: list[Finding], limit: float = 25.0) -> str:
 
 
 def main_job_sentence() -> str:
-    """Whether the main job's default budget is calibrated (experiments/compare/default)."""
+    """Whether the main job's budgets are calibrated (experiments/compare/default, then its other conditions), and
+    the older conditions calibrated afterwards."""
     from hf_variants.lab.evidence import calibration_checks
 
+    def calibrated(results: dict) -> str:
+        failed = [kind for kind, _, passed, _ in calibration_checks(results) if not passed]
+        return "calibrated" if not failed else f"not calibrated (its {' and '.join(failed)} control failed)"
+
     default = json.loads((EXPERIMENTS / "compare" / "default" / "results.json").read_text(encoding="utf-8"))
-    seeds = default["settings"]["num_seeds"]
-    failed = [kind for kind, _, passed, _ in calibration_checks(default) if not passed]
-    sentence = f"At its default {seeds} seeds the main job is " + (
-        "calibrated" if not failed else f"not calibrated (its {' and '.join(failed)} control failed)")
+    sentence = f"At its default {default['settings']['num_seeds']} seeds the main job is {calibrated(default)}"
+    for _, folder, _ in CONDITIONS:
+        if folder.startswith("experiments/compare/") and folder != "experiments/compare/default":
+            results = json.loads((ROOT / folder / "results.json").read_text(encoding="utf-8"))
+            sentence += (f"; `--preset {results['settings']['preset']}` ({results['settings']['num_seeds']} seeds) "
+                         f"is {calibrated(results)}")  # fmt: skip
     later = {label: calibration_afterwards(folder) for label, folder, _ in CONDITIONS
              if folder in CALIBRATED_AFTERWARDS}  # fmt: skip
     for label, told in later.items():
@@ -339,8 +331,8 @@ claim.
 """
 #: What sets the older records apart (the second table).
 OLDER = """\
-**These records predate the current protocol** ([Concepts](concepts.md)): each side chose its learning rate once
-(or both ran at one), the ±2 margin was fixed after the runs, and the studies ran no calibration controls.
+**These records predate the current protocol** ([Concepts](concepts.md)): each side chose its learning rate once,
+the ±2 margin was fixed after the runs, and the studies ran no calibration controls.
 """
 
 
@@ -477,7 +469,8 @@ def default_report_block(folder: Path = EXPERIMENTS / "compare" / "default") -> 
                       f"`--seed` {results['settings']['seed']}" for results in aa)  # fmt: skip
     outlook = default_outlook(aa[0])
     lines += ["", f"How often the default calibrates (the A/A records at its budget: {drawn}). On the default's data, "
-              f"{outlook[:1].lower()}{outlook[1:]} {pooled_aa_sentence(aa)} {calibrated_runs(default_runs())}"]  # fmt: skip
+              f"{outlook[:1].lower()}{outlook[1:]} {pooled_aa_sentence(aa)} "
+              f"{calibrated_runs(default_runs())}"]  # fmt: skip
     return "\n".join(lines) + ("\n\nRendered by `python tools/render_tables.py` from "
                                f"`experiments/compare/default/results.json`, {aa_sources()} and the default command's "
                                "runs at other seeds.\n")  # fmt: skip
@@ -612,14 +605,15 @@ def power_preset_block(folder: Path = EXPERIMENTS / "compare" / "power") -> str:
     """docs/main-job.md's account of the committed `--preset power` run: its wall time, calibration, each pair's
     verdict at the chosen rates and at every common rate, and its A/A check (all read from its results.json)."""
     from hf_variants.lab.evidence import final_rates, pair_comparisons
-    from hf_variants.lab.report import aa_check_lines
+    from hf_variants.lab.report import aa_check_lines, calibration_outlook
 
     results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
     minutes, seconds = divmod(round(results["wall_seconds"]), 60)
+    outlook = " ".join(filter(None, (calibration_outlook(results, task) for task in results["tasks"])))
     lines = [f"`{results['command']}` took **{minutes} min {seconds} s** ({run_counts(results)}, "
              f"{results['settings']['workers']} at a time, on a 2-core CPU; "
-             f"its report: `experiments/compare/power/report.md` in the repository). {calibration_sentence(results)}",
-             "", *pair_verdict_lines(results)]  # fmt: skip
+             f"its report: `experiments/compare/power/report.md` in the repository). {calibration_sentence(results)} "
+             f"{outlook}", "", *pair_verdict_lines(results)]  # fmt: skip
     rates = final_rates(results)
     if rates:
         at_rate = pair_comparisons(results, rates)

@@ -39,18 +39,13 @@ def cell_text(label: str, comparison: verdicts.PairComparison) -> str:
     return text
 
 
-def main_job_comparisons(results_file: Path, rate: str | None = None
-                         ) -> dict[tuple[str, str], verdicts.PairComparison]:  # fmt: skip
+def main_job_comparisons(results_file: Path) -> dict[tuple[str, str], verdicts.PairComparison]:
     """(variant, task) → its comparison in a ``hf-variants compare`` report's ``results.json``
-    (:func:`~.report.pair_comparisons`, the report's own family and margins): at the rates each side chose, or
-    with both sides at ``rate`` (a record with final runs at every rate; the family is then its every-rate table)."""
-    from hf_variants.lab.evidence import final_rates, pair_comparisons
+    (:func:`~.report.pair_comparisons`, the report's own family and margins), at the rates each seed chose."""
+    from hf_variants.lab.evidence import pair_comparisons
 
     results = json.loads(results_file.read_text(encoding="utf-8"))
-    if rate is None:
-        return {(variant, task): comparison for (variant, _, task), comparison in pair_comparisons(results).items()}
-    compared = pair_comparisons(results, final_rates(results))
-    return {(variant, task): comparison for (variant, _, task, at), comparison in compared.items() if at == rate}
+    return {(variant, task): comparison for (variant, _, task), comparison in pair_comparisons(results).items()}
 
 
 def main_job_verdicts(results_file: Path) -> dict[str, list[str]]:

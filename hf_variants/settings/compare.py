@@ -36,7 +36,7 @@ be trusted.
 control at hidden size 64 over 12 seeds (a power computation: docs/main-job.md), the N-ODE Transformer
 and its control over 6 (its own budget), at one learning rate common to both sides), 'power'
 (the earlier default budget, hidden size 128, over 16 seeds, N-ODE left out and MLK added, final runs at
-every swept rate, and an A/A check of 3-seed comparisons: under an hour on a 2-core CPU), 'full' (the
+every swept rate: about an hour on a 2-core CPU), 'full' (the
 larger, slower comparison for real data: 2 layers, 200 MLM steps, 600 fine-tuning steps, three learning
 rates) or 'recall' (the embedded recall task, which needs two layers and more examples than the default's
 budget: see docs/main-job.md). With several learning rates each seed chooses each model's own on held-out
