@@ -454,14 +454,13 @@ def default_report_block(folder: Path = EXPERIMENTS / "compare" / "default") -> 
     """README's account of the committed default `hf-variants compare`: its time, its calibration and each pair's
     verdict, read from its results.json, so that the front door says what its report says."""
     from hf_variants.lab.evidence import not_calibrated
-    from hf_variants.lab.report import calibration_outlook
 
     results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
     minutes, seconds = divmod(round(results["wall_seconds"]), 60)
     why = not_calibrated(results)
     verdict = (f"**{why[0].upper()}{why[1:]}**, so its report calls no pair above, below or equivalent and shows what "
                "each interval still allows:" if why else "Its budget is calibrated; each pair's verdict:")  # fmt: skip
-    outlook = " ".join(filter(None, (calibration_outlook(results, task) for task in results["tasks"])))
+    outlook = record_outlook(results)
     lines = [f"The committed default run took {minutes} min {seconds} s inside the comparison on a 2-core CPU. "
              f"{calibration_sentence(results)} {outlook} {verdict}", "", *pair_verdict_lines(results)]  # fmt: skip
     aa = aa_records()
@@ -508,14 +507,19 @@ def pooled_aa_sentence(records: list[dict]) -> str:
             f"{100 * verdicts.ALPHA:.0f}%.")  # fmt: skip
 
 
-def default_outlook(results: dict) -> str:
-    """A record's calibration outlook (its measured spreads) for a comparison of the default's seed count when the
-    record was made."""
-    from hf_variants.lab.evidence import default_seeds
+def record_outlook(results: dict, seeds: int | None = None) -> str:
+    """A record's calibration outlook on each of its tasks (its measured spreads): for a comparison of its own seed
+    count, or of ``seeds``."""
     from hf_variants.lab.report import calibration_outlook
 
-    seeds = default_seeds(results)
     return " ".join(filter(None, (calibration_outlook(results, task, seeds) for task in results["tasks"])))
+
+
+def default_outlook(results: dict) -> str:
+    """A record's calibration outlook for a comparison of the default's seed count when the record was made."""
+    from hf_variants.lab.evidence import default_seeds
+
+    return record_outlook(results, default_seeds(results))
 
 
 def run_counts(results: dict) -> str:
@@ -563,7 +567,7 @@ def default_runs_block(folders: tuple[str, ...] = DEFAULT_RUNS) -> str:
     """docs/main-job.md's account of the committed default-budget runs: how many passed their calibration, then per
     run its command, its runs, calibration with the record's own calibration outlook, and each pair's verdict, and for
     the first (the default, timed with nothing else running) its time (all read from its results.json)."""
-    from hf_variants.lab.report import calibration_outlook, without_output_folder
+    from hf_variants.lab.report import without_output_folder
 
     records = default_runs(folders)
     paragraphs = [calibrated_runs(records), ""]
@@ -572,7 +576,7 @@ def default_runs_block(folders: tuple[str, ...] = DEFAULT_RUNS) -> str:
         minutes, seconds = divmod(round(results["wall_seconds"]), 60)
         longest = max(results["models"].items(), key=lambda item: item[1]["training_seconds"])
         clocks = sum(model["training_seconds"] for model in results["models"].values())
-        outlook = " ".join(filter(None, (calibration_outlook(results, task) for task in results["tasks"])))
+        outlook = record_outlook(results)
         timed = (f"**{minutes} min {seconds} s** inside the comparison, " if index == 0 else "")
         paragraphs += [f"`{results['command']}`: {timed}{run_counts(results)}, {results['settings']['workers']} at a "
                        f"time on a 2-core CPU ({longest[0]}'s pretrainings and final runs took "
@@ -605,11 +609,11 @@ def power_preset_block(folder: Path = EXPERIMENTS / "compare" / "power") -> str:
     """docs/main-job.md's account of the committed `--preset power` run: its wall time, calibration, each pair's
     verdict at the chosen rates and at every common rate, and its A/A check (all read from its results.json)."""
     from hf_variants.lab.evidence import final_rates, pair_comparisons
-    from hf_variants.lab.report import aa_check_lines, calibration_outlook
+    from hf_variants.lab.report import aa_check_lines
 
     results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
     minutes, seconds = divmod(round(results["wall_seconds"]), 60)
-    outlook = " ".join(filter(None, (calibration_outlook(results, task) for task in results["tasks"])))
+    outlook = record_outlook(results)
     lines = [f"`{results['command']}` took **{minutes} min {seconds} s** ({run_counts(results)}, "
              f"{results['settings']['workers']} at a time, on a 2-core CPU; "
              f"its report: `experiments/compare/power/report.md` in the repository). {calibration_sentence(results)} "
